@@ -1,0 +1,55 @@
+"""Forward kinematics: local joint transforms to world (or character) space.
+
+Joints are ordered so that every parent comes before its children (BVH order guarantees it).
+Positions in metres, quaternions (w, x, y, z).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, fastmath=False)
+def _fk_kernel(lpos, lrot, parents, gpos, grot):
+    F, J = lpos.shape[0], lpos.shape[1]
+    for f in range(F):
+        for j in range(J):
+            p = parents[j]
+            if p < 0:
+                for k in range(3):
+                    gpos[f, j, k] = lpos[f, j, k]
+                for k in range(4):
+                    grot[f, j, k] = lrot[f, j, k]
+                continue
+            aw, ax, ay, az = grot[f, p, 0], grot[f, p, 1], grot[f, p, 2], grot[f, p, 3]
+            bw, bx, by, bz = lrot[f, j, 0], lrot[f, j, 1], lrot[f, j, 2], lrot[f, j, 3]
+            grot[f, j, 0] = aw * bw - ax * bx - ay * by - az * bz
+            grot[f, j, 1] = aw * bx + ax * bw + ay * bz - az * by
+            grot[f, j, 2] = aw * by - ax * bz + ay * bw + az * bx
+            grot[f, j, 3] = aw * bz + ax * by - ay * bx + az * bw
+            vx, vy, vz = lpos[f, j, 0], lpos[f, j, 1], lpos[f, j, 2]
+            # v + 2w(q x v) + 2 q x (q x v)
+            tx = 2.0 * (ay * vz - az * vy)
+            ty = 2.0 * (az * vx - ax * vz)
+            tz = 2.0 * (ax * vy - ay * vx)
+            gpos[f, j, 0] = gpos[f, p, 0] + vx + aw * tx + (ay * tz - az * ty)
+            gpos[f, j, 1] = gpos[f, p, 1] + vy + aw * ty + (az * tx - ax * tz)
+            gpos[f, j, 2] = gpos[f, p, 2] + vz + aw * tz + (ax * ty - ay * tx)
+
+
+def forward_kinematics(local_pos: np.ndarray, local_rot: np.ndarray, parents) -> tuple[np.ndarray, np.ndarray]:
+    """World positions (..., J, 3) and rotations (..., J, 4) from local ones.
+
+    local_pos: (..., J, 3) joint translations relative to the parent (offsets for most joints);
+    local_rot: (..., J, 4); parents: (J,) with -1 for the root.
+    """
+    local_pos = np.asarray(local_pos)
+    local_rot = np.asarray(local_rot)
+    lead = local_pos.shape[:-2]
+    J = local_pos.shape[-2]
+    lp = np.ascontiguousarray(local_pos.reshape(-1, J, 3), dtype=np.float64)
+    lr = np.ascontiguousarray(local_rot.reshape(-1, J, 4), dtype=np.float64)
+    gp = np.empty_like(lp)
+    gr = np.empty_like(lr)
+    _fk_kernel(lp, lr, np.asarray(parents, dtype=np.int64), gp, gr)
+    return gp.reshape(lead + (J, 3)), gr.reshape(lead + (J, 4))
