@@ -57,9 +57,15 @@ def quat_mul_inv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate vectors v (..., 3) by unit quaternions q (..., 4)."""
-    qv = q[..., 1:]
-    t = 2.0 * np.cross(qv, v)
-    return v + q[..., :1] * t + np.cross(qv, t)
+    # Written out instead of np.cross: np.cross costs ~20 us of overhead per call.
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
+    tx = 2.0 * (y * vz - z * vy)
+    ty = 2.0 * (z * vx - x * vz)
+    tz = 2.0 * (x * vy - y * vx)
+    return np.stack([vx + w * tx + (y * tz - z * ty),
+                     vy + w * ty + (z * tx - x * tz),
+                     vz + w * tz + (x * ty - y * tx)], axis=-1)
 
 
 def quat_inv_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -4,23 +4,32 @@ Reads any rotation channel order, 3 or 6 (or any mix of) channels per joint, End
 and `.bvh.gz`. Rotation channels are intrinsic Euler angles in the order listed (the first channel is
 the outermost rotation), as BVH intends. Lengths are converted to metres: the unit is detected from
 the skeleton's size (a human measured in centimetres is far taller than 10 units) or given.
+
+Every malformed input raises BVHError with the file and line. The motion block is parsed in one C-speed
+pass (np.fromstring); only when that fails is it re-read line by line to say where and why.
 """
 from __future__ import annotations
 
 import gzip
 import io
+import math
 import os
 import re
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from ..animation import Animation, Skeleton
-from ..rotations import quat_from_euler, quat_to_euler, quat_normalize
+from ..rotations import quat_to_euler
 
 POSITION_CHANNELS = ("Xposition", "Yposition", "Zposition")
 ROTATION_CHANNELS = ("Xrotation", "Yrotation", "Zrotation")
 _ALL_CHANNELS = {c.lower(): c for c in POSITION_CHANNELS + ROTATION_CHANNELS}
+_UNITS = {"m": 1.0, "metre": 1.0, "metres": 1.0, "meter": 1.0, "meters": 1.0,
+          "cm": 0.01, "centimetres": 0.01, "centimeters": 0.01, "mm": 0.001, "millimetres": 0.001,
+          "millimeters": 0.001, "in": 0.0254, "inch": 0.0254, "inches": 0.0254}
+_END = -2  # stack marker for an End Site block
 
 
 class BVHError(ValueError):
@@ -36,94 +45,120 @@ def _open_text(path) -> str:
     path = Path(path)
     raw = path.read_bytes()
     if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise BVHError(path, None, f"cannot decompress: {e}") from None
     return raw.decode("utf-8", errors="replace")
 
 
 def _unit_scale(unit, offsets: np.ndarray, parents: np.ndarray) -> float:
     """Factor from file units to metres."""
     if isinstance(unit, (int, float)) and not isinstance(unit, bool):
+        if not np.isfinite(unit) or unit <= 0:
+            raise ValueError(f"unit factor must be a positive number, got {unit!r}")
         return float(unit)
-    if unit in ("m", "metres", "meters"):
-        return 1.0
-    if unit in ("cm", "centimetres", "centimeters"):
-        return 0.01
+    if isinstance(unit, str) and unit.lower() in _UNITS:
+        return _UNITS[unit.lower()]
     if unit not in (None, "auto"):
-        raise ValueError(f"unknown unit {unit!r}: use 'auto', 'm', 'cm' or a number (file units to metres)")
-    # Rest-pose extent of the skeleton: ~1.5-2 for metres, ~150-200 for centimetres.
+        raise ValueError(f"unknown unit {unit!r}: use 'auto', 'm', 'cm', 'mm' or a number (file units to metres)")
+    # Rest-pose extent of the skeleton: a human is ~1.5-2 in metres, ~150-200 in cm, ~1500-2000 in mm.
     pos = np.zeros_like(offsets)
     for j, p in enumerate(parents):
         pos[j] = offsets[j] + (pos[p] if p >= 0 else 0.0)
     extent = float(np.max(pos.max(0) - pos.min(0))) if len(pos) else 0.0
+    if extent > 600.0:
+        return 0.001
     return 0.01 if extent > 10.0 else 1.0
 
 
-def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
-    """Parse BVH text into an Animation (metres, local quaternions)."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    m = re.search(r"^\s*MOTION\s*$", text, flags=re.M)
-    if m is None:
-        raise BVHError(path, None, "no MOTION section (file truncated?)")
-    head_lines = text[:m.start()].split("\n")
-    head_line_count = text[:m.start()].count("\n")
-
+def _parse_hierarchy(lines: list[str], path):
+    """HIERARCHY lines (1-based numbering from the file start) -> names, parents, offsets, channels,
+    end sites, and the column count of a frame."""
     names: list[str] = []
     parents: list[int] = []
-    offsets: list[list[float]] = []
+    offsets: list[list[float] | None] = []
     channels: list[tuple[str, ...]] = []
     end_sites: dict[int, np.ndarray] = {}
-    stack: list[int] = []
-    pending: int | None = None  # joint whose '{' is expected
-    in_end = False
-    end_offset_for: int | None = None
+    decl_line: list[int] = []
+    stack: list[int] = []          # open blocks: joint index or _END
+    pending: int | None = None     # block declared, its '{' not yet seen
+    pending_line = 0
+    root_closed = False
     saw_hierarchy = False
-    for lineno, line in enumerate(head_lines, start=1):
+
+    for lineno, line in enumerate(lines, start=1):
         toks = line.split()
         if not toks:
             continue
         key = toks[0]
+        if pending is not None and key != "{":
+            raise BVHError(path, lineno, f"expected '{{' after line {pending_line}, got {key!r}")
         if key == "HIERARCHY":
+            if saw_hierarchy or names:
+                raise BVHError(path, lineno, "second HIERARCHY keyword")
             saw_hierarchy = True
         elif key in ("ROOT", "JOINT"):
+            if not saw_hierarchy:
+                raise BVHError(path, lineno, f"{key} before HIERARCHY")
             if len(toks) < 2:
                 raise BVHError(path, lineno, f"{key} without a name")
-            if key == "ROOT" and names:
+            if key == "ROOT" and (names or stack):
                 raise BVHError(path, lineno, "more than one ROOT is not supported")
-            names.append(" ".join(toks[1:]))
+            if key == "JOINT" and not stack:
+                raise BVHError(path, lineno, "JOINT outside the ROOT's braces")
+            if root_closed:
+                raise BVHError(path, lineno, "joint after the ROOT block closed")
+            if stack and stack[-1] == _END:
+                raise BVHError(path, lineno, "JOINT inside an End Site")
+            name = " ".join(toks[1:])
+            if name in names:
+                raise BVHError(path, lineno, f"duplicate joint name {name!r}")
+            names.append(name)
             parents.append(stack[-1] if stack else -1)
-            offsets.append([0.0, 0.0, 0.0])
+            offsets.append(None)
             channels.append(())
-            pending = len(names) - 1
+            decl_line.append(lineno)
+            pending, pending_line = len(names) - 1, lineno
         elif key == "End":
-            if not stack:
-                raise BVHError(path, lineno, "End Site outside any joint")
-            in_end = True
-            end_offset_for = stack[-1]
-            pending = -2
+            if len(toks) != 2 or toks[1] != "Site":
+                raise BVHError(path, lineno, f"expected 'End Site', got {line.strip()!r}")
+            if not stack or stack[-1] == _END:
+                raise BVHError(path, lineno, "End Site outside a joint")
+            pending, pending_line = _END, lineno
         elif key == "{":
-            if pending is None:
+            if pending is None or len(toks) != 1:
                 raise BVHError(path, lineno, "unexpected '{'")
             stack.append(pending)
             pending = None
         elif key == "}":
-            if not stack:
+            if not stack or len(toks) != 1:
                 raise BVHError(path, lineno, "unbalanced '}'")
             top = stack.pop()
-            if top == -2:
-                in_end = False
+            if top == _END:
+                if stack[-1] not in end_sites:
+                    raise BVHError(path, lineno, "End Site without an OFFSET")
+            elif offsets[top] is None:
+                raise BVHError(path, lineno, f"joint {names[top]!r} (line {decl_line[top]}) has no OFFSET")
+            if not stack:
+                root_closed = True
         elif key == "OFFSET":
+            if not stack:
+                raise BVHError(path, lineno, "OFFSET outside a joint")
+            if len(toks) != 4:
+                raise BVHError(path, lineno, f"OFFSET needs three numbers: {line.strip()!r}")
             try:
                 vals = [float(v) for v in toks[1:4]]
             except ValueError:
-                raise BVHError(path, lineno, f"non-numeric OFFSET: {line.strip()}") from None
-            if len(vals) != 3 or not np.all(np.isfinite(vals)):
-                raise BVHError(path, lineno, f"OFFSET needs three finite numbers: {line.strip()}")
-            if in_end:
-                end_sites[end_offset_for] = np.array(vals)
-            elif stack:
+                raise BVHError(path, lineno, f"non-numeric OFFSET: {line.strip()!r}") from None
+            if not all(map(math.isfinite, vals)):
+                raise BVHError(path, lineno, f"non-finite OFFSET: {line.strip()!r}")
+            if stack[-1] == _END:
+                end_sites[stack[-2]] = np.array(vals)
+            else:
                 offsets[stack[-1]] = vals
         elif key == "CHANNELS":
-            if not stack or stack[-1] < 0:
+            if not stack or stack[-1] == _END:
                 raise BVHError(path, lineno, "CHANNELS outside a joint")
             try:
                 n = int(toks[1])
@@ -135,136 +170,270 @@ def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
             fixed = []
             for c in chans:
                 if c.lower() not in _ALL_CHANNELS:
-                    raise BVHError(path, lineno, f"unknown channel name {c!r}")
+                    raise BVHError(path, lineno, f"unknown channel name {c!r} (expected X/Y/Z position/rotation)")
                 fixed.append(_ALL_CHANNELS[c.lower()])
+            if len(set(fixed)) != len(fixed):
+                raise BVHError(path, lineno, f"repeated channel in {' '.join(chans)}")
             channels[stack[-1]] = tuple(fixed)
         else:
             raise BVHError(path, lineno, f"unexpected keyword {key!r} in HIERARCHY")
-    if not saw_hierarchy or not names:
-        raise BVHError(path, None, "no HIERARCHY with a ROOT joint")
+    last = len(lines) + 1  # the MOTION line
+    if not saw_hierarchy:
+        raise BVHError(path, 1, "file does not start with HIERARCHY")
+    if not names:
+        raise BVHError(path, last, "HIERARCHY has no ROOT joint")
+    if pending is not None:
+        raise BVHError(path, last, f"block declared on line {pending_line} never opened with '{{'")
     if stack:
-        raise BVHError(path, head_line_count, "HIERARCHY ends with unclosed '{'")
+        raise BVHError(path, last, f"HIERARCHY ends with {len(stack)} unclosed '{{'")
+    return names, parents, offsets, channels, end_sites
 
-    # MOTION header
-    rest = text[m.end():]
-    lines = rest.split("\n")
-    base = head_line_count + 1  # line number of 'MOTION'
-    idx = 0
+
+@numba.njit(cache=True)
+def _euler_kernel(data, joints, cols, axes, rot):
+    """rot[:, joints[i]] = quaternion of intrinsic Euler angles (degrees) data[:, cols[i, 0..2]] about
+    axes[i, 0..2] (0=X, 1=Y, 2=Z), first axis outermost; a column of -1 is a zero angle."""
+    F = data.shape[0]
+    half = np.pi / 360.0
+    for f in range(F):
+        for i in range(joints.size):
+            w, x, y, z = 1.0, 0.0, 0.0, 0.0
+            for a in range(3):
+                c = cols[i, a]
+                if c < 0:
+                    continue
+                t = data[f, c] * half
+                cw, sv = np.cos(t), np.sin(t)
+                # q * (cw, sv * e_axis): right-multiplying makes later channels inner rotations.
+                if axes[i, a] == 0:
+                    w, x, y, z = w * cw - x * sv, x * cw + w * sv, y * cw + z * sv, z * cw - y * sv
+                elif axes[i, a] == 1:
+                    w, x, y, z = w * cw - y * sv, x * cw - z * sv, y * cw + w * sv, z * cw + x * sv
+                else:
+                    w, x, y, z = w * cw - z * sv, x * cw + y * sv, y * cw - x * sv, z * cw + w * sv
+            j = joints[i]
+            rot[f, j, 0] = w
+            rot[f, j, 1] = x
+            rot[f, j, 2] = y
+            rot[f, j, 3] = z
+
+
+_POW10 = np.array([10.0 ** k for k in range(23)])
+
+
+@numba.njit(cache=True)
+def _scan_floats(buf, out, pow10):
+    """Parse whitespace-separated decimal numbers from ASCII bytes into out.
+
+    Returns the count parsed, or -1 at the first token that is not a plain decimal number (nan, inf,
+    commas, ...) and -2 when there are more numbers than out holds; the caller then re-reads slowly to
+    say where. Mantissas of up to 15 digits with |exponent| <= 22 are exact (correctly rounded), which
+    covers everything BVH writers print.
+    """
+    n = buf.size
+    i = 0
+    k = 0
+    while True:
+        while i < n and (buf[i] == 32 or (buf[i] >= 9 and buf[i] <= 13)):
+            i += 1
+        if i >= n:
+            return k
+        neg = False
+        if buf[i] == 45 or buf[i] == 43:  # - +
+            neg = buf[i] == 45
+            i += 1
+        mant = 0
+        ndig = 0      # significant digits kept in mant
+        exp10 = 0
+        seen = False
+        while i < n and buf[i] >= 48 and buf[i] <= 57:
+            seen = True
+            if ndig < 18:
+                if mant != 0 or buf[i] != 48:
+                    mant = mant * 10 + (buf[i] - 48)
+                    ndig += 1
+            else:
+                exp10 += 1
+            i += 1
+        if i < n and buf[i] == 46:  # .
+            i += 1
+            while i < n and buf[i] >= 48 and buf[i] <= 57:
+                seen = True
+                if ndig < 18:
+                    if mant != 0 or buf[i] != 48:
+                        mant = mant * 10 + (buf[i] - 48)
+                        ndig += 1
+                    exp10 -= 1
+                i += 1
+        if not seen:
+            return -1
+        if i < n and (buf[i] == 101 or buf[i] == 69):  # e E
+            i += 1
+            eneg = False
+            if i < n and (buf[i] == 45 or buf[i] == 43):
+                eneg = buf[i] == 45
+                i += 1
+            if i >= n or buf[i] < 48 or buf[i] > 57:
+                return -1
+            e = 0
+            while i < n and buf[i] >= 48 and buf[i] <= 57:
+                if e < 100000:
+                    e = e * 10 + (buf[i] - 48)
+                i += 1
+            exp10 += -e if eneg else e
+        if i < n and not (buf[i] == 32 or (buf[i] >= 9 and buf[i] <= 13)):
+            return -1
+        if k >= out.size:
+            return -2
+        if mant == 0:
+            v = 0.0
+        elif ndig <= 15 and exp10 >= -22 and exp10 <= 22:
+            v = float(mant) * pow10[exp10] if exp10 >= 0 else float(mant) / pow10[-exp10]
+        else:
+            v = float(mant) * 10.0 ** exp10
+        out[k] = -v if neg else v
+        k += 1
+
+
+def _next_line(text: str, pos: int) -> tuple[str, int]:
+    end = text.find("\n", pos)
+    if end < 0:
+        return text[pos:], len(text)
+    return text[pos:end], end + 1
+
+
+def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
+    """Parse BVH text into an Animation (metres, local quaternions w,x,y,z).
+
+    unit: 'auto' (detect from the skeleton size), 'm', 'cm', 'mm' or a factor from file units to metres.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    m = re.search(r"^[ \t]*MOTION[ \t]*$", text, flags=re.M)
+    if m is None:
+        if not text.strip():
+            raise BVHError(path, 1, "empty file")
+        raise BVHError(path, text.count("\n") + 1, "no MOTION section (file truncated?)")
+    head = text[:m.start()]
+    head_lines = head.split("\n")[:-1] if head.endswith("\n") else head.split("\n")
+    names, parents, offsets, channels, end_sites = _parse_hierarchy(head_lines, path)
+    motion_line = head.count("\n") + 1
+
+    # 'Frames:' and 'Frame Time:' lines, scanned without splitting the whole body.
+    pos = m.end() + 1
+    ln = motion_line
     frames = frame_time = None
-    while idx < len(lines) and (frames is None or frame_time is None):
-        s = lines[idx].strip()
-        idx += 1
+    while frames is None or frame_time is None:
+        if pos >= len(text):
+            raise BVHError(path, ln + 1, "MOTION block truncated before 'Frames:'/'Frame Time:'")
+        line, pos = _next_line(text, pos)
+        ln += 1
+        s = " ".join(line.split())  # 'Frame\tTime:' too
         if not s:
             continue
-        ln = base + idx
-        if s.lower().startswith("frames:"):
+        low = s.lower()
+        if low.startswith("frames:") and frames is None:
             try:
                 frames = int(s.split(":", 1)[1])
             except ValueError:
-                raise BVHError(path, ln, f"bad frame count: {s}") from None
-        elif s.lower().startswith("frame time:"):
+                raise BVHError(path, ln, f"bad frame count: {s!r}") from None
+            if frames <= 0:
+                raise BVHError(path, ln, f"zero frames ({s!r})")
+        elif low.startswith("frame time:") and frame_time is None:
             try:
                 frame_time = float(s.split(":", 1)[1])
             except ValueError:
-                raise BVHError(path, ln, f"bad frame time: {s}") from None
+                raise BVHError(path, ln, f"bad frame time: {s!r}") from None
             if not np.isfinite(frame_time) or frame_time <= 0:
-                raise BVHError(path, ln, f"frame time must be positive: {s}")
+                raise BVHError(path, ln, f"frame time must be a positive number: {s!r}")
         else:
             raise BVHError(path, ln, f"expected 'Frames:' and 'Frame Time:', got {s[:40]!r}")
-    if frames is None or frame_time is None:
-        raise BVHError(path, base + idx, "MOTION block truncated before 'Frames:'/'Frame Time:'")
-    if frames <= 0:
-        raise BVHError(path, base, "zero frames")
-    first_data_line = base + idx + 1
+    first_data_line = ln + 1
     ncols = sum(len(c) for c in channels)
-    body = "\n".join(lines[idx:])
+    if ncols == 0:
+        raise BVHError(path, motion_line, "no joint has CHANNELS")
+    body = text[pos:]
+    data = np.empty((frames, ncols))
     try:
-        flat = np.array(body.split(), dtype=np.float64)
-    except ValueError:
-        flat = None
-    data = None
-    if flat is not None and flat.size == frames * ncols:
-        data = flat.reshape(frames, ncols)
-    if data is None or not np.all(np.isfinite(data)):
-        _locate_bad_frame(path, lines[idx:], first_data_line, frames, ncols)
-        raise BVHError(path, None, "motion data malformed")  # _locate_bad_frame always raises first
+        raw = np.frombuffer(body.encode("ascii"), dtype=np.uint8)
+    except UnicodeEncodeError:
+        raw = None
+    count = _scan_floats(raw, data.reshape(-1), _POW10) if raw is not None and raw.size else 0
+    if count != frames * ncols or not np.isfinite(data).all():
+        data = _parse_motion_slow(path, body, first_data_line, frames, ncols)
 
     J = len(names)
     parents_a = np.array(parents, dtype=np.int64)
-    offsets_a = np.array(offsets, dtype=np.float64)
+    offsets_a = np.array(offsets, dtype=np.float64).reshape(J, 3)
     scale = _unit_scale(unit, offsets_a, parents_a)
 
-    pos = np.repeat(offsets_a[None], frames, axis=0)
+    pos_out = np.repeat(offsets_a[None], frames, axis=0)
     rot = np.zeros((frames, J, 4))
     rot[..., 0] = 1.0
     col = 0
-    by_order: dict[str, list[tuple[int, list[int]]]] = {}
+    rjoints, rcols, raxes = [], [], []
     for j, chans in enumerate(channels):
-        rcols, order = [], ""
+        jc, ja = [-1, -1, -1], [0, 0, 0]
+        r = 0
         for c in chans:
             if c in POSITION_CHANNELS:
-                pos[:, j, POSITION_CHANNELS.index(c)] = data[:, col]
+                pos_out[:, j, POSITION_CHANNELS.index(c)] = data[:, col]
             else:
-                rcols.append(col)
-                order += c[0]
+                jc[r], ja[r] = col, "XYZ".index(c[0])
+                r += 1
             col += 1
-        if rcols:
-            if len(rcols) != 3:
-                # Fewer than three rotation channels: pad with zero rotations about the missing axes.
-                missing = [a for a in "XYZ" if a not in order]
-                by_order.setdefault(order + "".join(missing), []).append((j, rcols + [-1] * len(missing)))
-            else:
-                by_order.setdefault(order, []).append((j, rcols))
-    padded = np.concatenate([data, np.zeros((frames, 1))], axis=1)
-    for order, items in by_order.items():
-        js = [j for j, _ in items]
-        cols = np.array([c for _, c in items])  # (k, 3)
-        angles = padded[:, cols]                 # (F, k, 3)
-        rot[:, js] = quat_from_euler(angles, order)
+        if r:
+            rjoints.append(j)
+            rcols.append(jc)
+            raxes.append(ja)
+    if rjoints:
+        _euler_kernel(data, np.array(rjoints, dtype=np.int64), np.array(rcols, dtype=np.int64),
+                      np.array(raxes, dtype=np.int64), rot)
 
     skel = Skeleton(names=names, parents=parents_a, offsets=offsets_a * scale,
                     end_sites={k: v * scale for k, v in end_sites.items()}, channels=channels)
-    anim = Animation(skeleton=skel, positions=pos * scale, rotations=quat_normalize(rot),
-                     fps=1.0 / frame_time, source=str(path))
-    return anim
+    fps = 1.0 / frame_time
+    if round(fps) > 0 and abs(round(fps) * frame_time - 1.0) < 1e-4:
+        fps = float(round(fps))  # 'Frame Time: 0.0166667' means 60 fps, not 59.99998
+    return Animation(skeleton=skel, positions=pos_out * scale, rotations=rot, fps=fps, source=str(path))
 
 
-def _locate_bad_frame(path, lines, first_line, frames, ncols):
-    """Slow path: find the first bad line of the motion block and raise a precise error."""
-    n = 0
-    for k, line in enumerate(lines):
+def _parse_motion_slow(path, body: str, first_line: int, frames: int, ncols: int) -> np.ndarray:
+    """Line-by-line parse of the motion block that names the first bad line; returns the data when
+    the fast pass only failed on something Python's float() accepts."""
+    rows = []
+    last_ln = first_line - 1
+    for k, line in enumerate(body.split("\n")):
         toks = line.split()
         if not toks:
             continue
         ln = first_line + k
+        last_ln = ln
+        n = len(rows)
         if n >= frames:
             raise BVHError(path, ln, f"more frame lines than 'Frames: {frames}'")
         if len(toks) != ncols:
             raise BVHError(path, ln, f"frame {n} has {len(toks)} values, expected {ncols}")
-        try:
-            vals = [float(t) for t in toks]
-        except ValueError:
-            bad = next(t for t in toks if not _is_float(t))
-            raise BVHError(path, ln, f"frame {n} has a non-numeric value {bad!r}") from None
-        if not np.all(np.isfinite(vals)):
-            raise BVHError(path, ln, f"frame {n} has a non-finite value")
-        n += 1
-    raise BVHError(path, first_line + len(lines), f"MOTION block truncated: {n} of {frames} frames present")
-
-
-def _is_float(t: str) -> bool:
-    try:
-        float(t)
-        return True
-    except ValueError:
-        return False
+        vals = []
+        for t in toks:
+            try:
+                v = float(t)
+            except ValueError:
+                raise BVHError(path, ln, f"frame {n} has a non-numeric value {t!r}") from None
+            if not np.isfinite(v):
+                raise BVHError(path, ln, f"frame {n} has a non-finite value {t!r}")
+            vals.append(v)
+        rows.append(vals)
+    if len(rows) < frames:
+        raise BVHError(path, last_ln + 1,
+                       f"MOTION block truncated: {len(rows)} of {frames} frames present")
+    return np.array(rows, dtype=np.float64)
 
 
 def read_bvh(path, unit="auto") -> Animation:
-    """Read a .bvh or .bvh.gz file. unit: 'auto' (detect), 'm', 'cm' or a factor to metres."""
+    """Read a .bvh or .bvh.gz file. unit: 'auto' (detect), 'm', 'cm', 'mm' or a factor to metres."""
     text = _open_text(path)
-    anim = parse_bvh_text(text, path=path, unit=unit)
-    return anim
+    return parse_bvh_text(text, path=path, unit=unit)
 
 
 def _fmt(a: np.ndarray) -> str:
@@ -273,9 +442,12 @@ def _fmt(a: np.ndarray) -> str:
 
 def write_bvh(path, anim: Animation, unit: str = "m", default_order: str = "ZXY") -> None:
     """Write an Animation as BVH. Joints keep their channel layout when the skeleton has one; otherwise
-    the root gets 6 channels and the other joints 3 (rotation order default_order). unit: 'm' or 'cm'."""
+    the root gets 6 channels and the other joints 3 (rotation order default_order). unit: 'm', 'cm' or
+    'mm'. A path ending in .gz is gzip-compressed. Written to a temporary file, then renamed."""
     skel = anim.skeleton
-    scale = {"m": 1.0, "cm": 100.0}[unit]
+    if unit not in ("m", "cm", "mm"):
+        raise ValueError(f"unit must be 'm', 'cm' or 'mm', got {unit!r}")
+    scale = 1.0 / _UNITS[unit]
     J = skel.num_joints
     chans = list(skel.channels) if len(skel.channels) == J else []
     if not chans:
@@ -307,7 +479,11 @@ def write_bvh(path, anim: Animation, unit: str = "m", default_order: str = "ZXY"
     cols = []
     for j, ch in enumerate(chans):
         rot_order = "".join(c[0] for c in ch if c in ROTATION_CHANNELS)
-        euler = quat_to_euler(anim.rotations[:, j], rot_order) if len(rot_order) == 3 else None
+        euler = None
+        if rot_order:
+            # Fewer than three rotation channels: write the listed ones (exact when the others are zero).
+            full = rot_order + "".join(a for a in "XYZ" if a not in rot_order)
+            euler = quat_to_euler(anim.rotations[:, j], full)
         r = 0
         for c in ch:
             if c in POSITION_CHANNELS:
@@ -316,13 +492,14 @@ def write_bvh(path, anim: Animation, unit: str = "m", default_order: str = "ZXY"
                 cols.append(euler[:, r])
                 r += 1
     data = np.stack(cols, axis=1) if cols else np.zeros((F, 0))
+    data = np.where(np.abs(data) < 5e-7, 0.0, data)  # no '-0.000000'
     buf = io.StringIO()
     np.savetxt(buf, data, fmt="%.6f", delimiter=" ")
     text = out.getvalue() + buf.getvalue()
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     if path.suffix == ".gz":
-        tmp.write_bytes(gzip.compress(text.encode()))
+        tmp.write_bytes(gzip.compress(text.encode(), compresslevel=6))
     else:
         tmp.write_text(text)
     os.replace(tmp, path)

@@ -1,0 +1,375 @@
+"""The preprocessed pose database: one skeleton, all frames of all clips as structure-of-arrays.
+
+Joint 0 is the simulation bone (the character root on the ground); the source root is its child.
+One `.npz` file holds the arrays, the skeleton, tags, features and metadata (sources, fps, settings,
+format version). Building writes to a temporary file and renames, so a failed build never replaces
+an existing database.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .animation import Animation, Skeleton
+from .features import FeatureSchema, FeatureSet, compute_features, default_schema, schema_from_dict
+from .io.bvh import BVHError, read_bvh
+from .kinematics import forward_kinematics
+from .preprocess import (attach_simulation_bone, foot_contacts, hips_forward_axis, mirror,
+                         mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
+                         tags_from_filename)
+from .skeleton import find_roles, mirror_pairs
+
+FORMAT_VERSION = 1
+
+
+class DatabaseError(ValueError):
+    """A database that cannot be built or loaded; the message says what to do."""
+
+
+@dataclass
+class Database:
+    """Structure-of-arrays pose database (see docs/ARCHITECTURE.md)."""
+
+    skeleton: Skeleton
+    roles: dict[str, int]
+    fps: float
+    positions: np.ndarray          # (N, J, 3) float32 local
+    rotations: np.ndarray          # (N, J, 4) float32 local
+    contacts: np.ndarray           # (N, 2) bool (left, right)
+    range_starts: np.ndarray       # (R,) int64
+    range_stops: np.ndarray        # (R,) int64, exclusive
+    range_names: list[str]
+    range_tags: list[list[str]]
+    features: FeatureSet
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_frames(self) -> int:
+        return self.positions.shape[0]
+
+    @property
+    def num_joints(self) -> int:
+        return self.positions.shape[1]
+
+    @property
+    def known_tags(self) -> set[str]:
+        return set(t for tags in self.range_tags for t in tags)
+
+    def joint_index(self, name: str) -> int:
+        """Index of a role (e.g. 'left_foot') or a joint name."""
+        if name in self.roles:
+            return self.roles[name]
+        return self.skeleton.index(name)
+
+    def range_of(self, frame: int) -> int:
+        return int(np.searchsorted(self.range_stops, frame, side="right"))
+
+    def velocities_at(self, frame: int) -> tuple[np.ndarray, np.ndarray]:
+        """Local linear (J,3) m/s and angular (J,3) rad/s velocities at a frame (forward difference
+        inside its clip; backward at the clip's last frame)."""
+        from .rotations import quat_inv, quat_mul, quat_to_scaled_angle_axis
+        r = self.range_of(frame)
+        a, b = (frame, frame + 1) if frame + 1 < self.range_stops[r] else (frame - 1, frame)
+        if a < self.range_starts[r]:
+            z = np.zeros((self.num_joints, 3))
+            return z, z.copy()
+        pa, pb = self.positions[a].astype(np.float64), self.positions[b].astype(np.float64)
+        qa, qb = self.rotations[a].astype(np.float64), self.rotations[b].astype(np.float64)
+        vel = (pb - pa) * self.fps
+        ang = quat_to_scaled_angle_axis(quat_mul(qb, quat_inv(qa))) * self.fps
+        return vel, ang
+
+    def global_transforms(self, frames=None) -> tuple[np.ndarray, np.ndarray]:
+        """World positions/rotations of the given frames (all by default)."""
+        sl = slice(None) if frames is None else frames
+        return forward_kinematics(self.positions[sl], self.rotations[sl], self.skeleton.parents)
+
+    def summary(self) -> dict:
+        n = self.num_frames
+        return {
+            "clips": len(self.range_starts),
+            "mirrored_clips": sum("mirrored" in t for t in self.range_tags),
+            "frames": n,
+            "fps": self.fps,
+            "seconds": round(n / self.fps, 2),
+            "joints": self.num_joints,
+            "features": self.features.raw.shape[1],
+            "feature_channels": self.features.schema.names,
+            "tags": sorted(self.known_tags),
+            "bytes": self.meta.get("bytes"),
+            "build_seconds": self.meta.get("build_seconds"),
+            "sources": len(self.meta.get("sources", [])),
+            "format_version": self.meta.get("format_version", FORMAT_VERSION),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+
+@dataclass
+class BuildSettings:
+    fps: float = 60.0
+    mirror: bool = True
+    unit: str = "auto"
+    contact_height: float = 0.05     # m above the local floor
+    contact_speed: float = 0.4       # m/s
+    strict: bool = False
+    role_mapping: dict | None = None
+    user_tags: list[tuple[str, str]] = field(default_factory=list)   # (tag, glob on file name)
+
+    def to_dict(self) -> dict:
+        return {"fps": self.fps, "mirror": self.mirror, "unit": self.unit,
+                "contact_height": self.contact_height, "contact_speed": self.contact_speed,
+                "user_tags": [list(t) for t in self.user_tags]}
+
+
+def _same_skeleton(a: Skeleton, b: Skeleton) -> bool:
+    return a.names == b.names and np.array_equal(a.parents, b.parents)
+
+
+def _clip_arrays(anim: Animation, sim_pos, sim_rot, ctx: dict) -> dict:
+    """Arrays of one preprocessed clip: local pose with the simulation bone, contacts, raw features."""
+    sim = attach_simulation_bone(anim, sim_pos, sim_rot)
+    gpos, grot = sim.global_transforms()
+    s = ctx["settings"]
+    roles_db = ctx["roles_db"]
+    joint_index = lambda name: roles_db[name] if name in roles_db else sim.skeleton.index(name)
+    f = sim.num_frames
+    return {
+        "positions": sim.positions.astype(np.float32),
+        "rotations": sim.rotations.astype(np.float32),
+        "contacts": foot_contacts(gpos, s.fps, [roles_db["left_toe"], roles_db["right_toe"]],
+                                  s.contact_height, s.contact_speed),
+        # Features per clip: the whole database's world transforms never need to exist at once.
+        "features": compute_features(ctx["schema"], gpos, grot, s.fps, np.array([0]), np.array([f]), joint_index),
+        "name": Path(anim.source).name + (" (mirrored)" if "mirrored" in anim.tags else ""),
+        "tags": list(dict.fromkeys(anim.tags)),
+        "skeleton": sim.skeleton,
+    }
+
+
+def _process_file(path: Path, ctx: dict):
+    """Read one file and return its clips' arrays (original, then mirrored), or an error string."""
+    s: BuildSettings = ctx["settings"]
+    try:
+        anim = read_bvh(path, unit=s.unit)
+    except (BVHError, OSError) as e:
+        return str(e)
+    if not _same_skeleton(ctx["skeleton"], anim.skeleton):
+        return DatabaseError(
+            f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "
+            f"{ctx['skeleton'].names[:4]}...): a database holds one skeleton; build the datasets into "
+            f"separate databases")
+    anim.tags = tags_from_filename(path) + [t for t, pat in s.user_tags if fnmatch.fnmatch(path.name, pat)]
+    anim = resample(anim, s.fps)
+    if anim.num_frames < 2:
+        return f"{path}: fewer than 2 frames after resampling"
+    roles = ctx["roles"]
+    gpos, grot = anim.global_transforms()
+    win = s.fps / 60.0
+    sim_pos, sim_rot = simulation_bone(gpos, grot, roles, ctx["forward_axis"],
+                                       int(round(31 * win)) | 1, int(round(61 * win)) | 1)
+    out = [_clip_arrays(anim, sim_pos, sim_rot, ctx)]
+    if s.mirror:
+        m = mirror(anim, ctx["mirror_corrections"])
+        mp, mr = mirror_simulation_bone(sim_pos, sim_rot)
+        out.append(_clip_arrays(m, mp, mr, ctx))
+    return out
+
+
+def _process_chunk(args):
+    paths, ctx = args
+    return [(p, _process_file(p, ctx)) for p in paths]
+
+
+def build_database(files: list[Path], settings: BuildSettings | None = None,
+                   schema: FeatureSchema | None = None, progress: bool = True,
+                   warn=None, workers: int | None = None) -> Database:
+    """Read, preprocess and concatenate clips into a Database.
+
+    A bad file is reported through `warn` (default: stderr) and skipped, unless settings.strict.
+    All clips must share one skeleton (joint names and hierarchy); a second skeleton is an error.
+    Large builds use a process per core.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from tqdm import tqdm
+
+    settings = settings or BuildSettings()
+    schema = schema or default_schema()
+    warn = warn or (lambda msg: tqdm.write(f"warning: {msg}", file=sys.stderr))
+    t0 = time.perf_counter()
+    files = [Path(f) for f in files]
+    if not files:
+        raise DatabaseError("no BVH files to build from (check the data path and --include/--exclude)")
+
+    # The first readable file fixes the skeleton, its roles, the hips' forward axis and the mirror
+    # corrections: properties of the skeleton, derived once.
+    first = None
+    skipped = []
+    for path in files:
+        try:
+            first = read_bvh(path, unit=settings.unit)
+            break
+        except (BVHError, OSError) as e:
+            if settings.strict:
+                raise
+            warn(str(e))
+            skipped.append(str(path))
+    if first is None:
+        raise DatabaseError("no file could be read: " + "; ".join(skipped[:5]))
+    skel0 = first.skeleton
+    roles0 = find_roles(skel0.names, settings.role_mapping)
+    gp, gr = first.global_transforms()
+    ctx = {
+        "settings": settings, "schema": schema, "skeleton": skel0, "first": str(files[0]),
+        "roles": roles0, "roles_db": {k: v + 1 for k, v in roles0.items()},
+        "forward_axis": hips_forward_axis(gp, gr, roles0),
+        "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names)),
+    }
+    todo = [f for f in files if str(f) not in skipped]
+    workers = workers or (min(2, os.cpu_count() or 1) if len(todo) >= 32 else 1)
+    chunk = 16
+    chunks = [(todo[i:i + chunk], ctx) for i in range(0, len(todo), chunk)]
+    bar = tqdm(total=len(todo), desc="building", unit="clip", disable=not progress, file=sys.stderr)
+    results = []
+
+    def take(batch):
+        for path, res in batch:
+            bar.update(1)
+            if isinstance(res, DatabaseError):
+                raise res
+            if isinstance(res, str):
+                if settings.strict:
+                    raise DatabaseError(res)
+                warn(res)
+                skipped.append(str(path))
+                continue
+            results.extend(res)
+
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            for batch in ex.map(_process_chunk, chunks):
+                take(batch)
+    else:
+        for c in chunks:
+            take(_process_chunk(c))
+    bar.close()
+    if not results:
+        raise DatabaseError("no clip could be read: " + "; ".join(skipped[:5]))
+
+    lengths = np.array([len(r["positions"]) for r in results], dtype=np.int64)
+    range_stops = np.cumsum(lengths)
+    range_starts = range_stops - lengths
+    skel_db = results[0]["skeleton"]
+    roles_db = ctx["roles_db"]
+    names = [r["name"] for r in results]
+    tags = [r["tags"] for r in results]
+    contacts = np.concatenate([r["contacts"] for r in results])
+    raw = np.concatenate([r.pop("features") for r in results])
+    positions = np.concatenate([r.pop("positions") for r in results])
+    rotations = np.concatenate([r.pop("rotations") for r in results])
+    del results
+    fwd_axis = ctx["forward_axis"]
+    fs = FeatureSet(schema, raw)
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "sources": [str(p) for p in files if str(p) not in skipped],
+        "skipped": skipped,
+        "settings": settings.to_dict(),
+        "hips_forward_axis": fwd_axis.tolist(),
+        "build_seconds": round(time.perf_counter() - t0, 3),
+    }
+    return Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
+                    rotations=rotations, contacts=contacts, range_starts=range_starts,
+                    range_stops=range_stops, range_names=names, range_tags=tags, features=fs, meta=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving and loading
+
+def save_database(db: Database, path) -> int:
+    """Write the database to one .npz file atomically; returns its size in bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    skel = db.skeleton
+    header = {
+        "format_version": FORMAT_VERSION,
+        "fps": db.fps,
+        "names": skel.names,
+        "channels": [list(c) for c in skel.channels],
+        "end_sites": {str(k): v.tolist() for k, v in skel.end_sites.items()},
+        "roles": db.roles,
+        "range_names": db.range_names,
+        "range_tags": db.range_tags,
+        "schema": db.features.schema.to_dict(),
+        "meta": db.meta,
+    }
+    tmp = path.with_name(path.name + ".tmp.npz")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+                     parents=skel.parents, offsets=skel.offsets, positions=db.positions,
+                     rotations=db.rotations, contacts=db.contacts, range_starts=db.range_starts,
+                     range_stops=db.range_stops, features=db.features.raw)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    size = path.stat().st_size
+    db.meta["bytes"] = size
+    return size
+
+
+def load_database(path) -> Database:
+    """Load a database written by save_database; checks the format version."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such database (build one with `motionmatch build DATA -o {path}`)")
+    try:
+        z = np.load(path, allow_pickle=False)
+        header = json.loads(bytes(z["header"]).decode())
+    except Exception as e:  # a zip/npz that is not ours
+        raise DatabaseError(f"{path}: not a motionmatch database ({e})") from None
+    ver = header.get("format_version")
+    if ver != FORMAT_VERSION:
+        raise DatabaseError(f"{path}: database format version {ver}, this motionmatch reads version "
+                            f"{FORMAT_VERSION}; rebuild it with `motionmatch build ... -o {path}`")
+    skel = Skeleton(names=header["names"], parents=z["parents"], offsets=z["offsets"],
+                    end_sites={int(k): np.array(v) for k, v in header["end_sites"].items()},
+                    channels=[tuple(c) for c in header["channels"]])
+    fs = FeatureSet(schema_from_dict(header["schema"]), z["features"])
+    meta = dict(header["meta"])
+    meta["bytes"] = path.stat().st_size
+    return Database(skeleton=skel, roles=header["roles"], fps=header["fps"], positions=z["positions"],
+                    rotations=z["rotations"], contacts=z["contacts"], range_starts=z["range_starts"],
+                    range_stops=z["range_stops"], range_names=header["range_names"],
+                    range_tags=header["range_tags"], features=fs, meta=meta)
+
+
+def default_database_path() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "motionmatch"
+    return base / "jlpm22-locomotion.npz"
+
+
+def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False) -> Path:
+    """Build (once) the default jlpm22 locomotion database into the cache; returns its path."""
+    from .datapaths import find_data, list_bvh_files
+
+    path = Path(path) if path else default_database_path()
+    if path.exists() and not rebuild:
+        try:
+            load_database(path)
+            return path
+        except DatabaseError:
+            pass  # stale format: rebuild below
+    root = find_data("jlpm22-locomotion", data)
+    db = build_database(list_bvh_files([root]), progress=progress)
+    save_database(db, path)
+    return path

@@ -1,0 +1,257 @@
+"""Feature schema, raw feature computation and normalization (seeds 000 section 3.3, 002 3.1.2, 004).
+
+A schema is a list of channels, each a few dimensions of the feature vector with one weight:
+- `trajectory_position`: future (or past, negative offsets) ground positions of the simulation bone,
+  (x, z) relative to the current simulation bone, at frame offsets;
+- `trajectory_direction`: the simulation bone's facing (x, z) at those offsets, relative to it now;
+- `position` / `velocity`: a role's or joint's position or velocity in character space (3-d).
+
+Normalization (seed 004): offset = mean per dimension; one scale per channel = mean of its
+per-dimension standard deviations divided by the channel weight. Changing weights only recomputes
+scales; raw features stay.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .rotations import quat_inv, quat_rotate
+
+KINDS = ("trajectory_position", "trajectory_direction", "position", "velocity")
+
+
+class FeatureError(ValueError):
+    """A schema or normalization problem, naming the channel."""
+
+
+@dataclass(frozen=True)
+class Channel:
+    name: str
+    kind: str
+    weight: float = 1.0
+    joint: str | None = None                 # role name (e.g. "left_foot") or joint name
+    offsets: tuple[int, ...] = ()            # frame offsets at the database rate, for trajectory kinds
+
+    @property
+    def dims(self) -> int:
+        if self.kind in ("trajectory_position", "trajectory_direction"):
+            return 2 * len(self.offsets)
+        return 3
+
+
+@dataclass(frozen=True)
+class FeatureSchema:
+    channels: tuple[Channel, ...]
+
+    @property
+    def dims(self) -> int:
+        return sum(c.dims for c in self.channels)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.channels]
+
+    def slices(self) -> dict[str, slice]:
+        out, i = {}, 0
+        for c in self.channels:
+            out[c.name] = slice(i, i + c.dims)
+            i += c.dims
+        return out
+
+    def with_weights(self, weights: dict[str, float]) -> "FeatureSchema":
+        unknown = set(weights) - set(self.names)
+        if unknown:
+            raise FeatureError(f"unknown feature channel(s) {sorted(unknown)}; channels are {self.names}")
+        return FeatureSchema(tuple(replace(c, weight=float(weights.get(c.name, c.weight))) for c in self.channels))
+
+    def to_dict(self) -> dict:
+        out = []
+        for c in self.channels:
+            d = {"name": c.name, "kind": c.kind, "weight": c.weight}
+            if c.joint is not None:
+                d["joint"] = c.joint
+            if c.offsets:
+                d["offsets"] = list(c.offsets)
+            out.append(d)
+        return {"channel": out}
+
+    def to_toml(self) -> str:
+        lines = []
+        for d in self.to_dict()["channel"]:
+            lines.append("[[channel]]")
+            for k, v in d.items():
+                lines.append(f"{k} = {_toml_value(v)}")
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, list):
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    return repr(v)
+
+
+def schema_from_dict(d: dict) -> FeatureSchema:
+    """Build and validate a schema from a dict `{"channel": [{name, kind, weight, joint|offsets}, ...]}`."""
+    chans = d.get("channel")
+    if not isinstance(chans, list) or not chans:
+        raise FeatureError("schema needs a non-empty [[channel]] list")
+    out, seen = [], set()
+    for i, c in enumerate(chans):
+        where = f"channel[{i}]"
+        if not isinstance(c, dict):
+            raise FeatureError(f"{where}: expected a table")
+        unknown = set(c) - {"name", "kind", "weight", "joint", "offsets"}
+        if unknown:
+            raise FeatureError(f"{where}: unknown field(s) {sorted(unknown)}")
+        name = c.get("name")
+        if not isinstance(name, str) or not name:
+            raise FeatureError(f"{where}.name: expected a non-empty string")
+        if name in seen:
+            raise FeatureError(f"{where}.name: duplicate channel {name!r}")
+        seen.add(name)
+        kind = c.get("kind")
+        if kind not in KINDS:
+            raise FeatureError(f"{where}.kind ({name}): expected one of {KINDS}, got {kind!r}")
+        w = c.get("weight", 1.0)
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or not np.isfinite(w) or w <= 0:
+            raise FeatureError(f"{where}.weight ({name}): expected a positive number, got {w!r}")
+        joint, offsets = c.get("joint"), tuple(c.get("offsets", ()))
+        if kind in ("position", "velocity"):
+            if not isinstance(joint, str):
+                raise FeatureError(f"{where}.joint ({name}): a {kind} channel needs a role or joint name")
+        else:
+            if not offsets or not all(isinstance(o, int) and o != 0 for o in offsets):
+                raise FeatureError(f"{where}.offsets ({name}): expected a list of non-zero frame offsets")
+        out.append(Channel(name=name, kind=kind, weight=float(w), joint=joint, offsets=offsets))
+    return FeatureSchema(tuple(out))
+
+
+def load_schema(path) -> FeatureSchema:
+    """Read a schema from a TOML file of [[channel]] tables."""
+    with open(path, "rb") as f:
+        try:
+            d = tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise FeatureError(f"{path}: {e}") from None
+    try:
+        return schema_from_dict(d)
+    except FeatureError as e:
+        raise FeatureError(f"{path}: {e}") from None
+
+
+def default_schema() -> FeatureSchema:
+    """The standard 27-d locomotion schema with the reference implementation's weights."""
+    return FeatureSchema((
+        Channel("left_foot_position", "position", 0.75, joint="left_foot"),
+        Channel("right_foot_position", "position", 0.75, joint="right_foot"),
+        Channel("left_foot_velocity", "velocity", 1.0, joint="left_foot"),
+        Channel("right_foot_velocity", "velocity", 1.0, joint="right_foot"),
+        Channel("hips_velocity", "velocity", 1.0, joint="hips"),
+        Channel("trajectory_position", "trajectory_position", 1.0, offsets=(20, 40, 60)),
+        Channel("trajectory_direction", "trajectory_direction", 1.5, offsets=(20, 40, 60)),
+    ))
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw features
+
+def _clamped_index(n: int, starts: np.ndarray, stops: np.ndarray, offset: int) -> np.ndarray:
+    """Frame index + offset clamped inside each frame's own clip range."""
+    idx = np.arange(n)
+    lo = np.repeat(starts, stops - starts)
+    hi = np.repeat(stops, stops - starts) - 1
+    return np.clip(idx + offset, lo, hi)
+
+
+def compute_features(schema: FeatureSchema, gpos: np.ndarray, grot: np.ndarray, fps: float,
+                     range_starts: np.ndarray, range_stops: np.ndarray, joint_index) -> np.ndarray:
+    """Raw features (N, F) float32 for all frames at once.
+
+    gpos/grot: world transforms (N, J, 3)/(N, J, 4) with joint 0 the simulation bone;
+    joint_index: callable name -> joint index (roles resolve first).
+    Velocities are central differences inside each clip (one-sided at its ends), in m/s.
+    """
+    n = gpos.shape[0]
+    sim_pos = gpos[:, 0]
+    sim_inv = quat_inv(grot[:, 0])
+    prev = _clamped_index(n, range_starts, range_stops, -1)
+    nxt = _clamped_index(n, range_starts, range_stops, +1)
+    span = np.maximum(nxt - prev, 1)[:, None] / fps
+    cols = []
+    for c in schema.channels:
+        if c.kind == "position":
+            j = joint_index(c.joint)
+            cols.append(quat_rotate(sim_inv, gpos[:, j] - sim_pos))
+        elif c.kind == "velocity":
+            j = joint_index(c.joint)
+            vel = (gpos[nxt, j] - gpos[prev, j]) / span
+            cols.append(quat_rotate(sim_inv, vel))
+        elif c.kind == "trajectory_position":
+            for o in c.offsets:
+                k = _clamped_index(n, range_starts, range_stops, o)
+                cols.append(quat_rotate(sim_inv, gpos[k, 0] - sim_pos)[:, [0, 2]])
+        elif c.kind == "trajectory_direction":
+            for o in c.offsets:
+                k = _clamped_index(n, range_starts, range_stops, o)
+                fwd = quat_rotate(grot[k, 0], np.array([0.0, 0.0, 1.0]))
+                cols.append(quat_rotate(sim_inv, fwd)[:, [0, 2]])
+    return np.concatenate(cols, axis=1).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalization
+
+@dataclass
+class FeatureSet:
+    """Raw features plus their normalization. `normalized` is (raw - offset) / scale, float32."""
+
+    schema: FeatureSchema
+    raw: np.ndarray                       # (N, F) float32
+    offset: np.ndarray = field(init=False)
+    std: np.ndarray = field(init=False)   # per channel (before weights), broadcast per dimension
+    scale: np.ndarray = field(init=False)
+    normalized: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        raw64 = self.raw.astype(np.float64)
+        self.offset = raw64.mean(0)
+        dim_std = raw64.std(0)
+        std = np.empty(self.raw.shape[1])
+        for c in self.schema.channels:
+            s = self.schema.slices()[c.name]
+            v = dim_std[s].mean()
+            if not np.isfinite(v) or v < 1e-8:
+                raise FeatureError(f"feature channel {c.name!r} has zero spread over the database; "
+                                   f"remove it or give it a different joint/offsets")
+            std[s] = v
+        self.std = std
+        self._renormalize()
+
+    def _renormalize(self):
+        w = np.empty(self.raw.shape[1])
+        for c in self.schema.channels:
+            w[self.schema.slices()[c.name]] = c.weight
+        self.scale = self.std / w
+        self.normalized = ((self.raw - self.offset) / self.scale).astype(np.float32)
+
+    @property
+    def channel_slices(self) -> dict[str, slice]:
+        return self.schema.slices()
+
+    def set_weights(self, weights: dict[str, float]) -> None:
+        """Change channel weights; raw features are kept, only the scales change."""
+        self.schema = self.schema.with_weights(weights)
+        self._renormalize()
+
+    def normalize(self, raw_query: np.ndarray) -> np.ndarray:
+        """Normalize raw query vectors (..., F) exactly as the database."""
+        return ((np.asarray(raw_query, dtype=np.float64) - self.offset) / self.scale).astype(np.float32)
+
+    def denormalize(self, q: np.ndarray) -> np.ndarray:
+        return np.asarray(q, dtype=np.float64) * self.scale + self.offset

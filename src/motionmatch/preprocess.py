@@ -1,0 +1,264 @@
+"""Preprocessing of clips before they enter the pose database.
+
+Each step is a pure function Animation -> Animation or Animation -> arrays: resampling to the
+database rate, mirroring across the sagittal (YZ) plane, the simulation bone (the character root on
+the ground), contact labels and tags. Seeds: 000 section 3.2, 001, 002 section 3.1.1, 004.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy.interpolate import CubicSpline
+from scipy.ndimage import median_filter, percentile_filter
+from scipy.signal import savgol_filter
+
+from .animation import Animation, Skeleton
+from .kinematics import forward_kinematics
+from .rotations import (quat_abs, quat_between, quat_from_matrix, quat_from_yaw, quat_inv, quat_mul,
+                        quat_normalize, quat_rotate, quat_slerp, quat_to_matrix)
+from .skeleton import find_roles, mirror_pairs
+
+SIMULATION_BONE = "Simulation"
+
+
+# ---------------------------------------------------------------------------------------------
+# Resampling
+
+def resample(anim: Animation, fps: float = 60.0) -> Animation:
+    """Resample to `fps` at the same speed: cubic splines for positions, slerp for rotations.
+
+    The clip keeps its duration: frame k of the result is at time k / fps, up to the last source frame.
+    """
+    F = anim.num_frames
+    if abs(anim.fps - fps) < 1e-3 * fps or F < 2:
+        return replace(anim, fps=fps) if F < 2 else anim
+    t_src = np.arange(F) / anim.fps
+    n_new = int(np.floor(t_src[-1] * fps + 1e-6)) + 1
+    t_new = np.arange(n_new) / fps
+    pos = CubicSpline(t_src, anim.positions, axis=0)(t_new)
+    x = np.clip(t_new * anim.fps, 0, F - 1)
+    i0 = np.minimum(np.floor(x).astype(np.int64), F - 2)
+    alpha = (x - i0)[:, None]
+    rot = quat_slerp(anim.rotations[i0], anim.rotations[i0 + 1], alpha[..., None] * np.ones((1, anim.rotations.shape[1], 1)))
+    return replace(anim, positions=pos, rotations=rot, fps=fps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Mirroring
+
+_REFLECT = np.array([-1.0, 1.0, 1.0])
+
+
+def _kabsch(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Rotation (quaternion) that best maps vectors src (K,3) onto dst (K,3)."""
+    if len(src) == 1:
+        return quat_between(src[0], dst[0])
+    h = src.T @ dst
+    u, _, vt = np.linalg.svd(h)
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    r = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    return quat_from_matrix(r)
+
+
+def mirror_corrections(skel: Skeleton, pairs: np.ndarray) -> np.ndarray:
+    """Per-joint fixed rotations C_k so that a reflected pose rebuilt on the same skeleton puts every
+    child where reflection puts it. Needed because rest orientations are not mirror-symmetric."""
+    J = skel.num_joints
+    corr = np.zeros((J, 4))
+    corr[:, 0] = 1.0
+    for k in range(J):
+        kids = skel.children(k)
+        src, dst = [], []
+        for c in kids:
+            src.append(skel.offsets[c])
+            dst.append(skel.offsets[pairs[c]] * _REFLECT)
+        if k in skel.end_sites and pairs[k] in skel.end_sites:
+            src.append(skel.end_sites[k])
+            dst.append(skel.end_sites[pairs[k]] * _REFLECT)
+        src = [s for s, d in zip(src, dst) if np.linalg.norm(s) > 1e-6 and np.linalg.norm(d) > 1e-6]
+        dst = [d for d in dst if np.linalg.norm(d) > 1e-6][:len(src)]
+        if src:
+            corr[k] = _kabsch(np.array(src), np.array(dst))
+    return corr
+
+
+def mirror(anim: Animation, corrections: np.ndarray | None = None) -> Animation:
+    """Mirror across the YZ plane (x -> -x) with left/right joints swapped, on the same skeleton.
+
+    World positions of the result are the reflected, left/right-swapped world positions of the input;
+    mirroring twice gives back the original.
+    """
+    skel = anim.skeleton
+    pairs = mirror_pairs(skel.names)
+    gpos, grot = anim.global_transforms()
+    corr = mirror_corrections(skel, pairs) if corrections is None else corrections
+    # Reflection M R M of a rotation R is (w, x, -y, -z) for M = diag(-1, 1, 1).
+    mrot = grot[:, pairs] * np.array([1.0, 1.0, -1.0, -1.0])
+    mrot = quat_mul(mrot, corr[None])
+    mpos = gpos[:, pairs] * _REFLECT
+    parents = skel.parents
+    lrot = np.empty_like(mrot)
+    lpos = np.empty_like(mpos)
+    root = parents < 0
+    lrot[:, root] = mrot[:, root]
+    lpos[:, root] = mpos[:, root]
+    nr = ~root
+    par = parents[nr]
+    inv_parent = quat_inv(mrot[:, par])
+    lrot[:, nr] = quat_mul(inv_parent, mrot[:, nr])
+    lpos[:, nr] = quat_rotate(inv_parent, mpos[:, nr] - mpos[:, par])
+    tags = list(anim.tags)
+    tags = [t for t in tags if t != "mirrored"] if "mirrored" in tags else tags + ["mirrored"]
+    return replace(anim, positions=lpos, rotations=quat_abs(quat_normalize(lrot)), tags=tags,
+                   source=anim.source)
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulation bone
+
+def hips_forward_axis(gpos: np.ndarray, grot: np.ndarray, roles: dict[str, int]) -> np.ndarray:
+    """The hips' local forward axis, derived from data: the body's forward direction (the right-to-left
+    hip vector crossed with up; a right-handed body facing +Z has its left side at +X), averaged over
+    frames and expressed in the hips' frame."""
+    hips = roles["hips"]
+    across = gpos[:, roles["left_upper_leg"]] - gpos[:, roles["right_upper_leg"]]
+    fwd = np.cross(across, np.array([0.0, 1.0, 0.0]))
+    fwd[:, 1] = 0.0
+    fwd /= np.maximum(np.linalg.norm(fwd, axis=-1, keepdims=True), 1e-8)
+    local = quat_rotate(quat_inv(grot[:, hips]), fwd).mean(0)
+    return local / max(np.linalg.norm(local), 1e-8)
+
+
+def _savgol(x: np.ndarray, window: int, order: int = 3) -> np.ndarray:
+    n = x.shape[0]
+    w = min(window, n if n % 2 == 1 else n - 1)
+    if w <= order:
+        return x
+    return savgol_filter(x, w, order, axis=0, mode="interp")
+
+
+def simulation_bone(gpos: np.ndarray, grot: np.ndarray, roles: dict[str, int], forward_axis: np.ndarray,
+                    position_window: int = 31, rotation_window: int = 61) -> tuple[np.ndarray, np.ndarray]:
+    """Simulation bone positions (F,3) on the ground (y = 0) and yaw rotations (F,4).
+
+    Position: the hips projected on the ground; facing: the hips' forward axis projected on the
+    ground; both smoothed with a third-order Savitzky-Golay filter (widths 31 and 61 at 60 fps, seed 000).
+    """
+    hips = roles["hips"]
+    pos = gpos[:, hips].copy()
+    pos[:, 1] = 0.0
+    pos = _savgol(pos, position_window)
+    pos[:, 1] = 0.0
+    fwd = quat_rotate(grot[:, hips], forward_axis[None])
+    fwd[:, 1] = 0.0
+    fwd /= np.maximum(np.linalg.norm(fwd, axis=-1, keepdims=True), 1e-8)
+    fwd = _savgol(fwd, rotation_window)
+    yaw = np.arctan2(fwd[:, 0], fwd[:, 2])
+    return pos, quat_from_yaw(yaw)
+
+
+def add_simulation_bone(anim: Animation, roles: dict[str, int], forward_axis: np.ndarray | None = None) -> Animation:
+    """Insert the simulation bone as joint 0; the old root becomes its child, re-expressed relative to it."""
+    gpos, grot = anim.global_transforms()
+    if forward_axis is None:
+        forward_axis = hips_forward_axis(gpos, grot, roles)
+    window_scale = anim.fps / 60.0
+    pw = int(round(31 * window_scale)) | 1
+    rw = int(round(61 * window_scale)) | 1
+    sim_pos, sim_rot = simulation_bone(gpos, grot, roles, forward_axis, pw, rw)
+    return attach_simulation_bone(anim, sim_pos, sim_rot)
+
+
+def mirror_simulation_bone(sim_pos: np.ndarray, sim_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The simulation bone of a mirrored clip: reflected position, negated yaw (the filter is linear,
+    so this equals filtering the mirrored clip, at half the cost)."""
+    return sim_pos * _REFLECT, sim_rot * np.array([1.0, 1.0, -1.0, -1.0])
+
+
+def attach_simulation_bone(anim: Animation, sim_pos: np.ndarray, sim_rot: np.ndarray) -> Animation:
+    """Insert a given simulation bone (F,3)/(F,4) as joint 0 above the old root."""
+    skel = anim.skeleton
+    inv = quat_inv(sim_rot)
+    root_pos = quat_rotate(inv, anim.positions[:, 0] - sim_pos)
+    root_rot = quat_mul(inv, anim.rotations[:, 0])
+    positions = np.concatenate([sim_pos[:, None], root_pos[:, None], anim.positions[:, 1:]], axis=1)
+    rotations = np.concatenate([sim_rot[:, None], root_rot[:, None], anim.rotations[:, 1:]], axis=1)
+    new_skel = Skeleton(
+        names=[SIMULATION_BONE] + list(skel.names),
+        parents=np.concatenate([[-1], np.where(skel.parents < 0, 0, skel.parents + 1)]).astype(np.int64),
+        offsets=np.concatenate([np.zeros((1, 3)), skel.offsets]),
+        end_sites={k + 1: v for k, v in skel.end_sites.items()},
+        channels=[("Xposition", "Yposition", "Zposition", "Zrotation", "Xrotation", "Yrotation")] + list(skel.channels),
+    )
+    return replace(anim, skeleton=new_skel, positions=positions, rotations=rotations)
+
+
+def remove_simulation_bone(skel: Skeleton, positions: np.ndarray, rotations: np.ndarray) -> tuple[Skeleton, np.ndarray, np.ndarray]:
+    """Fold joint 0 (the simulation bone) back into the original root: the source skeleton's layout."""
+    root_pos = positions[..., 0, :] + quat_rotate(rotations[..., 0, :], positions[..., 1, :])
+    root_rot = quat_mul(rotations[..., 0, :], rotations[..., 1, :])
+    pos = np.concatenate([root_pos[..., None, :], positions[..., 2:, :]], axis=-2)
+    rot = np.concatenate([root_rot[..., None, :], rotations[..., 2:, :]], axis=-2)
+    out = Skeleton(names=list(skel.names[1:]),
+                   parents=np.where(skel.parents[1:] <= 0, -1, skel.parents[1:] - 1).astype(np.int64),
+                   offsets=skel.offsets[1:].copy(),
+                   end_sites={k - 1: v for k, v in skel.end_sites.items() if k > 0},
+                   channels=list(skel.channels[1:]))
+    return out, pos, rot
+
+
+# ---------------------------------------------------------------------------------------------
+# Contacts
+
+def foot_contacts(gpos: np.ndarray, fps: float, toe_joints: list[int], height_threshold: float = 0.05,
+                  speed_threshold: float = 0.4, filter_size: int = 5) -> np.ndarray:
+    """Contact labels (F, len(toe_joints)): the toe within `height_threshold` m of the local floor
+    and slower than `speed_threshold` m/s, median filtered.
+
+    The local floor is a low percentile of the toe height over a 2 s window, which follows the
+    slow vertical drift of some captures.
+    """
+    F = gpos.shape[0]
+    out = np.zeros((F, len(toe_joints)), dtype=bool)
+    win = max(3, int(round(2.0 * fps)))
+    for i, t in enumerate(toe_joints):
+        p = gpos[:, t]
+        v = np.zeros(F)
+        if F > 1:
+            d = np.linalg.norm(np.diff(p, axis=0), axis=-1) * fps
+            v[1:] = d
+            v[0] = d[0]
+        floor = percentile_filter(p[:, 1], 5, size=min(win, F), mode="nearest")
+        c = ((p[:, 1] - floor) < height_threshold) & (v < speed_threshold)
+        out[:, i] = median_filter(c.astype(np.uint8), size=filter_size, mode="nearest").astype(bool)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Tags
+
+_BANDAI = re.compile(r"^(dataset-\d+)_(.+?)_([^_]+?)_(\d+)$")
+
+
+def tags_from_filename(path: str | Path) -> list[str]:
+    """Tags parsed from a file name: dataset, content and style for Bandai-Namco names
+    (`dataset-1_walk-left_happy_003.bvh` -> dataset-1, walk-left, happy); otherwise the parent folder."""
+    p = Path(path)
+    stem = p.name
+    for suf in (".gz", ".bvh"):
+        if stem.endswith(suf):
+            stem = stem[: -len(suf)]
+    m = _BANDAI.match(stem)
+    if m:
+        dataset, content, style, _ = m.groups()
+        tags = [dataset, content, style]
+        # Broad content tags so `walk` selects every walking clip.
+        base = content.split("-")[0]
+        if base != content:
+            tags.append(base)
+        return tags
+    parent = p.parent.name
+    return [parent] if parent else []

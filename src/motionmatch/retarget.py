@@ -1,0 +1,468 @@
+"""Retargeting motion between humanoid skeletons with T-pose rotation offsets.
+
+Method (seed 002, eq. 3.20-3.23): for a target joint t mapped to a source joint s, with world rotations
+q (this frame) and q0 (bind pose), the retargeted world rotation is q_t = q_s (q0_s)^-1 q0_t. It only
+works when both bind poses show the same body pose. Real files rarely do (a BVH rest pose may lie on its
+side, a first frame may be an A-pose or a walk), so both bind poses are first *normalised to one canonical
+T-pose*: facing +Z, Y up, the character's left towards +X, spine/neck/head straight up, legs straight
+down, feet and toes horizontal forward, arms and hands straight out sideways. Each limb bone is swung
+the shortest way from its bind direction to its canonical one (so the twist about the bone is the one
+of the bind pose), the hips and chest are fully aligned (up and left-right axes). Consequently:
+
+- a bind pose only needs to be an upright pose with a natural twist of the limbs (a T-pose, an A-pose or
+  a standing/walking frame all work); the bone directions of mapped joints then match the source exactly.
+- The source's default bind pose is its rest pose (skeleton offsets, identity rotations) only if that is
+  already a T-pose (every canonical bone within 25 degrees); otherwise `source_bind_frame` must be given
+  (a frame index of the source clip, e.g. 0) and `retarget_animation` raises a RetargetError saying so.
+- The target's bind pose is a frame of the target BVH (default 0), or the rest pose for a bare Skeleton.
+
+Joint correspondence: by default the roles of both skeletons (skeleton.find_roles) are paired role by
+role, and the joints between two roles along a chain (shoulders, arms, forearms, neck, extra spine
+joints) are paired by normalised name (side markers and synonyms such as clavicle/shoulder,
+forearm/lowerarm removed), then the rest from the hand/head end inwards; helper joints with 'twist' or
+'roll' in their name are never paired by position. An explicit mapping (dict target -> source joint
+name, or a TOML file with a [joints] table) replaces the automatic pairing.
+
+Joints without a counterpart: a target joint keeps its (normalised) bind rotation relative to its parent,
+so twist bones and extra spine joints ride along rigidly; a source joint's rotation is folded into its
+mapped descendants automatically because the formula works on world rotations.
+
+Root: the target hips follow the source hips, scaled by the leg-length ratio (hips above the ankles in
+the canonical pose), then shifted vertically so the feet rest on the ground as low as the source's
+(5th percentile of the per-frame lowest foot/toe joint).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from .animation import Animation, Skeleton
+from .kinematics import forward_kinematics
+from .rotations import quat_angle, quat_between, quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate
+from .skeleton import SkeletonError, find_roles
+
+LEG_ROLES = ("upper_leg", "lower_leg", "foot", "toe")
+TPOSE_TOLERANCE_DEG = 25.0
+
+
+class RetargetError(ValueError):
+    """Retargeting impossible as asked; the message says what to give instead."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Skeleton structure from roles
+
+
+def _path(parents, start: int, end: int) -> list[int] | None:
+    """Joints from start to end (both included) following parents up from end; None if not a descendant."""
+    out = [end]
+    j = end
+    while j != start:
+        j = int(parents[j])
+        if j < 0:
+            return None
+        out.append(j)
+    return out[::-1]
+
+
+def _aims(skel: Skeleton, roles: dict) -> tuple[list[tuple[int, int | None, np.ndarray]], list[tuple[int, int, tuple]]]:
+    """Canonical T-pose directions.
+
+    Returns (aims, frames): aims are (joint, next joint on the chain or None for a leaf, canonical unit
+    direction); frames are (joint, up-chain next joint, (left joint, right joint)) for full alignment.
+    """
+    P = skel.parents
+    up, down, fwd = np.array([0.0, 1.0, 0.0]), np.array([0.0, -1.0, 0.0]), np.array([0.0, 0.0, 1.0])
+    side = {"left": np.array([1.0, 0.0, 0.0]), "right": np.array([-1.0, 0.0, 0.0])}
+    aims: dict[int, tuple[int | None, np.ndarray]] = {}
+    frames = []
+
+    def chain(a, b, d, include_start=True):
+        if a not in roles or b not in roles:
+            return None
+        p = _path(P, roles[a], roles[b])
+        if p is None:
+            return None
+        for j, nxt in zip(p[:-1], p[1:]):
+            if include_start or j != p[0]:
+                aims[j] = (nxt, d)
+        return p
+
+    spine_path = chain("hips", "spine", up, include_start=False)
+    chain("spine", "chest", up)
+    head_path = chain("chest", "head", up, include_start=False)
+    arm_first = {}
+    for s in ("left", "right"):
+        chain(f"{s}_upper_leg", f"{s}_lower_leg", down)
+        chain(f"{s}_lower_leg", f"{s}_foot", down)
+        chain(f"{s}_foot", f"{s}_toe", fwd)
+        p = chain("chest", f"{s}_hand", side[s], include_start=False)
+        if p is not None and len(p) > 1:
+            arm_first[s] = p[1]
+        for leaf, d in ((f"{s}_toe", fwd), (f"{s}_hand", side[s])):
+            if leaf in roles:
+                aims[roles[leaf]] = (None, d)
+    if "head" in roles:
+        aims[roles["head"]] = (None, up)
+    if spine_path is not None and "left_upper_leg" in roles and "right_upper_leg" in roles:
+        frames.append((roles["hips"], spine_path[1], (roles["left_upper_leg"], roles["right_upper_leg"])))
+    if head_path is not None and len(arm_first) == 2:
+        frames.append((roles["chest"], head_path[1], (arm_first["left"], arm_first["right"])))
+        aims.pop(roles["chest"], None)
+    return [(j, n, d) for j, (n, d) in sorted(aims.items())], frames
+
+
+def _leaf_vector(skel: Skeleton, j: int) -> np.ndarray | None:
+    """Local direction of a leaf bone: its End Site, else the mean of its children's offsets."""
+    if j in skel.end_sites and np.linalg.norm(skel.end_sites[j]) > 1e-6:
+        return np.asarray(skel.end_sites[j], dtype=np.float64)
+    kids = skel.children(j)
+    if kids:
+        v = np.mean([skel.offsets[k] for k in kids], axis=0)
+        if np.linalg.norm(v) > 1e-6:
+            return v
+    return None
+
+
+def _frame_quat(up: np.ndarray, left: np.ndarray) -> np.ndarray:
+    """Rotation whose columns are (left, up, forward) from an up and a left vector (Gram-Schmidt)."""
+    u = up / np.linalg.norm(up)
+    l = left - np.dot(left, u) * u
+    l = l / np.linalg.norm(l)
+    f = np.cross(l, u)
+    return quat_from_matrix(np.stack([l, u, f], axis=1))
+
+
+def canonical_tpose(skel: Skeleton, roles: dict, local_pos: np.ndarray, local_rot: np.ndarray):
+    """Normalise one pose to the canonical T-pose (module docstring).
+
+    local_pos (J, 3), local_rot (J, 4): the bind pose. Returns (local_rot (J, 4), world positions
+    (J, 3), world rotations (J, 4), largest limb swing in degrees that was needed).
+    """
+    aims, frames = _aims(skel, roles)
+    lrot = np.array(local_rot, dtype=np.float64)
+    lpos = np.asarray(local_pos, dtype=np.float64)
+    P = skel.parents
+    frame_of = {j: (nxt, pair) for j, nxt, pair in frames}
+    todo = sorted(set([j for j, _, _ in aims]) | set(frame_of))
+    aim_of = {j: (n, d) for j, n, d in aims}
+    largest = 0.0
+    for j in todo:
+        gpos, grot = forward_kinematics(lpos, lrot, P)
+        if j in frame_of:
+            nxt, (lj, rj) = frame_of[j]
+            cur = _frame_quat(gpos[nxt] - gpos[j], gpos[lj] - gpos[rj])
+            swing = quat_inv(cur)  # canonical frame is identity
+        else:
+            nxt, d = aim_of[j]
+            if nxt is None:
+                v = _leaf_vector(skel, j)
+                if v is None:
+                    continue
+                cur_dir = quat_rotate(grot[j], v)
+            else:
+                cur_dir = gpos[nxt] - gpos[j]
+            if np.linalg.norm(cur_dir) < 1e-6:
+                continue
+            swing = quat_between(cur_dir, d)
+            largest = max(largest, float(np.degrees(quat_angle(swing))))
+        new_g = quat_mul(swing, grot[j])
+        p = P[j]
+        lrot[j] = new_g if p < 0 else quat_mul(quat_inv(grot[p]), new_g)
+    gpos, grot = forward_kinematics(lpos, lrot, P)
+    return lrot, gpos, grot, largest
+
+
+# ----------------------------------------------------------------------------------------------
+# Joint correspondence
+
+_SYNONYMS = {"clavicle": "shoulder", "collar": "shoulder", "forearm": "lowerarm", "arm": "upperarm",
+             "elbow": "lowerarm", "wrist": "hand", "upleg": "upperleg", "thigh": "upperleg",
+             "leg": "lowerleg", "shin": "lowerleg", "calf": "lowerleg", "knee": "lowerleg"}
+_HELPER = re.compile(r"(?i)twist|roll|helper|share|nub|_end$|end$")
+
+
+def name_key(name: str) -> str:
+    """Joint name without namespace, side markers, separators and case; common synonyms unified."""
+    n = name.rsplit(":", 1)[-1]
+    n = re.sub(r"(?i)left|right", "", n)
+    n = re.sub(r"^[LlRr](?=[_.\- ])", "", n)
+    n = re.sub(r"(?<=[_.\- ])[LlRr]$", "", n)
+    n = re.sub(r"[^a-z0-9]", "", n.lower())
+    return _SYNONYMS.get(n, n)
+
+
+_CHAINS = [("hips", "spine"), ("spine", "chest"), ("chest", "head"), ("chest", "left_hand"),
+           ("chest", "right_hand")] + [(f"{s}_{a}", f"{s}_{b}") for s in ("left", "right")
+                                       for a, b in zip(LEG_ROLES[:-1], LEG_ROLES[1:])]
+
+
+def auto_mapping(src: Skeleton, src_roles: dict, tgt: Skeleton, tgt_roles: dict) -> dict[int, int]:
+    """Target joint index -> source joint index: roles, then the joints between roles along chains."""
+    pairs = {tgt_roles[r]: src_roles[r] for r in tgt_roles if r in src_roles}
+    for a, b in _CHAINS:
+        if not all(r in src_roles and r in tgt_roles for r in (a, b)):
+            continue
+        ps, pt = _path(src.parents, src_roles[a], src_roles[b]), _path(tgt.parents, tgt_roles[a], tgt_roles[b])
+        if ps is None or pt is None:
+            continue
+        si, ti = ps[1:-1], pt[1:-1]
+        used_s = set()
+        free_t = []
+        for t in ti:
+            key = name_key(tgt.names[t])
+            hit = next((s for s in si if s not in used_s and name_key(src.names[s]) == key), None)
+            if hit is not None:
+                pairs[t] = hit
+                used_s.add(hit)
+            else:
+                free_t.append(t)
+        # Remaining joints paired from the distal end inwards, skipping helper bones; order kept.
+        rest_s = [s for s in si if s not in used_s and not _HELPER.search(src.names[s])]
+        rest_t = [t for t in free_t if not _HELPER.search(tgt.names[t])]
+        for t, s in zip(reversed(rest_t), reversed(rest_s)):
+            # Keep the chain order monotonic with respect to name-matched pairs.
+            pairs[t] = s
+    return pairs
+
+
+def load_joint_mapping(path) -> dict:
+    """Read a retarget mapping TOML: [joints] target_name = "source_name"; optional [source_roles] and
+    [target_roles] tables (role = "joint name") for skeletons whose roles are not detected."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            doc = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise RetargetError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise RetargetError(f"{path}: cannot read mapping: {e}") from None
+    out = {}
+    for table in ("joints", "source_roles", "target_roles"):
+        t = doc.get(table, {})
+        if not isinstance(t, dict) or any(not isinstance(v, str) for v in t.values()):
+            raise RetargetError(f"{path}: [{table}] must map names to joint names (strings)")
+        out[table] = dict(t)
+    unknown = set(doc) - {"joints", "source_roles", "target_roles"}
+    if unknown:
+        raise RetargetError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; "
+                            f"expected [joints], [source_roles], [target_roles]")
+    if not out["joints"]:
+        raise RetargetError(f"{path}: needs a [joints] table (target_name = \"source_name\")")
+    return out
+
+
+def _explicit_pairs(src: Skeleton, tgt: Skeleton, joints: dict[str, str]) -> dict[int, int]:
+    pairs, bad = {}, []
+    for t, s in joints.items():
+        if t not in tgt.names:
+            bad.append(f"target joint {t!r}")
+        elif s not in src.names:
+            bad.append(f"source joint {s!r}")
+        else:
+            pairs[tgt.names.index(t)] = src.names.index(s)
+    if bad:
+        raise RetargetError(f"mapping names joints that do not exist: {', '.join(bad)}")
+    return pairs
+
+
+# ----------------------------------------------------------------------------------------------
+# Retargeting
+
+
+def _roles(skel: Skeleton, role_map, what: str) -> dict:
+    try:
+        return find_roles(skel.names, role_map, required=("hips",) + tuple(f"{s}_{r}" for s in ("left", "right")
+                                                                           for r in ("upper_leg", "lower_leg", "foot")))
+    except SkeletonError as e:
+        raise RetargetError(f"{what} skeleton: {e}") from None
+
+
+def _leg_height(gpos: np.ndarray, roles: dict) -> float:
+    feet = [gpos[roles[f"{s}_foot"], 1] for s in ("left", "right")]
+    return float(gpos[roles["hips"], 1] - np.mean(feet))
+
+
+def _lowest_foot(gpos: np.ndarray, roles: dict) -> np.ndarray:
+    js = [roles[r] for r in ("left_foot", "right_foot", "left_toe", "right_toe") if r in roles]
+    return gpos[..., js, 1].min(axis=-1)
+
+
+def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame: int = 0,
+                       source_bind_frame: int | None = None, fit_ground: bool = True) -> Animation:
+    """Retarget `anim` onto the target skeleton; returns an Animation of the target skeleton.
+
+    target: an Animation (frame `target_bind_frame` is its bind pose) or a Skeleton (rest pose).
+    mapping: None (automatic, see module docstring), a dict target joint name -> source joint name,
+    a path to a TOML mapping file, or a dict as load_joint_mapping returns. source_bind_frame: frame of
+    `anim` used as the source bind pose; None uses the rest pose, which must then be a T-pose.
+    fit_ground: shift the hips vertically so the feet rest on the ground like the source's.
+    """
+    src = anim.skeleton
+    if isinstance(target, Animation):
+        tgt = target.skeleton
+        if not -target.num_frames <= target_bind_frame < target.num_frames:
+            raise RetargetError(f"target bind frame {target_bind_frame} out of range (0..{target.num_frames - 1})")
+        t_lpos = np.asarray(target.positions[target_bind_frame], np.float64)
+        t_lrot = np.asarray(target.rotations[target_bind_frame], np.float64)
+    elif isinstance(target, Skeleton):
+        tgt = target
+        t_lpos = np.asarray(tgt.offsets, np.float64)
+        t_lrot = quat_identity(tgt.num_joints)
+    else:
+        raise TypeError("target must be an Animation or a Skeleton")
+
+    if isinstance(mapping, (str, Path)):
+        mapping = load_joint_mapping(mapping)
+    explicit = None
+    src_role_map = tgt_role_map = None
+    if isinstance(mapping, dict) and "joints" in mapping and isinstance(mapping["joints"], dict):
+        explicit = mapping["joints"]
+        src_role_map = mapping.get("source_roles") or None
+        tgt_role_map = mapping.get("target_roles") or None
+    elif isinstance(mapping, dict):
+        explicit = mapping
+    elif mapping is not None:
+        raise TypeError("mapping must be None, a dict or a path to a TOML file")
+
+    src_roles = _roles(src, src_role_map, "source")
+    if explicit is not None:
+        pairs = _explicit_pairs(src, tgt, explicit)
+        try:
+            tgt_roles = find_roles(tgt.names, tgt_role_map, required=())
+        except SkeletonError as e:
+            raise RetargetError(f"target skeleton: {e}") from None
+        # Roles the target names do not reveal follow the mapping from the source roles.
+        by_src = {s: t for t, s in pairs.items()}
+        for r, sj in src_roles.items():
+            if r not in tgt_roles and sj in by_src:
+                tgt_roles[r] = by_src[sj]
+        missing = [r for r in ("hips", "left_foot", "right_foot", "left_upper_leg", "right_upper_leg")
+                   if r not in tgt_roles]
+        if missing:
+            raise RetargetError(f"target roles {', '.join(missing)} unknown: map the source's joints for them "
+                                f"in [joints] or name them in [target_roles]")
+    else:
+        tgt_roles = _roles(tgt, tgt_role_map, "target")
+        pairs = auto_mapping(src, src_roles, tgt, tgt_roles)
+
+    # Bind poses, normalised to the canonical T-pose.
+    if source_bind_frame is None:
+        s_lpos, s_lrot = np.asarray(src.offsets, np.float64), quat_identity(src.num_joints)
+        s_lpos = s_lpos.copy()
+        s_lpos[0] = anim.positions[0, 0]
+        _, _, _, swing = canonical_tpose(src, src_roles, s_lpos, s_lrot)
+        if swing > TPOSE_TOLERANCE_DEG:
+            raise RetargetError(
+                f"the source skeleton's rest pose is not a T-pose (a bone is {swing:.0f} degrees off): give "
+                f"source_bind_frame (--source-bind-frame N), a frame where the character stands upright; "
+                f"it is normalised to a T-pose")
+    else:
+        if not -anim.num_frames <= source_bind_frame < anim.num_frames:
+            raise RetargetError(f"source bind frame {source_bind_frame} out of range (0..{anim.num_frames - 1})")
+        s_lpos = np.asarray(anim.positions[source_bind_frame], np.float64)
+        s_lrot = np.asarray(anim.rotations[source_bind_frame], np.float64)
+    _, s_gpos0, s_grot0, _ = canonical_tpose(src, src_roles, s_lpos, s_lrot)
+    t_lrot0, t_gpos0, t_grot0, _ = canonical_tpose(tgt, tgt_roles, t_lpos, t_lrot)
+
+    # World rotations of the target per frame (eq. 3.23 for mapped joints, bind-relative otherwise).
+    s_gpos, s_grot = anim.global_transforms()
+    F, Jt = anim.num_frames, tgt.num_joints
+    t_grot = np.empty((F, Jt, 4))
+    for j in range(Jt):
+        if j in pairs:
+            s = pairs[j]
+            offset = quat_mul(quat_inv(s_grot0[s]), t_grot0[j])
+            t_grot[:, j] = quat_mul(s_grot[:, s], offset)
+        elif tgt.parents[j] < 0:
+            t_grot[:, j] = t_lrot0[j]
+        else:
+            t_grot[:, j] = quat_mul(t_grot[:, tgt.parents[j]], t_lrot0[j])
+    P = tgt.parents
+    par = np.where(P < 0, 0, P)
+    t_rot = quat_mul(quat_inv(t_grot[:, par]), t_grot)
+    t_rot[:, P < 0] = t_grot[:, P < 0]
+    t_pos = np.repeat(t_lpos[None], F, axis=0).copy()
+
+    # Hips position: source hips scaled by the leg-length ratio.
+    ratio = _leg_height(t_gpos0, tgt_roles) / _leg_height(s_gpos0, src_roles)
+    hips_world = s_gpos[:, src_roles["hips"]] * ratio
+    _place_hips(tgt, tgt_roles["hips"], t_pos, t_grot, hips_world)
+    if fit_ground:
+        t_gpos, _ = forward_kinematics(t_pos, t_rot, P)
+        shift = np.percentile(_lowest_foot(s_gpos, src_roles), 5) - np.percentile(_lowest_foot(t_gpos, tgt_roles), 5)
+        hips_world[:, 1] += shift
+        _place_hips(tgt, tgt_roles["hips"], t_pos, t_grot, hips_world)
+
+    return Animation(skeleton=tgt, positions=t_pos, rotations=t_rot, fps=anim.fps,
+                     source=anim.source, tags=list(anim.tags))
+
+
+def _place_hips(tgt: Skeleton, hips: int, t_pos: np.ndarray, t_grot: np.ndarray, hips_world: np.ndarray) -> None:
+    """Set local translations so the hips land on hips_world (F, 3). When the hips are not the root and
+    have no position channels, the root moves instead, so a BVH writer keeps the motion."""
+    P = tgt.parents
+    chans = tgt.channels[hips] if len(tgt.channels) == tgt.num_joints else ()
+    mover = hips if (P[hips] < 0 or any(c.endswith("position") for c in chans)) else _root_of(P, hips)
+    # World transform of the mover's parent, and the hips' position relative to the mover.
+    gpos, _ = forward_kinematics(t_pos, _locals(t_grot, P), P)
+    rel = gpos[:, hips] - gpos[:, mover]
+    target_mover = hips_world - rel
+    p = P[mover]
+    if p < 0:
+        t_pos[:, mover] = target_mover
+    else:
+        t_pos[:, mover] = quat_rotate(quat_inv(t_grot[:, p]), target_mover - gpos[:, p])
+
+
+def _root_of(P, j):
+    while P[j] >= 0:
+        j = int(P[j])
+    return j
+
+
+def _locals(grot, P):
+    par = np.where(P < 0, 0, P)
+    loc = quat_mul(quat_inv(grot[:, par]), grot)
+    loc[:, P < 0] = grot[:, P < 0]
+    return loc
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+
+
+def add_retarget_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `motionmatch retarget IN.bvh --to TARGET.bvh [--map MAP.toml] -o OUT.bvh`."""
+    parser.add_argument("input", help="source motion (BVH)")
+    parser.add_argument("--to", required=True, dest="target", help="target skeleton BVH (a frame of it is its bind pose)")
+    parser.add_argument("-o", "--output", required=True, help="output BVH on the target skeleton")
+    parser.add_argument("--map", dest="mapping", default=None,
+                        help="TOML mapping: [joints] target_name = \"source_name\" (optional [source_roles], "
+                             "[target_roles]); default pairs the detected roles and the joints between them")
+    parser.add_argument("--target-bind-frame", type=int, default=0, help="frame of TARGET.bvh that is its bind pose (default 0)")
+    parser.add_argument("--source-bind-frame", "--source-bind", type=int, default=None, dest="source_bind_frame",
+                        help="frame of IN.bvh used as the source bind pose (any upright frame; needed unless the "
+                             "source's rest pose is a T-pose)")
+    parser.add_argument("--no-fit-ground", action="store_true", help="do not shift the hips to keep the feet on the ground")
+    parser.add_argument("--unit", default="m", choices=("m", "cm", "mm"), help="length unit of the output BVH")
+
+
+def run_retarget(args) -> int:
+    from .io.bvh import BVHError, read_bvh, write_bvh
+    import sys
+    try:
+        src = read_bvh(args.input)
+        tgt = read_bvh(args.target)
+        out = retarget_animation(src, tgt, mapping=args.mapping, target_bind_frame=args.target_bind_frame,
+                                 source_bind_frame=args.source_bind_frame, fit_ground=not args.no_fit_ground)
+        write_bvh(args.output, out, unit=args.unit)
+    except (BVHError, RetargetError, OSError) as e:
+        print(f"motionmatch retarget: {e}", file=sys.stderr)
+        return 1
+    print(f"retargeted {out.num_frames} frames of {args.input} onto {args.target} -> {args.output}")
+    return 0

@@ -1,0 +1,1 @@
+"""Runtime character: springs, controller, inertialization, matcher loop and touch-ups."""

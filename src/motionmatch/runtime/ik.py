@@ -1,0 +1,359 @@
+"""Leg touch-ups: analytical two-joint IK, toe re-aim and foot locking.
+
+World space, metres, seconds, Y up, quaternions (w, x, y, z). The leg is a (hip) - b (knee) - c (ankle).
+The solver keeps the leg's current bend plane (the plane through hip, knee and ankle, rotated the
+shortest way so it contains the target), never straightens the knee fully (reach is limited to
+(upper + lower) * (1 - buffer)) and rotates the hip and knee joints only; the foot's world rotation is
+the caller's choice (apply_leg_ik keeps the animated one). The scalar kernels are numba-compiled so
+that one leg costs a few microseconds.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ..rotations import quat_inv, quat_mul
+from .springs import halflife_to_damping
+
+# ----------------------------------------------------------------------------------------------
+# Scalar helpers (numba). Vectors are passed as separate floats to stay allocation free.
+
+
+@numba.njit(cache=True, inline="always")
+def _norm3(x, y, z):
+    return math.sqrt(x * x + y * y + z * z)
+
+
+@numba.njit(cache=True, inline="always")
+def _cross(ax, ay, az, bx, by, bz):
+    return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+
+
+@numba.njit(cache=True, inline="always")
+def _qmul(aw, ax, ay, az, bw, bx, by, bz):
+    return (aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw)
+
+
+@numba.njit(cache=True, inline="always")
+def _qrot(qw, qx, qy, qz, vx, vy, vz):
+    tx, ty, tz = _cross(qx, qy, qz, vx, vy, vz)
+    tx, ty, tz = 2.0 * tx, 2.0 * ty, 2.0 * tz
+    cx, cy, cz = _cross(qx, qy, qz, tx, ty, tz)
+    return vx + qw * tx + cx, vy + qw * ty + cy, vz + qw * tz + cz
+
+
+@numba.njit(cache=True)
+def _qbetween_unit(ux, uy, uz, vx, vy, vz):
+    """Shortest rotation taking unit u to unit v."""
+    cx, cy, cz = _cross(ux, uy, uz, vx, vy, vz)
+    w = 1.0 + ux * vx + uy * vy + uz * vz
+    if w < 1e-9:
+        # Opposite: half turn about any axis perpendicular to u.
+        if abs(ux) < 0.9:
+            cx, cy, cz = _cross(ux, uy, uz, 1.0, 0.0, 0.0)
+        else:
+            cx, cy, cz = _cross(ux, uy, uz, 0.0, 1.0, 0.0)
+        w = 0.0
+    n = math.sqrt(w * w + cx * cx + cy * cy + cz * cz)
+    return w / n, cx / n, cy / n, cz / n
+
+
+@numba.njit(cache=True)
+def _quat_from_rows(m00, m01, m02, m10, m11, m12, m20, m21, m22):
+    """Rotation matrix to quaternion (Shepperd's method: pick the largest diagonal term)."""
+    tr = m00 + m11 + m22
+    if tr > 0.0:
+        s = math.sqrt(tr + 1.0) * 2.0
+        w, x, y, z = 0.25 * s, (m21 - m12) / s, (m02 - m20) / s, (m10 - m01) / s
+    elif m00 > m11 and m00 > m22:
+        s = math.sqrt(1.0 + m00 - m11 - m22) * 2.0
+        w, x, y, z = (m21 - m12) / s, 0.25 * s, (m01 + m10) / s, (m02 + m20) / s
+    elif m11 > m22:
+        s = math.sqrt(1.0 + m11 - m00 - m22) * 2.0
+        w, x, y, z = (m02 - m20) / s, (m01 + m10) / s, 0.25 * s, (m12 + m21) / s
+    else:
+        s = math.sqrt(1.0 + m22 - m00 - m11) * 2.0
+        w, x, y, z = (m10 - m01) / s, (m02 + m20) / s, (m12 + m21) / s, 0.25 * s
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    return w / n, x / n, y / n, z / n
+
+
+@numba.njit(cache=True)
+def _frame_rotation(ux, uy, uz, nx, ny, nz, px, py, pz, mx, my, mz):
+    """Rotation taking the orthonormal pair (u, n) onto the orthonormal pair (p, m)."""
+    wx, wy, wz = _cross(ux, uy, uz, nx, ny, nz)
+    qx, qy, qz = _cross(px, py, pz, mx, my, mz)
+    # M = p u^T + m n^T + q w^T
+    return _quat_from_rows(
+        px * ux + mx * nx + qx * wx, px * uy + mx * ny + qx * wy, px * uz + mx * nz + qx * wz,
+        py * ux + my * nx + qy * wx, py * uy + my * ny + qy * wy, py * uz + my * nz + qy * wz,
+        pz * ux + mz * nx + qz * wx, pz * uy + mz * ny + qz * wy, pz * uz + mz * nz + qz * wz)
+
+
+@numba.njit(cache=True)
+def _two_joint_ik_kernel(a, b, c, t, pole, a_gr, b_gr, buffer, out_a, out_b, out_c):
+    lab = _norm3(b[0] - a[0], b[1] - a[1], b[2] - a[2])
+    lcb = _norm3(c[0] - b[0], c[1] - b[1], c[2] - b[2])
+    acx, acy, acz = c[0] - a[0], c[1] - a[1], c[2] - a[2]
+    lac = _norm3(acx, acy, acz)
+    atx, aty, atz = t[0] - a[0], t[1] - a[1], t[2] - a[2]
+    lat = _norm3(atx, aty, atz)
+    if lab < 1e-9 or lcb < 1e-9 or lac < 1e-9:
+        for k in range(4):
+            out_a[k] = a_gr[k]
+            out_b[k] = b_gr[k]
+        for k in range(3):
+            out_c[k] = c[k]
+        return
+    ux, uy, uz = acx / lac, acy / lac, acz / lac          # current hip->ankle direction
+    if lat < 1e-9:
+        dx, dy, dz = ux, uy, uz
+    else:
+        dx, dy, dz = atx / lat, aty / lat, atz / lat       # wanted hip->ankle direction
+    reach = lat
+    max_reach = (lab + lcb) * (1.0 - buffer)
+    min_reach = abs(lab - lcb) * (1.0 + buffer) + 1e-6
+    if reach > max_reach:
+        reach = max_reach
+    if reach < min_reach:
+        reach = min_reach
+
+    bx, by, bz = (b[0] - a[0]) / lab, (b[1] - a[1]) / lab, (b[2] - a[2]) / lab
+    # Bend plane normal of the current pose; a straight leg has none, then the pole hint decides.
+    nx, ny, nz = _cross(ux, uy, uz, bx, by, bz)
+    ln = _norm3(nx, ny, nz)
+    if ln < 1e-6:
+        pd = pole[0] * ux + pole[1] * uy + pole[2] * uz
+        px, py, pz = pole[0] - pd * ux, pole[1] - pd * uy, pole[2] - pd * uz
+        if _norm3(px, py, pz) < 1e-9:
+            if abs(ux) < 0.9:
+                px, py, pz = _cross(ux, uy, uz, 1.0, 0.0, 0.0)
+            else:
+                px, py, pz = _cross(ux, uy, uz, 0.0, 1.0, 0.0)
+        nx, ny, nz = _cross(ux, uy, uz, px, py, pz)
+        ln = _norm3(nx, ny, nz)
+    nx, ny, nz = nx / ln, ny / ln, nz / ln
+    # Turn the plane the shortest way so it contains the target direction.
+    rw, rx, ry, rz = _qbetween_unit(ux, uy, uz, dx, dy, dz)
+    mx, my, mz = _qrot(rw, rx, ry, rz, nx, ny, nz)
+    lm = _norm3(mx, my, mz)
+    mx, my, mz = mx / lm, my / lm, mz / lm
+    kx, ky, kz = _cross(mx, my, mz, dx, dy, dz)          # towards the knee, perpendicular to d
+
+    cos_a = (lab * lab + reach * reach - lcb * lcb) / (2.0 * lab * reach)
+    cos_a = min(1.0, max(-1.0, cos_a))
+    sin_a = math.sqrt(max(0.0, 1.0 - cos_a * cos_a))
+    nbx = cos_a * dx + sin_a * kx                        # new upper-bone direction
+    nby = cos_a * dy + sin_a * ky
+    nbz = cos_a * dz + sin_a * kz
+    kneex, kneey, kneez = a[0] + lab * nbx, a[1] + lab * nby, a[2] + lab * nbz
+    endx, endy, endz = a[0] + reach * dx, a[1] + reach * dy, a[2] + reach * dz
+
+    qw, qx, qy, qz = _frame_rotation(bx, by, bz, nx, ny, nz, nbx, nby, nbz, mx, my, mz)
+    out_a[0], out_a[1], out_a[2], out_a[3] = _qmul(qw, qx, qy, qz, a_gr[0], a_gr[1], a_gr[2], a_gr[3])
+
+    cx0, cy0, cz0 = (c[0] - b[0]) / lcb, (c[1] - b[1]) / lcb, (c[2] - b[2]) / lcb
+    cx1, cy1, cz1 = (endx - kneex) / lcb, (endy - kneey) / lcb, (endz - kneez) / lcb
+    l1 = _norm3(cx1, cy1, cz1)
+    cx1, cy1, cz1 = cx1 / l1, cy1 / l1, cz1 / l1
+    qw, qx, qy, qz = _frame_rotation(cx0, cy0, cz0, nx, ny, nz, cx1, cy1, cz1, mx, my, mz)
+    out_b[0], out_b[1], out_b[2], out_b[3] = _qmul(qw, qx, qy, qz, b_gr[0], b_gr[1], b_gr[2], b_gr[3])
+    out_c[0], out_c[1], out_c[2] = endx, endy, endz
+
+
+_ZERO3 = np.zeros(3)
+
+
+def two_joint_ik(a, b, c, target, a_grot, b_grot, pole=None, buffer: float = 0.01):
+    """Hip/knee world rotations that bring the ankle to `target` (world, metres).
+
+    a, b, c: (3,) world positions of the upper joint (hip), lower joint (knee) and end (ankle);
+    a_grot, b_grot: (4,) their world rotations. pole: (3,) hint for the knee direction used only when
+    the leg is exactly straight (else the current bend plane is kept). The reach is clamped to
+    (|ab| + |bc|) * (1 - buffer), so an unreachable target leaves the knee slightly bent and the ankle
+    on the hip->target line. Returns (a_grot_new (4,), b_grot_new (4,), reached end position (3,)).
+    """
+    out_a = np.empty(4)
+    out_b = np.empty(4)
+    out_c = np.empty(3)
+    _two_joint_ik_kernel(np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(c, np.float64),
+                         np.asarray(target, np.float64),
+                         _ZERO3 if pole is None else np.asarray(pole, np.float64),
+                         np.asarray(a_grot, np.float64), np.asarray(b_grot, np.float64), float(buffer),
+                         out_a, out_b, out_c)
+    return out_a, out_b, out_c
+
+
+@numba.njit(cache=True)
+def _toe_fix_kernel(foot, foot_gr, toe, ground, out_q, out_toe):
+    vx, vy, vz = toe[0] - foot[0], toe[1] - foot[1], toe[2] - foot[2]
+    for k in range(4):
+        out_q[k] = foot_gr[k]
+    for k in range(3):
+        out_toe[k] = toe[k]
+    if toe[1] >= ground:
+        return
+    length = _norm3(vx, vy, vz)
+    horiz = math.sqrt(vx * vx + vz * vz)
+    if length < 1e-9:
+        return
+    dy = ground - foot[1]
+    if dy > length:
+        dy = length                                      # the best we can do: toe straight up
+    if horiz < 1e-9:
+        hx, hz = 1.0, 0.0
+    else:
+        hx, hz = vx / horiz, vz / horiz
+    h = math.sqrt(max(0.0, length * length - dy * dy))
+    wx, wy, wz = hx * h, dy, hz * h
+    qw, qx, qy, qz = _qbetween_unit(vx / length, vy / length, vz / length,
+                                    wx / length, wy / length, wz / length)
+    out_q[0], out_q[1], out_q[2], out_q[3] = _qmul(qw, qx, qy, qz, foot_gr[0], foot_gr[1], foot_gr[2], foot_gr[3])
+    out_toe[0], out_toe[1], out_toe[2] = foot[0] + wx, foot[1] + wy, foot[2] + wz
+
+
+def toe_ground_fix(foot_pos, foot_grot, toe_pos, ground_height: float):
+    """Pitch the foot about the ankle so the toe joint is not below `ground_height` (metres).
+
+    The toe keeps its heading and distance from the ankle; nothing changes when the toe is already on
+    or above the ground. Returns (new foot world rotation (4,), new toe position (3,)). The toe's local
+    rotation is meant to be kept, so the toe follows the foot.
+    """
+    out_q = np.empty(4)
+    out_toe = np.empty(3)
+    _toe_fix_kernel(np.asarray(foot_pos, np.float64), np.asarray(foot_grot, np.float64),
+                    np.asarray(toe_pos, np.float64), float(ground_height), out_q, out_toe)
+    return out_q, out_toe
+
+
+def globals_to_locals(grot: np.ndarray, parents) -> np.ndarray:
+    """Local rotations (..., J, 4) from world rotations (..., J, 4): parent^-1 * joint; the root keeps
+    its world rotation."""
+    grot = np.asarray(grot, dtype=np.float64)
+    parents = np.asarray(parents)
+    par = np.where(parents < 0, 0, parents)
+    local = quat_mul(quat_inv(grot[..., par, :]), grot)
+    local[..., parents < 0, :] = grot[..., parents < 0, :]
+    return local
+
+
+def local_rotation(parent_grot, grot) -> np.ndarray:
+    """Local rotation of a joint from its parent's world rotation and its own (4,) each."""
+    return quat_mul(quat_inv(np.asarray(parent_grot, np.float64)), np.asarray(grot, np.float64))
+
+
+# ----------------------------------------------------------------------------------------------
+# Foot locking
+
+
+class FootLocker:
+    """Keeps one foot planted while its contact holds.
+
+    On contact (rising edge) the foot locks where it is displayed. It unlocks when the contact ends
+    or when the animated foot drifts farther than `unlock_radius` (metres) from the lock point; after
+    a drift unlock it relocks only on the next contact. Every switch moves the reference (lock point
+    or animated foot) and stores the jump as an offset (and the velocity jump as an offset velocity)
+    that a critically damped spring decays with `halflife` seconds, so the output is continuous.
+    """
+
+    def __init__(self, unlock_radius: float = 0.2, halflife: float = 0.1):
+        self.unlock_radius = float(unlock_radius)
+        self.halflife = float(halflife)
+        self.reset()
+
+    def reset(self, position=None) -> None:
+        self.locked = False
+        self.blocked = False          # drifted away during this contact: wait for the next one
+        self.lock_point = [0.0, 0.0, 0.0]
+        self.offset = [0.0, 0.0, 0.0]
+        self.offset_vel = [0.0, 0.0, 0.0]
+        self._prev_anim = None if position is None else [float(v) for v in position]
+
+    def update(self, contact: bool, animated_foot_pos, dt: float) -> np.ndarray:
+        """Target world position (3,) for the foot this frame."""
+        p = animated_foot_pos
+        ax, ay, az = float(p[0]), float(p[1]), float(p[2])
+        prev = self._prev_anim
+        if prev is None or dt <= 0.0:
+            vx = vy = vz = 0.0
+        else:
+            vx, vy, vz = (ax - prev[0]) / dt, (ay - prev[1]) / dt, (az - prev[2]) / dt
+        self._prev_anim = [ax, ay, az]
+        off, ov, lp = self.offset, self.offset_vel, self.lock_point
+
+        if not contact:
+            self.blocked = False
+        if self.locked:
+            dx, dy, dz = ax - lp[0], ay - lp[1], az - lp[2]
+            drift = math.sqrt(dx * dx + dy * dy + dz * dz)
+            if not contact or drift > self.unlock_radius:
+                # Reference jumps from the lock point to the animated foot, velocity from 0 to v.
+                self.locked = False
+                self.blocked = contact
+                for k, (ref, v) in enumerate(((ax, vx), (ay, vy), (az, vz))):
+                    off[k] += lp[k] - ref
+                    ov[k] -= v
+        elif contact and not self.blocked:
+            # Lock where the foot is displayed now: the reference jumps by exactly the offset.
+            self.locked = True
+            lp[0], lp[1], lp[2] = ax + off[0], ay + off[1], az + off[2]
+            off[0] = off[1] = off[2] = 0.0
+            ov[0] = ov[1] = ov[2] = 0.0
+
+        if dt > 0.0:
+            y = 0.5 * halflife_to_damping(self.halflife)
+            e = math.exp(-y * dt)
+            for k in range(3):
+                j1 = ov[k] + off[k] * y
+                off[k], ov[k] = e * (off[k] + j1 * dt), e * (ov[k] - j1 * y * dt)
+        if self.locked:
+            return np.array((lp[0] + off[0], lp[1] + off[1], lp[2] + off[2]))
+        return np.array((ax + off[0], ay + off[1], az + off[2]))
+
+
+# ----------------------------------------------------------------------------------------------
+# Whole-pose entry point
+
+
+def _solve_leg(gpos, grot, parents, up, lo, ft, toe, target, toe_ground, local):
+    a, b, c = gpos[up], gpos[lo], gpos[ft]
+    toe_vec = gpos[toe] - c if toe is not None else None
+    # Pole for a straight leg: the foot's forward direction (the knee bends that way).
+    pole = toe_vec if toe_vec is not None else _ZERO3
+    a_new, b_new, c_new = two_joint_ik(a, b, c, target, grot[up], grot[lo], pole=pole)
+    foot_gr = grot[ft]
+    if toe is not None and toe_ground is not None:
+        foot_gr, _ = toe_ground_fix(c_new, foot_gr, c_new + toe_vec, float(toe_ground))
+    p = parents[up]
+    local[up] = quat_mul(quat_inv(grot[p]), a_new) if p >= 0 else a_new
+    local[lo] = quat_mul(quat_inv(a_new), b_new)
+    local[ft] = quat_mul(quat_inv(b_new), foot_gr)
+
+
+def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_target=None,
+                 right_target=None, toe_ground=(None, None)) -> np.ndarray:
+    """Local rotations (J, 4) of the pose with both legs solved towards their ankle targets.
+
+    gpos (J, 3) / grot (J, 4): world positions and rotations of the pose; parents (J,); roles: the
+    skeleton roles (left/right upper_leg, lower_leg, foot, toe). left_target / right_target: (3,) world
+    ankle targets, None leaves that leg as animated. toe_ground: (left, right) ground heights (metres)
+    under the toes, None skips the toe fix. Feet keep their animated world rotation (apart from the
+    toe fix); the toes keep their local rotation.
+    """
+    gpos = np.asarray(gpos, dtype=np.float64)
+    grot = np.asarray(grot, dtype=np.float64)
+    parents = np.asarray(parents)
+    local = globals_to_locals(grot, parents)
+    for side, target, tg in (("left", left_target, toe_ground[0]), ("right", right_target, toe_ground[1])):
+        if target is None and tg is None:
+            continue
+        up, lo, ft = roles[f"{side}_upper_leg"], roles[f"{side}_lower_leg"], roles[f"{side}_foot"]
+        toe = roles.get(f"{side}_toe")
+        tgt = gpos[ft] if target is None else np.asarray(target, dtype=np.float64)
+        _solve_leg(gpos, grot, parents, up, lo, ft, toe, tgt, tg, local)
+    return local

@@ -1,0 +1,274 @@
+"""Scenarios: scripted controller input for offline synthesis.
+
+JSON format (metres, seconds; stick plane x right, z forward, magnitudes 0..1):
+
+    {"duration": 12.0, "style": "walk & !injured" | null,
+     "inputs": [{"t": 0.0, "move": [0, 1], "run": false, "strafe": false, "look": null}, ...]}
+    {"duration": 20.0, "path": {"points": [[0, 0], [3, 0], [3, 3]], "speed": 1.2, "loop": true}}
+
+plus optional "terrain" (an object passed through untouched), "seed" (integer) and "description".
+Inputs are piecewise constant from their time t on (neutral before the first one); in an input only
+"t" and "move" are required. A bad scenario raises ScenarioError naming the offending field.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .runtime.controller import Controller, ControllerSettings, GamepadInput, PathFollower
+
+_TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description"}
+_INPUT_KEYS = {"t", "move", "run", "strafe", "look"}
+_PATH_KEYS = {"points", "speed", "loop"}
+_MAG_TOL = 1e-6
+
+
+class ScenarioError(ValueError):
+    """A scenario file or dict that does not follow the format; the message names the field."""
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    points: tuple[tuple[float, float], ...]
+    speed: float
+    loop: bool = False
+
+    def follower(self) -> PathFollower:
+        return PathFollower(self.points, self.speed, self.loop)
+
+
+@dataclass
+class Scenario:
+    duration: float
+    inputs: tuple[tuple[float, GamepadInput], ...] = ()
+    path: PathSpec | None = None
+    style: str | None = None
+    terrain: dict | None = None
+    seed: int | None = None
+    description: str | None = None
+    _times: list = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self):
+        self._times = [t for t, _ in self.inputs]
+
+    @property
+    def is_path(self) -> bool:
+        return self.path is not None
+
+    def input_at(self, t: float) -> GamepadInput:
+        """The input held at time t (seconds); neutral before the first input and for path scenarios."""
+        i = bisect.bisect_right(self._times, t) - 1
+        return self.inputs[i][1] if i >= 0 else GamepadInput()
+
+    @property
+    def change_times(self) -> tuple[float, ...]:
+        """Times at which the held input changes (0.0 only for path scenarios)."""
+        if self.path is not None:
+            return (0.0,)
+        out, prev = [0.0], self.input_at(0.0)
+        for t, inp in self.inputs:
+            if t > 0.0 and inp != prev:
+                out.append(t)
+            prev = inp
+        return tuple(out)
+
+    def make_driver(self):
+        """An object with step(controller, t, dt) and predict(controller, frame_offsets, fps) that plays
+        this scenario: a PathFollower for path scenarios, an InputDriver otherwise."""
+        return self.path.follower() if self.path is not None else InputDriver(self)
+
+    def to_dict(self) -> dict:
+        d: dict = {"duration": self.duration, "style": self.style}
+        if self.path is not None:
+            d["path"] = {"points": [list(p) for p in self.path.points], "speed": self.path.speed,
+                         "loop": self.path.loop}
+        else:
+            d["inputs"] = [{"t": t, "move": list(i.move), "run": i.run, "strafe": i.strafe,
+                            "look": None if i.look is None else list(i.look)} for t, i in self.inputs]
+        for k in ("terrain", "seed", "description"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+
+class InputDriver:
+    """Plays a scenario's piecewise-constant inputs into a Controller."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+
+    def step(self, controller: Controller, t: float, dt: float) -> None:
+        controller.update(self.scenario.input_at(t), dt)
+
+    def predict(self, controller: Controller, frame_offsets=(20, 40, 60), fps: float = 60.0):
+        return controller.predict(frame_offsets, fps)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _stick(value, name: str, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    msg = f"{name}: expected two numbers with magnitude <= 1" + (" or null" if allow_none else "")
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_is_number(v) for v in value):
+        raise ScenarioError(msg)
+    x, z = float(value[0]), float(value[1])
+    if math.hypot(x, z) > 1.0 + _MAG_TOL:
+        raise ScenarioError(msg)
+    return x, z
+
+
+def _bool(d: dict, key: str, name: str) -> bool:
+    v = d.get(key, False)
+    if not isinstance(v, bool):
+        raise ScenarioError(f"{name}.{key}: expected true or false")
+    return v
+
+
+def _unknown(d: dict, allowed: set, name: str) -> None:
+    extra = sorted(set(d) - allowed)
+    if extra:
+        where = f"{name}." if name else ""
+        raise ScenarioError(f"{where}{extra[0]}: unknown field (allowed: {', '.join(sorted(allowed))})")
+
+
+def parse_scenario(data: dict) -> Scenario:
+    """Validate a scenario dict (as loaded from JSON) and build a Scenario."""
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario: expected a JSON object")
+    _unknown(data, _TOP_KEYS, "")
+    if "duration" not in data:
+        raise ScenarioError("duration: missing")
+    duration = data["duration"]
+    if not _is_number(duration) or duration <= 0:
+        raise ScenarioError("duration: expected a positive number of seconds")
+    duration = float(duration)
+    style = data.get("style")
+    if style is not None and not isinstance(style, str):
+        raise ScenarioError("style: expected a tag expression string or null")
+    terrain = data.get("terrain")
+    if terrain is not None and not isinstance(terrain, dict):
+        raise ScenarioError("terrain: expected an object")
+    seed = data.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ScenarioError("seed: expected an integer")
+    description = data.get("description")
+    if description is not None and not isinstance(description, str):
+        raise ScenarioError("description: expected a string")
+    has_inputs, has_path = "inputs" in data, "path" in data
+    if has_inputs == has_path:
+        raise ScenarioError("inputs: expected exactly one of 'inputs' and 'path'")
+    common = dict(duration=duration, style=style, terrain=terrain, seed=seed, description=description)
+    if has_path:
+        return Scenario(path=_parse_path(data["path"]), **common)
+    return Scenario(inputs=_parse_inputs(data["inputs"], duration), **common)
+
+
+def _parse_path(p) -> PathSpec:
+    if not isinstance(p, dict):
+        raise ScenarioError("path: expected an object with points, speed, loop")
+    _unknown(p, _PATH_KEYS, "path")
+    pts = p.get("points")
+    if not isinstance(pts, list) or len(pts) < 2:
+        raise ScenarioError("path.points: expected a list of at least two [x, z] points")
+    points = []
+    for i, q in enumerate(pts):
+        if not isinstance(q, (list, tuple)) or len(q) != 2 or not all(_is_number(v) for v in q):
+            raise ScenarioError(f"path.points[{i}]: expected two numbers [x, z]")
+        points.append((float(q[0]), float(q[1])))
+    length = sum(math.dist(a, b) for a, b in zip(points[:-1], points[1:]))
+    if length <= 1e-6:
+        raise ScenarioError("path.points: the path has zero length")
+    speed = p.get("speed")
+    if not _is_number(speed) or not 0.0 < speed <= 12.0:
+        raise ScenarioError("path.speed: expected a speed in m/s in (0, 12]")
+    return PathSpec(tuple(points), float(speed), _bool(p, "loop", "path"))
+
+
+def _parse_inputs(items, duration: float):
+    if not isinstance(items, list) or not items:
+        raise ScenarioError("inputs: expected a non-empty list of inputs")
+    out, prev_t = [], -math.inf
+    for i, it in enumerate(items):
+        name = f"inputs[{i}]"
+        if not isinstance(it, dict):
+            raise ScenarioError(f"{name}: expected an object")
+        _unknown(it, _INPUT_KEYS, name)
+        t = it.get("t")
+        if not _is_number(t) or t < 0:
+            raise ScenarioError(f"{name}.t: expected a time >= 0 in seconds")
+        if t <= prev_t:
+            raise ScenarioError(f"{name}.t: times must increase (previous {prev_t})")
+        if t > duration:
+            raise ScenarioError(f"{name}.t: {t} is after the end of the scenario ({duration} s)")
+        if "move" not in it:
+            raise ScenarioError(f"{name}.move: missing")
+        move = _stick(it["move"], f"{name}.move")
+        look = _stick(it.get("look"), f"{name}.look", allow_none=True)
+        inp = GamepadInput(move=move, look=look, run=_bool(it, "run", name), strafe=_bool(it, "strafe", name))
+        out.append((float(t), inp))
+        prev_t = t
+    return tuple(out)
+
+
+def load_scenario(path) -> Scenario:
+    """Read and validate a scenario JSON file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ScenarioError(f"scenario: invalid JSON in {path}: {e}") from None
+    return parse_scenario(data)
+
+
+def random_scenario(duration: float, seed: int = 0, *, hold: tuple[float, float] = (0.5, 3.0),
+                    run_prob: float = 0.3, strafe_prob: float = 0.2, stop_prob: float = 0.15,
+                    style: str | None = None) -> Scenario:
+    """A long random-input scenario: inputs held for uniform random times in `hold` seconds, random
+    directions (mostly full deflection), sometimes running, strafing (with a random look) or stopping."""
+    rng = np.random.default_rng(seed)
+    inputs, t = [], 0.0
+    while t < duration:
+        if rng.random() < stop_prob:
+            move = (0.0, 0.0)
+        else:
+            ang = rng.uniform(-math.pi, math.pi)
+            mag = 1.0 if rng.random() < 0.7 else float(rng.uniform(0.4, 1.0))
+            move = (round(mag * math.sin(ang), 4), round(mag * math.cos(ang), 4))
+            if math.hypot(*move) > 1.0:
+                move = (move[0] / math.hypot(*move), move[1] / math.hypot(*move))
+        strafe = bool(rng.random() < strafe_prob)
+        look = None
+        if strafe and rng.random() < 0.5:
+            a = rng.uniform(-math.pi, math.pi)
+            look = (round(math.sin(a), 4), round(math.cos(a), 4))
+            if math.hypot(*look) > 1.0:
+                look = (look[0] / math.hypot(*look), look[1] / math.hypot(*look))
+        inputs.append((round(t, 3), GamepadInput(move=move, look=look, run=bool(rng.random() < run_prob),
+                                                  strafe=strafe)))
+        t = round(t + float(rng.uniform(*hold)), 3)
+    return Scenario(duration=float(duration), inputs=tuple(inputs), style=style, seed=int(seed))
+
+
+def simulate(scenario: Scenario, fps: float = 60.0, settings: ControllerSettings | None = None):
+    """Run the controller alone through a scenario: positions (N, 3) and yaws (N,) at every frame,
+    N = round(duration * fps) + 1 (frame 0 is the start)."""
+    c = Controller(settings)
+    driver = scenario.make_driver()
+    n = int(round(scenario.duration * fps))
+    pos, yaw = np.empty((n + 1, 3)), np.empty(n + 1)
+    pos[0], yaw[0] = c.position, c.yaw
+    dt = 1.0 / fps
+    for i in range(n):
+        driver.step(c, i * dt, dt)
+        pos[i + 1], yaw[i + 1] = c.position, c.yaw
+    return pos, yaw

@@ -1,0 +1,127 @@
+import math
+
+import numpy as np
+import pytest
+
+from motionmatch.rotations import quat_angle, quat_from_angle_axis, quat_mul_inv, quat_normalize, quat_to_scaled_angle_axis
+from motionmatch.runtime.springs import (
+    HALF_DECAY_YT, LN2, damper_exact, damping_to_halflife, decay_spring_damper_exact,
+    decay_spring_damper_exact_quat, halflife_to_damping, simple_spring_damper_exact,
+    simple_spring_damper_exact_quat, spring_character_predict, spring_character_update,
+)
+
+
+def integrate(x, v, goal, halflife, T, n=20000):
+    """Semi-implicit Euler on x'' = -d (x' ) - (d/2)^2 (x - goal), d = damping: fine steps."""
+    d = halflife_to_damping(halflife)
+    k = (d / 2) ** 2
+    h = T / n
+    for _ in range(n):
+        v = v + h * (-d * v - k * (x - goal))
+        x = x + h * v
+    return x, v
+
+
+def test_halflife_damping_roundtrip():
+    for h in (0.05, 0.27, 1.3):
+        assert damping_to_halflife(halflife_to_damping(h)) == pytest.approx(h, rel=1e-9)
+    assert halflife_to_damping(1.0) == pytest.approx(4 * LN2, rel=1e-4)
+
+
+def test_simple_spring_matches_numerical_integration():
+    x, v = simple_spring_damper_exact(2.0, -1.5, 0.5, 0.3, 0.7)
+    xn, vn = integrate(2.0, -1.5, 0.5, 0.3, 0.7)
+    assert x == pytest.approx(xn, abs=2e-4)
+    assert v == pytest.approx(vn, abs=2e-3)
+
+
+def test_spring_is_timestep_independent_and_vectorized():
+    x = np.array([1.0, -2.0, 0.3]); v = np.array([0.5, 0.0, -3.0]); g = np.array([0.0, 1.0, 2.0])
+    x1, v1 = simple_spring_damper_exact(x, v, g, 0.2, 0.5)
+    xs, vs = x, v
+    for _ in range(30):
+        xs, vs = simple_spring_damper_exact(xs, vs, g, 0.2, 0.5 / 30)
+    np.testing.assert_allclose(xs, x1, atol=1e-12)
+    np.testing.assert_allclose(vs, v1, atol=1e-12)
+
+
+def test_halflife_meaning():
+    h = 0.4
+    # Released from rest, the offset is (1 + 2 ln2) / 4 of the start after one halflife ...
+    x, _ = decay_spring_damper_exact(1.0, 0.0, h, h)
+    assert x == pytest.approx((1 + 2 * LN2) / 4, rel=1e-4)
+    # ... and exactly half when y t = HALF_DECAY_YT, y = 2 ln2 / halflife.
+    t_half = HALF_DECAY_YT / (0.5 * halflife_to_damping(h))
+    x, _ = decay_spring_damper_exact(1.0, 0.0, h, t_half)
+    assert x == pytest.approx(0.5, abs=1e-9)
+    assert (1 + HALF_DECAY_YT) * math.exp(-HALF_DECAY_YT) == pytest.approx(0.5, abs=1e-12)
+    # The exponential damper halves exactly every halflife.
+    assert damper_exact(1.0, 0.0, h, h) == pytest.approx(0.5, rel=1e-4)
+    # Decay reaches (numerically) zero and never crosses it from rest.
+    ts = np.linspace(0, 5 * h, 200)
+    xs, _ = decay_spring_damper_exact(1.0, 0.0, h, ts)
+    assert np.all(xs > 0) and np.all(np.diff(xs) < 0) and xs[-1] < 0.01
+
+
+def test_character_spring_matches_integration_and_predict():
+    x, v, a, g = np.array([0.0, 0.0]), np.array([1.0, 0.0]), np.array([0.0, 2.0]), np.array([-1.0, 3.0])
+    h, T = 0.27, 0.9
+    n = 20000
+    dt = T / n
+    d = halflife_to_damping(h)
+    xn, vn, an = x.copy(), v.copy(), a.copy()
+    for _ in range(n):  # v'' = -d v' - (d/2)^2 (v - g), x' = v
+        an = an + dt * (-d * an - (d / 2) ** 2 * (vn - g))
+        vn = vn + dt * an
+        xn = xn + dt * vn
+    x1, v1, a1 = spring_character_update(x, v, a, g, h, T)
+    np.testing.assert_allclose(x1, xn, atol=1e-3)
+    np.testing.assert_allclose(v1, vn, atol=1e-3)
+    np.testing.assert_allclose(a1, an, atol=2e-2)
+    xs, vs, as_ = spring_character_predict(x, v, a, g, h, [0.3, T])
+    assert xs.shape == (2, 2)
+    np.testing.assert_allclose(xs[1], x1, atol=1e-12)
+    np.testing.assert_allclose(vs[1], v1, atol=1e-12)
+    # Long run: velocity reaches the goal, acceleration dies out.
+    _, v_inf, a_inf = spring_character_update(x, v, a, g, h, 20 * h)
+    np.testing.assert_allclose(v_inf, g, atol=1e-6)
+    np.testing.assert_allclose(a_inf, 0, atol=1e-5)
+
+
+def test_character_spring_scalar_floats():
+    x, v, a = spring_character_update(0.0, 0.0, 0.0, 1.3, 0.27, 1 / 60)
+    assert isinstance(x, float) and 0 < v < 1.3 and a > 0
+
+
+def test_quat_spring_matches_scalar_spring_about_fixed_axis():
+    axis = np.array([0.0, 0.6, 0.8])
+    q = quat_from_angle_axis(0.9, axis); w = axis * -0.4
+    g = quat_from_angle_axis(-0.3, axis)
+    q1, w1 = simple_spring_damper_exact_quat(q, w, g, 0.2, 0.15)
+    a1, s1 = simple_spring_damper_exact(0.9, -0.4, -0.3, 0.2, 0.15)
+    np.testing.assert_allclose(quat_to_scaled_angle_axis(q1), axis * a1, atol=1e-9)
+    np.testing.assert_allclose(w1, axis * s1, atol=1e-9)
+
+
+def test_quat_spring_batched_converges_short_way():
+    rng = np.random.default_rng(1)
+    q = quat_normalize(rng.normal(size=(5, 4)))
+    g = quat_normalize(rng.normal(size=(5, 4)))
+    w = rng.normal(size=(5, 3))
+    qs, ws = q, w
+    for _ in range(120):
+        qs, ws = simple_spring_damper_exact_quat(qs, ws, g, 0.1, 1 / 60)
+    assert np.all(quat_angle(quat_mul_inv(qs, g)) < 1e-4)
+    # Several future times at once: one rotation per time.
+    qt, wt = simple_spring_damper_exact_quat(q[0], w[0], g[0], 0.1, np.array([0.1, 0.2, 5.0]))
+    assert qt.shape == (3, 4) and wt.shape == (3, 3)
+    assert quat_angle(quat_mul_inv(qt[2], g[0])) < 1e-6
+
+
+def test_decay_quat_equals_vector_decay_of_log():
+    r = np.array([[0.5, -0.2, 0.1], [0.0, 0.0, 0.0]]); w = np.array([[1.0, 0.0, -2.0], [0.3, 0.3, 0.3]])
+    from motionmatch.rotations import quat_from_scaled_angle_axis
+    q1, w1 = decay_spring_damper_exact_quat(quat_from_scaled_angle_axis(r), w, 0.1, 0.05)
+    r2, w2 = decay_spring_damper_exact(r, w, 0.1, 0.05)
+    np.testing.assert_allclose(quat_to_scaled_angle_axis(q1), r2, atol=1e-9)
+    np.testing.assert_allclose(w1, w2, atol=1e-12)
