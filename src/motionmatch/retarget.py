@@ -141,7 +141,7 @@ def canonical_tpose(skel: Skeleton, roles: dict, local_pos: np.ndarray, local_ro
     """Normalise one pose to the canonical T-pose (module docstring).
 
     local_pos (J, 3), local_rot (J, 4): the bind pose. Returns (local_rot (J, 4), world positions
-    (J, 3), world rotations (J, 4), largest limb swing in degrees that was needed).
+    (J, 3), world rotations (J, 4), largest swing in degrees that a bone between two joints needed).
     """
     aims, frames = _aims(skel, roles)
     lrot = np.array(local_rot, dtype=np.float64)
@@ -169,7 +169,8 @@ def canonical_tpose(skel: Skeleton, roles: dict, local_pos: np.ndarray, local_ro
             if np.linalg.norm(cur_dir) < 1e-6:
                 continue
             swing = quat_between(cur_dir, d)
-            largest = max(largest, float(np.degrees(quat_angle(swing))))
+            if nxt is not None:  # End Sites are often arbitrary: only bones between joints count
+                largest = max(largest, float(np.degrees(quat_angle(swing))))
         new_g = quat_mul(swing, grot[j])
         p = P[j]
         lrot[j] = new_g if p < 0 else quat_mul(quat_inv(grot[p]), new_g)

@@ -135,11 +135,15 @@ def mirror_pairs(names: list[str]) -> np.ndarray:
     """For each joint, the index of its left/right counterpart (itself when it has none), int64 (J,)."""
     names = list(names)
     index = {n: i for i, n in enumerate(names)}
+    index_lower: dict[str, int] = {}
+    for i, n in enumerate(names):
+        index_lower.setdefault(n.lower(), i)
     pairs = np.arange(len(names), dtype=np.int64)
     for i, n in enumerate(names):
         for cand in _mirror_candidates(n):
-            if cand in index and index[cand] != i:
-                pairs[i] = index[cand]
+            j = index.get(cand, index_lower.get(cand.lower(), i))
+            if j != i:
+                pairs[i] = j
                 break
     return pairs
 

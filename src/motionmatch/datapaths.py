@@ -1,0 +1,98 @@
+"""Where motion capture data lives: an explicit --data path, $MOTIONMATCH_DATA, the shared folder next to
+the project (`../shared/mocap/<name>`), or the `motionmatch fetch-data` cache."""
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+
+ENV_VAR = "MOTIONMATCH_DATA"
+DEFAULT_NAME = "jlpm22-locomotion"
+
+
+class DataNotFoundError(FileNotFoundError):
+    """No motion capture found; the message lists every place looked and how to get the data."""
+
+
+def cache_root() -> Path:
+    """Folder of `motionmatch fetch-data` downloads: $XDG_CACHE_HOME/motionmatch or ~/.cache/motionmatch."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "motionmatch"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The folder holding pyproject.toml above this module (a source checkout), else the cwd."""
+    for d in Path(start or __file__).resolve().parents:
+        if (d / "pyproject.toml").is_file():
+            return d
+    return Path.cwd()
+
+
+def candidate_paths(name: str = DEFAULT_NAME, data: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
+    """(origin, path) in the order find_data tries them."""
+    out: list[tuple[str, Path]] = []
+    if data:
+        out.append(("--data", Path(data).expanduser()))
+    env = os.environ.get(ENV_VAR)
+    if env:
+        out.append((f"${ENV_VAR}", Path(env).expanduser()))
+    roots = [project_root()]
+    if Path.cwd().resolve() != roots[0]:
+        roots.append(Path.cwd().resolve())
+    for r in roots:
+        out.append(("shared folder", r.parent / "shared" / "mocap" / name))
+    out.append(("fetch cache", cache_root() / name))
+    return out
+
+
+def find_data(name: str = DEFAULT_NAME, data: str | os.PathLike | None = None) -> Path:
+    """Path of the data set `name` (a folder, or a file when `data` names one).
+
+    Order: `data` (the --data argument), $MOTIONMATCH_DATA, `<project root>/../shared/mocap/<name>`,
+    the fetch cache (`~/.cache/motionmatch/<name>`). An explicit --data path that does not exist is an
+    error at once rather than a silent fall-back. Raises DataNotFoundError listing the places looked.
+    """
+    looked = []
+    for origin, path in candidate_paths(name, data):
+        if path.exists():
+            return path
+        looked.append(f"  {origin}: {path}")
+        if origin == "--data":
+            break
+    raise DataNotFoundError(
+        f"motion capture data {name!r} not found. Looked in:\n" + "\n".join(looked) +
+        f"\nGet it with `motionmatch fetch-data --name {name}`, or pass --data PATH, "
+        f"or set {ENV_VAR}=PATH.")
+
+
+def _is_bvh(p: Path) -> bool:
+    n = p.name.lower()
+    return n.endswith(".bvh") or n.endswith(".bvh.gz")
+
+
+def list_bvh_files(paths, include=None, exclude=None) -> list[Path]:
+    """BVH files (.bvh, .bvh.gz) under paths (files or folders, searched recursively), sorted, unique.
+
+    include / exclude: glob pattern(s) on the file name (e.g. "*walk*"); a file is kept when it matches
+    any include pattern (all when None) and no exclude pattern.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    inc = [include] if isinstance(include, str) else list(include or [])
+    exc = [exclude] if isinstance(exclude, str) else list(exclude or [])
+    found: set[Path] = set()
+    for p in map(Path, paths):
+        if p.is_dir():
+            found.update(f for f in p.rglob("*") if f.is_file() and _is_bvh(f))
+        elif p.is_file():
+            found.add(p)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {p}")
+    keep = []
+    for f in found:
+        if inc and not any(fnmatch.fnmatch(f.name, g) for g in inc):
+            continue
+        if any(fnmatch.fnmatch(f.name, g) for g in exc):
+            continue
+        keep.append(f)
+    return sorted(keep)

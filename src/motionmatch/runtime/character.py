@@ -1,0 +1,437 @@
+"""The runtime character: controller + matcher loop + inertialization + synchronization + touch-ups.
+
+Each `step` (one frame, normally 1/60 s):
+1. the controller (gamepad or path) advances the simulation object and predicts its trajectory;
+2. every `search_interval`, at once on a sharp input change, and before the clip runs out, the
+   database is searched with a query made of the playing frame's pose features and the desired
+   trajectory expressed relative to the character; a jump starts an inertialized transition;
+3. the database plays one frame; the inertializer adds the decaying offsets;
+4. the character root integrates the (inertialized) root velocity of the animation, then is adjusted
+   toward the simulation (limited by its own speed) and the simulation is clamped to a radius around it;
+5. forward kinematics, then touch-ups (foot locking + leg IK).
+Seeds: 000 sections 3.3-3.6, 001, 002 section 3.3, 004.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, asdict
+
+import numpy as np
+
+from ..kinematics import forward_kinematics
+from ..rotations import (quat_from_scaled_angle_axis, quat_inv, quat_mul, quat_rotate,
+                         quat_to_scaled_angle_axis, quat_normalize, quat_from_yaw)
+from ..search import Searcher, frame_mask
+from .controller import Controller, ControllerSettings, GamepadInput, PathFollower
+from .inertialization import Inertializer
+
+INERTIALIZATION_METHODS = ("spring", "quintic", "off")
+
+
+@dataclass
+class CharacterSettings:
+    """Live-tunable settings. Times in seconds, distances in metres, angles in degrees."""
+
+    weights: dict = field(default_factory=dict)     # channel name -> weight (missing: schema default)
+    search_interval: float = 0.1
+    bias: float = 0.1                                # continuing-pose bias, in normalized cost units
+    inertialization: str = "spring"                  # "spring" | "quintic" | "off"
+    halflife: float = 0.1                            # spring inertialization halflife
+    blend_time: float = 0.3                          # quintic inertialization blend time
+    adjustment: bool = True
+    adjustment_position_halflife: float = 0.1
+    adjustment_rotation_halflife: float = 0.2
+    adjustment_max_ratio: float = 0.5                # adjust at most this fraction of the root's own speed
+    clamping: bool = True
+    clamp_radius: float = 0.15
+    clamp_angle_deg: float = 90.0
+    foot_locking: bool = False
+    foot_unlock_radius: float = 0.2
+    foot_lock_halflife: float = 0.1
+    ik: bool = True                                  # leg IK when foot locking or terrain needs it
+    tag_filter: str | None = None
+    end_exclude: int = 20
+    search_backend: str = "aabb"
+    sharp_change_speed: float = 0.6                  # m/s change of desired velocity forcing a search
+    sharp_change_angle_deg: float = 35.0             # change of desired facing forcing a search
+
+
+class Character:
+    """One motion-matched character over a Database (see module docstring)."""
+
+    def __init__(self, db, settings: CharacterSettings | None = None,
+                 controller_settings: ControllerSettings | None = None, start_frame: int | None = None):
+        self.db = db
+        self.settings = settings or CharacterSettings()
+        self.controller = Controller(controller_settings)
+        self.skeleton = db.skeleton
+        self.channel_names = db.features.schema.names
+        self.known_tags = sorted(db.known_tags)
+        self._precompute()
+        self._applied = {}
+        self.apply_settings()
+        self.reset(start_frame)
+
+    # ------------------------------------------------------------------------------------------
+    # set-up
+
+    def _precompute(self):
+        """Per-frame arrays the loop reads: local velocities and the root's own-frame motion."""
+        db = self.db
+        fps = db.fps
+        pos = db.positions.astype(np.float64)
+        rot = db.rotations.astype(np.float64)
+        n = len(pos)
+        nxt = np.arange(1, n + 1)
+        last = np.zeros(n, dtype=bool)
+        last[db.range_stops - 1] = True
+        nxt[last] = np.arange(n)[last]
+        prv = np.arange(n)
+        prv[last] = np.maximum(prv[last] - 1, 0)
+        a, b = np.where(last, prv, np.arange(n)), nxt
+        self.vel = ((pos[b] - pos[a]) * fps).astype(np.float32)
+        self.angvel = (quat_to_scaled_angle_axis(quat_mul(rot[b], quat_inv(rot[a]))) * fps).astype(np.float32)
+        # Root (simulation bone) motion in its own frame: what the character root integrates.
+        inv0 = quat_inv(rot[:, 0])
+        self.root_vel_local = quat_rotate(inv0, self.vel[:, 0].astype(np.float64)).astype(np.float32)
+        self.root_angvel_local = quat_rotate(inv0, self.angvel[:, 0].astype(np.float64)).astype(np.float32)
+        self._range_of = np.repeat(np.arange(len(db.range_starts)), db.range_stops - db.range_starts)
+        self.slices = db.features.channel_slices
+        self._traj = [(n_, s) for n_, s in self.slices.items() if n_.startswith("trajectory")]
+        chans = {c.name: c for c in db.features.schema.channels}
+        self._traj_offsets = sorted({o for c in chans.values() if c.kind.startswith("trajectory") for o in c.offsets})
+        self._schema_channels = chans
+
+    def apply_settings(self) -> None:
+        """Apply changed settings (weights re-normalize the features and rebuild the search index)."""
+        s = self.settings
+        if s.inertialization not in INERTIALIZATION_METHODS:
+            raise ValueError(f"inertialization: expected one of {INERTIALIZATION_METHODS}, got {s.inertialization!r}")
+        fs = self.db.features
+        weights = {c.name: s.weights.get(c.name, c.weight) for c in fs.schema.channels}
+        rebuild = getattr(self, "searcher", None) is None or self._applied.get("weights") != weights \
+            or self._applied.get("backend") != s.search_backend or self._applied.get("end_exclude") != s.end_exclude
+        if rebuild:
+            fs.set_weights(weights)
+            self.searcher = Searcher(fs.normalized, self.db.range_starts, self.db.range_stops,
+                                     backend=s.search_backend, end_exclude=s.end_exclude)
+            self._applied["tag_filter"] = object()  # force the mask below
+        if self._applied.get("tag_filter") != s.tag_filter:
+            mask = frame_mask(s.tag_filter, self.db.range_tags, self.db.range_starts, self.db.range_stops,
+                              self.db.num_frames) if s.tag_filter else None
+            self.searcher.set_mask(mask)
+            self._force_search = True
+        method = s.inertialization if s.inertialization != "off" else "spring"
+        old = getattr(self, "inertializer", None)
+        if old is None or old.method != method:
+            self.inertializer = Inertializer(self.db.num_joints, method, max(s.halflife, 1e-3), max(s.blend_time, 1e-3))
+        else:
+            old.halflife, old.blend_time = max(s.halflife, 1e-3), max(s.blend_time, 1e-3)
+        self._applied.update(weights=weights, backend=s.search_backend, end_exclude=s.end_exclude,
+                             tag_filter=s.tag_filter)
+        self._setup_touchups()
+
+    def _setup_touchups(self):
+        from .ik import FootLocker
+        s = self.settings
+        self.foot_lockers = [FootLocker(s.foot_unlock_radius, s.foot_lock_halflife) for _ in range(2)]
+        self.terrain = getattr(self, "terrain", None)
+
+    def reset(self, start_frame: int | None = None, position=(0.0, 0.0, 0.0), yaw: float = 0.0) -> None:
+        """Stand at `position` facing `yaw`, playing `start_frame` (default: the first searchable frame)."""
+        db = self.db
+        if start_frame is None:
+            searchable = np.flatnonzero(self.searcher.searchable)
+            start_frame = int(searchable[0]) if len(searchable) else 0
+        self.frame = int(start_frame)
+        self.time = 0.0
+        self.controller.reset(position, yaw)
+        self.path: PathFollower | None = None
+        self.root_pos = np.array(position, dtype=np.float64)
+        self.root_rot = quat_from_yaw(np.float64(yaw))
+        self.local_pos = db.positions[self.frame].astype(np.float64)
+        self.local_rot = db.rotations[self.frame].astype(np.float64)
+        self.local_vel = self.vel[self.frame].astype(np.float64)
+        self.local_angvel = self.angvel[self.frame].astype(np.float64)
+        self.inertializer.reset()
+        self._search_timer = 0.0
+        self._force_search = True
+        self._last_goal = None
+        self.last_transition = None
+        self.transitions = 0
+        self.last_search_us = 0.0
+        self.last_frame_us = 0.0
+        self.channel_costs = {}
+        self.last_cost = float("nan")
+        self.contacts = np.zeros(2, dtype=bool)
+        self.locked = np.zeros(2, dtype=bool)
+        for fl in self.foot_lockers:
+            fl.reset()
+        self._pose_output()
+
+    def set_path(self, points, speed: float, loop: bool = False) -> None:
+        """Follow a path of (x, z) waypoints in metres at `speed` m/s instead of the gamepad."""
+        self.path = PathFollower(points, speed, loop)
+
+    def set_tag_filter(self, expr: str | None) -> None:
+        """Switch the allowed clips at runtime (e.g. a style); the change is inertialized."""
+        self.settings.tag_filter = expr or None
+        self.apply_settings()
+
+    # ------------------------------------------------------------------------------------------
+    # the loop
+
+    def _query(self) -> np.ndarray:
+        """Raw query: the playing frame's pose features, trajectory from the controller relative to the
+        character root (so a lagging character asks to catch up)."""
+        fs = self.db.features
+        q = fs.raw[self.frame].astype(np.float64).copy()
+        if self.path is not None:
+            pos, rot = self.path.predict(self.controller, self._traj_offsets, self.db.fps)
+        else:
+            pos, rot = self.controller.predict(self._traj_offsets, self.db.fps)
+        inv = quat_inv(self.root_rot)
+        rel = quat_rotate(inv, pos - self.root_pos)
+        fwd = quat_rotate(quat_mul(inv[None], rot), np.array([0.0, 0.0, 1.0]))
+        index = {o: i for i, o in enumerate(self._traj_offsets)}
+        for name, sl in self._traj:
+            c = self._schema_channels[name]
+            vals = []
+            for o in c.offsets:
+                i = index[o]
+                vals.extend((rel[i, 0], rel[i, 2]) if c.kind == "trajectory_position" else (fwd[i, 0], fwd[i, 2]))
+            q[sl] = vals
+        self.desired_trajectory = pos
+        return q
+
+    def _needs_search(self, dt) -> bool:
+        s = self.settings
+        self._search_timer -= dt
+        goal = (self.controller.desired_velocity, self.controller.desired_yaw)
+        sharp = False
+        if self._last_goal is not None:
+            dv = float(np.linalg.norm(goal[0] - self._last_goal[0]))
+            dyaw = abs(math.remainder(goal[1] - self._last_goal[1], 2 * math.pi))
+            sharp = dv > s.sharp_change_speed or math.degrees(dyaw) > s.sharp_change_angle_deg
+        if self._force_search or sharp or self._search_timer <= 0.0:
+            self._last_goal = goal
+            return True
+        r = self._range_of[self.frame]
+        return self.frame + 1 >= self.db.range_stops[r] - 1   # about to run out of clip
+
+    def _search(self):
+        s = self.settings
+        t0 = time.perf_counter()
+        raw = self._query()
+        q = self.db.features.normalize(raw)
+        best, cost = self.searcher.search(q, current=self.frame, bias=s.bias)
+        self.last_search_us = (time.perf_counter() - t0) * 1e6
+        self._search_timer = s.search_interval
+        self._force_search = False
+        if best < 0:
+            return
+        f = self.db.features.normalized[best]
+        self.channel_costs = {n: float(((q[sl] - f[sl]) ** 2).sum()) for n, sl in self.slices.items()}
+        self.last_cost = cost
+        if best != self.frame:
+            self._transition(best)
+
+    def _transition(self, to: int):
+        src_pos, src_rot, src_vel, src_ang = self._anim_pose(self.frame)
+        dst_pos, dst_rot, dst_vel, dst_ang = self._anim_pose(to)
+        if self.settings.inertialization == "off":
+            self.inertializer.reset()
+        else:
+            # The inertializer carries running offsets over, so the output continues from the screen.
+            self.inertializer.transition(src_pos, src_vel, src_rot, src_ang, dst_pos, dst_vel, dst_rot, dst_ang)
+        self.last_transition = {"time": round(self.time, 4), "from": int(self.frame), "to": int(to)}
+        self.transitions += 1
+        self.frame = int(to)
+
+    def _anim_pose(self, f: int):
+        """Local pose of database frame f, with the root expressed as motion in its own frame
+        (position 0, identity rotation, local velocities) so clips far apart in the world blend."""
+        pos = self.db.positions[f].astype(np.float64)
+        rot = self.db.rotations[f].astype(np.float64)
+        vel = self.vel[f].astype(np.float64)
+        ang = self.angvel[f].astype(np.float64)
+        pos[0] = 0.0
+        rot[0] = (1.0, 0.0, 0.0, 0.0)
+        vel[0] = self.root_vel_local[f]
+        ang[0] = self.root_angvel_local[f]
+        return pos, rot, vel, ang
+
+    def step(self, inp: GamepadInput | None = None, dt: float = 1.0 / 60.0) -> None:
+        """Advance one frame: controller, matching, playback, inertialization, root, touch-ups."""
+        t0 = time.perf_counter()
+        s = self.settings
+        ctrl = self.controller
+        tc0 = time.perf_counter()
+        if self.path is not None:
+            self.path.step(ctrl, self.time, dt)
+        else:
+            ctrl.update(inp or GamepadInput(), dt)
+        self.t_controller_us = (time.perf_counter() - tc0) * 1e6
+
+        self.t_search_us = 0.0
+        if self._needs_search(dt):
+            self._search()
+            self.t_search_us = self.last_search_us
+
+        # Play one frame forward (stay on the last frame of a clip; the search above moves on).
+        ti0 = time.perf_counter()
+        r = self._range_of[self.frame]
+        if self.frame + 1 < self.db.range_stops[r]:
+            self.frame += 1
+        pos, rot, vel, ang = self._anim_pose(self.frame)
+        if s.inertialization == "off":
+            out_p, out_v, out_r, out_w = pos, vel, rot, ang
+        else:
+            out_p, out_v, out_r, out_w = self.inertializer.update(pos, vel, rot, ang, dt)
+        self.t_inertialize_us = (time.perf_counter() - ti0) * 1e6
+
+        # Root: integrate the animation's own root motion from the character's current transform.
+        tp0 = time.perf_counter()
+        root_vel = quat_rotate(self.root_rot, out_v[0])
+        root_ang = quat_rotate(self.root_rot, out_w[0])
+        self.root_pos = self.root_pos + root_vel * dt
+        self.root_rot = quat_normalize(quat_mul(quat_from_scaled_angle_axis(root_ang * dt), self.root_rot))
+        self.root_velocity = root_vel
+        self._synchronize(root_vel, root_ang, dt)
+
+        self.local_pos, self.local_rot = out_p, out_r
+        self.local_vel, self.local_angvel = out_v, out_w
+        self.contacts = self.db.contacts[self.frame]
+        self._pose_output(dt)
+        self.t_output_us = (time.perf_counter() - tp0) * 1e6
+        self.time += dt
+        self.last_frame_us = (time.perf_counter() - t0) * 1e6
+
+    def _synchronize(self, root_vel, root_ang, dt):
+        """Adjustment of the character toward the simulation (limited by the root's own speed, so a
+        standing character is never dragged) and clamping of the simulation to a radius around it."""
+        s = self.settings
+        ctrl = self.controller
+        sim = ctrl.position
+        if s.adjustment:
+            diff = sim - self.root_pos
+            diff[1] = 0.0
+            k = 1.0 - 0.5 ** (dt / max(s.adjustment_position_halflife, 1e-4))
+            step = diff * k
+            limit = s.adjustment_max_ratio * float(np.linalg.norm(root_vel)) * dt
+            n = float(np.linalg.norm(step))
+            if n > limit:
+                step *= limit / max(n, 1e-12)
+            self.root_pos = self.root_pos + step
+            # Facing: the yaw difference, limited by the root's own turning rate plus its speed.
+            yaw_sim = ctrl.yaw
+            fwd = quat_rotate(self.root_rot, np.array([0.0, 0.0, 1.0]))
+            yaw_char = math.atan2(fwd[0], fwd[2])
+            dyaw = math.remainder(yaw_sim - yaw_char, 2 * math.pi)
+            kr = 1.0 - 0.5 ** (dt / max(s.adjustment_rotation_halflife, 1e-4))
+            ystep = dyaw * kr
+            ylimit = s.adjustment_max_ratio * (abs(float(root_ang[1])) + float(np.linalg.norm(root_vel))) * dt
+            ystep = max(-ylimit, min(ylimit, ystep))
+            self.root_rot = quat_normalize(quat_mul(quat_from_yaw(np.float64(ystep)), self.root_rot))
+        if s.clamping:
+            d = ctrl.position - self.root_pos
+            d[1] = 0.0
+            dist = float(np.linalg.norm(d))
+            if dist > s.clamp_radius:
+                ctrl.position = self.root_pos + d * (s.clamp_radius / dist) + np.array([0.0, ctrl.position[1] - self.root_pos[1], 0.0])
+            fwd = quat_rotate(self.root_rot, np.array([0.0, 0.0, 1.0]))
+            yaw_char = math.atan2(fwd[0], fwd[2])
+            dyaw = math.remainder(ctrl.yaw - yaw_char, 2 * math.pi)
+            lim = math.radians(s.clamp_angle_deg)
+            if abs(dyaw) > lim:
+                ctrl.yaw = yaw_char + math.copysign(lim, dyaw)
+
+    # ------------------------------------------------------------------------------------------
+    # output
+
+    def _pose_output(self, dt: float = 0.0):
+        lp = self.local_pos.copy()
+        lr = self.local_rot.copy()
+        lp[0] = self.root_pos
+        lr[0] = self.root_rot
+        gp, gr = forward_kinematics(lp, lr, self.skeleton.parents)
+        self.locked = np.zeros(2, dtype=bool)
+        if self.settings.foot_locking or self.terrain is not None:
+            lr, gp, gr = self._touchups(lp, lr, gp, gr, dt)
+        self.out_local_pos, self.out_local_rot = lp, lr
+        self.global_positions, self.global_rotations = gp, gr
+
+    def _touchups(self, lp, lr, gp, gr, dt):
+        from .ik import apply_leg_ik
+        roles = self.db.roles
+        targets = []
+        ground = []
+        for i, side in enumerate(("left", "right")):
+            toe = gp[roles[f"{side}_toe"]]
+            foot = gp[roles[f"{side}_foot"]].copy()
+            g = self.terrain.height(foot[0], foot[2]) if self.terrain is not None else None
+            if self.settings.foot_locking:
+                target = self.foot_lockers[i].update(bool(self.contacts[i]), foot, dt)
+                self.locked[i] = bool(self.foot_lockers[i].locked)
+            else:
+                target = foot
+            if g is not None:
+                target = target.copy()
+                target[1] += float(g)
+            targets.append(target)
+            ground.append(None if g is None else float(self.terrain.height(toe[0], toe[2])))
+        if not self.settings.ik:
+            return lr, gp, gr
+        new_lr = apply_leg_ik(gp, gr, self.skeleton.parents, roles, targets[0], targets[1], (ground[0], ground[1]))
+        gp2, gr2 = forward_kinematics(lp, new_lr, self.skeleton.parents)
+        return new_lr, gp2, gr2
+
+    def local_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Output local pose (J,3)/(J,4) with joint 0 the character root in the world."""
+        return self.out_local_pos.copy(), self.out_local_rot.copy()
+
+    @property
+    def root_yaw(self) -> float:
+        fwd = quat_rotate(self.root_rot, np.array([0.0, 0.0, 1.0]))
+        return math.atan2(fwd[0], fwd[2])
+
+    def debug(self) -> dict:
+        """State for overlays and HUDs (lists of floats, JSON-ready)."""
+        db = self.db
+        roles = db.roles
+        ctrl = self.controller
+        fwd = quat_rotate(ctrl.rotation, np.array([0.0, 0.0, 1.0]))
+        matched = []
+        fs = db.features
+        for name, sl in self._traj:
+            if self._schema_channels[name].kind == "trajectory_position":
+                xz = fs.raw[self.frame, sl].reshape(-1, 2)
+                local = np.stack([xz[:, 0], np.zeros(len(xz)), xz[:, 1]], axis=1)
+                matched = (self.root_pos + quat_rotate(self.root_rot, local)).round(4).tolist()
+        feet = {}
+        for i, side in enumerate(("left", "right")):
+            j = roles[f"{side}_foot"]
+            feet[side] = {"position": self.global_positions[j].round(4).tolist(),
+                          "velocity": quat_rotate(self.root_rot, fs.raw[self.frame, self.slices.get(f"{side}_foot_velocity", slice(0, 0))].astype(np.float64)).round(3).tolist()
+                          if f"{side}_foot_velocity" in self.slices else [0.0, 0.0, 0.0],
+                          "contact": bool(self.contacts[i]), "locked": bool(self.locked[i])}
+        desired = getattr(self, "desired_trajectory", None)
+        r = int(self._range_of[self.frame])
+        tags = db.range_tags[r]
+        return {
+            "sim_position": ctrl.position.round(4).tolist(),
+            "sim_direction": fwd.round(4).tolist(),
+            "desired_trajectory": [] if desired is None else np.asarray(desired).round(4).tolist(),
+            "matched_trajectory": matched,
+            "feet": feet,
+            "clip": db.range_names[r],
+            "frame": int(self.frame),
+            "clip_frame": int(self.frame - db.range_starts[r]),
+            "style": self.settings.tag_filter,
+            "tags": tags,
+            "search_us": round(self.last_search_us, 1),
+            "frame_us": round(self.last_frame_us, 1),
+            "channel_costs": {k: round(v, 4) for k, v in self.channel_costs.items()},
+            "last_transition": self.last_transition,
+        }
