@@ -132,8 +132,143 @@ def run_demo(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# synth
+
+def _add_character_options(p):
+    p.add_argument("--inertialization", choices=("spring", "quintic", "off"), default=None)
+    p.add_argument("--halflife", type=float, default=None, help="spring inertialization halflife (s)")
+    p.add_argument("--search-interval", type=float, default=None, help="seconds between searches")
+    p.add_argument("--bias", type=float, default=None, help="continuing-pose bias (normalized cost)")
+    p.add_argument("--no-adjustment", action="store_true")
+    p.add_argument("--no-clamping", action="store_true")
+    p.add_argument("--foot-locking", action="store_true", help="lock feet in contact (leg IK)")
+    p.add_argument("--backend", default=None, help="search back-end (aabb, brute, brute_numpy)")
+
+
+def character_settings_from_args(args):
+    from .runtime.character import CharacterSettings
+    s = CharacterSettings()
+    for name, attr in (("inertialization", "inertialization"), ("halflife", "halflife"),
+                       ("search_interval", "search_interval"), ("bias", "bias"), ("backend", "search_backend")):
+        v = getattr(args, name, None)
+        if v is not None:
+            setattr(s, attr, v)
+    s.adjustment = not getattr(args, "no_adjustment", False)
+    s.clamping = not getattr(args, "no_clamping", False)
+    s.foot_locking = bool(getattr(args, "foot_locking", False))
+    return s
+
+
+def _add_synth(sub):
+    p = sub.add_parser("synth", help="run a scenario offline: motion.bvh, metrics.json, trajectory.png")
+    p.add_argument("--db", required=True)
+    p.add_argument("--scenario", required=True, help="scenario JSON file")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
+    p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
+    p.add_argument("--quiet", action="store_true")
+    _add_character_options(p)
+    p.set_defaults(func=run_synth)
+
+
+def run_synth(args) -> int:
+    from .database import load_database
+    from .synth import synthesize
+    db = load_database(args.db)
+    metrics = synthesize(db, args.scenario, args.out, character_settings_from_args(args),
+                         progress=not args.quiet, retarget_to=args.retarget_to, retarget_map=args.mapping)
+    print(json.dumps(metrics, indent=1))
+    print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# bench
+
+def _add_bench(sub):
+    p = sub.add_parser("bench", help="benchmarks (search, runtime, io)")
+    bsub = p.add_subparsers(dest="bench", metavar="WHAT")
+    from .search.bench import add_bench_search_args, run_bench_search
+    ps = bsub.add_parser("search", help="search latency and throughput per back-end")
+    add_bench_search_args(ps)
+    ps.set_defaults(func=run_bench_search)
+    pr = bsub.add_parser("runtime", help="one character's per-frame update time, split by stage")
+    pr.add_argument("--db", required=True)
+    pr.add_argument("--seconds", type=float, default=60.0, help="length of the random-input run")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--json", action="store_true")
+    _add_character_options(pr)
+    pr.set_defaults(func=run_bench_runtime)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def run_bench_runtime(args) -> int:
+    import numpy as np
+    from .database import load_database
+    from .scenario import random_scenario
+    from .synth import run_scenario
+    db = load_database(args.db)
+    scen = random_scenario(args.seconds, seed=args.seed)
+    settings = character_settings_from_args(args)
+    run_scenario(db, random_scenario(2.0, seed=args.seed + 1), settings)   # JIT warm-up, not timed
+    rec = run_scenario(db, scen, settings)
+    t = rec["timing"]
+    out = {"frames": len(t), "db_frames": db.num_frames, "searches": len(rec["search_us"]),
+           "note": "JIT warm-up excluded (a 2 s run first); search_us counts only frames that searched"}
+    for i, name in enumerate(("controller", "search", "inertialization", "pose_output")):
+        col = t[:, i] if name != "search" else rec["search_us"]
+        col = col if len(col) else np.zeros(1)
+        out[f"{name}_us"] = {"median": round(float(np.median(col)), 2), "p99": round(float(np.percentile(col, 99)), 2),
+                             "mean": round(float(np.mean(col)), 2)}
+    out["frame_us"] = {"median": round(float(np.median(rec["frame_us"])), 2),
+                       "p99": round(float(np.percentile(rec["frame_us"], 99)), 2),
+                       "mean": round(float(np.mean(rec["frame_us"])), 2)}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"one character, {out['frames']} frames of random input on {db.num_frames} database frames "
+              f"({out['searches']} searches); JIT warm-up excluded")
+        print(f"{'stage':18s} {'median us':>10s} {'p99 us':>10s} {'mean us':>10s}")
+        for k in ("controller_us", "search_us", "inertialization_us", "pose_output_us", "frame_us"):
+            v = out[k]
+            print(f"{k[:-3]:18s} {v['median']:10.1f} {v['p99']:10.1f} {v['mean']:10.1f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# commands provided by stage modules
+
+def _add_features(sub):
+    from .search.bench import add_features_export_args, run_features_export
+    p = sub.add_parser("features", help="feature matrix tools")
+    fsub = p.add_subparsers(dest="features_cmd", metavar="WHAT")
+    pe = fsub.add_parser("export", help="write features, ranges and realistic queries as raw files")
+    add_features_export_args(pe)
+    pe.set_defaults(func=run_features_export)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _add_optional(sub, name, module, add, run, help_):
+    import importlib
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return
+    p = sub.add_parser(name, help=help_)
+    getattr(mod, add)(p)
+    p.set_defaults(func=getattr(mod, run))
+
 
 def register_cli(sub) -> None:
     _add_build(sub)
     _add_info(sub)
+    _add_synth(sub)
+    _add_bench(sub)
+    _add_features(sub)
+    _add_optional(sub, "fetch-data", "motionmatch.fetch", "add_fetch_args", "run_fetch",
+                  "download and unpack the public motion capture sets into a cache folder")
+    _add_optional(sub, "retarget", "motionmatch.retarget", "add_retarget_args", "run_retarget",
+                  "retarget a BVH to another skeleton")
+    _add_optional(sub, "serve", "motionmatch.app.server", "add_serve_args", "run_serve",
+                  "run the browser app")
     _add_demo(sub)

@@ -95,23 +95,34 @@ def _aims(skel: Skeleton, roles: dict) -> tuple[list[tuple[int, int | None, np.n
     spine_path = chain("hips", "spine", up, include_start=False)
     chain("spine", "chest", up)
     head_path = chain("chest", "head", up, include_start=False)
-    arm_first = {}
     for s in ("left", "right"):
         chain(f"{s}_upper_leg", f"{s}_lower_leg", down)
         chain(f"{s}_lower_leg", f"{s}_foot", down)
         chain(f"{s}_foot", f"{s}_toe", fwd)
-        p = chain("chest", f"{s}_hand", side[s], include_start=False)
-        if p is not None and len(p) > 1:
-            arm_first[s] = p[1]
         for leaf, d in ((f"{s}_toe", fwd), (f"{s}_hand", side[s])):
             if leaf in roles:
                 aims[roles[leaf]] = (None, d)
+    # Arms: only the joints after the left and right chains part (joints shared with the neck chain,
+    # e.g. an upper chest above the chest role, stay aimed up).
+    arms = {s: _path(P, roles["chest"], roles[f"{s}_hand"]) if "chest" in roles and f"{s}_hand" in roles else None
+            for s in ("left", "right")}
+    branch = None
+    if arms["left"] is not None and arms["right"] is not None:
+        k = 0
+        while k < min(len(arms["left"]), len(arms["right"])) and arms["left"][k] == arms["right"][k]:
+            k += 1
+        if k < len(arms["left"]) and k < len(arms["right"]):
+            branch = k
+            for s in ("left", "right"):
+                p = arms[s]
+                for j, nxt in zip(p[k:-1], p[k + 1:]):
+                    aims[j] = (nxt, side[s])
     if "head" in roles:
         aims[roles["head"]] = (None, up)
     if spine_path is not None and "left_upper_leg" in roles and "right_upper_leg" in roles:
         frames.append((roles["hips"], spine_path[1], (roles["left_upper_leg"], roles["right_upper_leg"])))
-    if head_path is not None and len(arm_first) == 2:
-        frames.append((roles["chest"], head_path[1], (arm_first["left"], arm_first["right"])))
+    if head_path is not None and branch is not None:
+        frames.append((roles["chest"], head_path[1], (arms["left"][branch], arms["right"][branch])))
         aims.pop(roles["chest"], None)
     return [(j, n, d) for j, (n, d) in sorted(aims.items())], frames
 
@@ -128,10 +139,15 @@ def _leaf_vector(skel: Skeleton, j: int) -> np.ndarray | None:
     return None
 
 
-def _frame_quat(up: np.ndarray, left: np.ndarray) -> np.ndarray:
-    """Rotation whose columns are (left, up, forward) from an up and a left vector (Gram-Schmidt)."""
+def _frame_quat(up: np.ndarray, left: np.ndarray) -> np.ndarray | None:
+    """Rotation whose columns are (left, up, forward) from an up and a left vector (Gram-Schmidt);
+    None when the vectors do not span a plane."""
+    if np.linalg.norm(up) < 1e-9:
+        return None
     u = up / np.linalg.norm(up)
     l = left - np.dot(left, u) * u
+    if np.linalg.norm(l) < 1e-9:
+        return None
     l = l / np.linalg.norm(l)
     f = np.cross(l, u)
     return quat_from_matrix(np.stack([l, u, f], axis=1))
@@ -156,6 +172,8 @@ def canonical_tpose(skel: Skeleton, roles: dict, local_pos: np.ndarray, local_ro
         if j in frame_of:
             nxt, (lj, rj) = frame_of[j]
             cur = _frame_quat(gpos[nxt] - gpos[j], gpos[lj] - gpos[rj])
+            if cur is None:
+                continue
             swing = quat_inv(cur)  # canonical frame is identity
         else:
             nxt, d = aim_of[j]

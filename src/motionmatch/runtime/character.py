@@ -147,9 +147,9 @@ class Character:
         self.frame = int(start_frame)
         self.time = 0.0
         self.controller.reset(position, yaw)
-        self.path: PathFollower | None = None
+        self.driver = None
         self.root_pos = np.array(position, dtype=np.float64)
-        self.root_rot = quat_from_yaw(np.float64(yaw))
+        self.root_yaw = float(yaw)
         self.local_pos = db.positions[self.frame].astype(np.float64)
         self.local_rot = db.rotations[self.frame].astype(np.float64)
         self.local_vel = self.vel[self.frame].astype(np.float64)
@@ -172,7 +172,12 @@ class Character:
 
     def set_path(self, points, speed: float, loop: bool = False) -> None:
         """Follow a path of (x, z) waypoints in metres at `speed` m/s instead of the gamepad."""
-        self.path = PathFollower(points, speed, loop)
+        self.driver = PathFollower(points, speed, loop)
+
+    def set_driver(self, driver) -> None:
+        """Drive the controller from an object with step(controller, t, dt) and
+        predict(controller, offsets, fps) (a scenario's driver or a PathFollower); None = gamepad."""
+        self.driver = driver
 
     def set_tag_filter(self, expr: str | None) -> None:
         """Switch the allowed clips at runtime (e.g. a style); the change is inertialized."""
@@ -187,8 +192,8 @@ class Character:
         character root (so a lagging character asks to catch up)."""
         fs = self.db.features
         q = fs.raw[self.frame].astype(np.float64).copy()
-        if self.path is not None:
-            pos, rot = self.path.predict(self.controller, self._traj_offsets, self.db.fps)
+        if self.driver is not None:
+            pos, rot = self.driver.predict(self.controller, self._traj_offsets, self.db.fps)
         else:
             pos, rot = self.controller.predict(self._traj_offsets, self.db.fps)
         inv = quat_inv(self.root_rot)
@@ -268,8 +273,8 @@ class Character:
         s = self.settings
         ctrl = self.controller
         tc0 = time.perf_counter()
-        if self.path is not None:
-            self.path.step(ctrl, self.time, dt)
+        if self.driver is not None:
+            self.driver.step(ctrl, self.time, dt)
         else:
             ctrl.update(inp or GamepadInput(), dt)
         self.t_controller_us = (time.perf_counter() - tc0) * 1e6
@@ -292,13 +297,18 @@ class Character:
         self.t_inertialize_us = (time.perf_counter() - ti0) * 1e6
 
         # Root: integrate the animation's own root motion from the character's current transform.
+        # The root is yaw-only (the simulation bone), so this is scalar maths: numpy calls on 3-vectors
+        # would cost more than the rest of the frame.
         tp0 = time.perf_counter()
-        root_vel = quat_rotate(self.root_rot, out_v[0])
-        root_ang = quat_rotate(self.root_rot, out_w[0])
-        self.root_pos = self.root_pos + root_vel * dt
-        self.root_rot = quat_normalize(quat_mul(quat_from_scaled_angle_axis(root_ang * dt), self.root_rot))
-        self.root_velocity = root_vel
-        self._synchronize(root_vel, root_ang, dt)
+        c, sn = math.cos(self.root_yaw), math.sin(self.root_yaw)
+        lvx, lvz = float(out_v[0, 0]), float(out_v[0, 2])
+        vx, vz = lvx * c + lvz * sn, -lvx * sn + lvz * c
+        yaw_rate = float(out_w[0, 1])
+        self.root_pos[0] += vx * dt
+        self.root_pos[2] += vz * dt
+        self.root_yaw = math.remainder(self.root_yaw + yaw_rate * dt, 2 * math.pi)
+        self.root_velocity = np.array((vx, 0.0, vz))
+        self._synchronize(math.hypot(vx, vz), yaw_rate, dt)
 
         self.local_pos, self.local_rot = out_p, out_r
         self.local_vel, self.local_angvel = out_v, out_w
@@ -308,44 +318,41 @@ class Character:
         self.time += dt
         self.last_frame_us = (time.perf_counter() - t0) * 1e6
 
-    def _synchronize(self, root_vel, root_ang, dt):
+    def _synchronize(self, speed: float, yaw_rate: float, dt: float):
         """Adjustment of the character toward the simulation (limited by the root's own speed, so a
         standing character is never dragged) and clamping of the simulation to a radius around it."""
         s = self.settings
-        ctrl = self.controller
-        sim = ctrl.position
+        st = self.controller._s   # scalar state of the simulation object
         if s.adjustment:
-            diff = sim - self.root_pos
-            diff[1] = 0.0
+            dx, dz = st.px - self.root_pos[0], st.pz - self.root_pos[2]
             k = 1.0 - 0.5 ** (dt / max(s.adjustment_position_halflife, 1e-4))
-            step = diff * k
-            limit = s.adjustment_max_ratio * float(np.linalg.norm(root_vel)) * dt
-            n = float(np.linalg.norm(step))
+            sx, sz = dx * k, dz * k
+            n = math.hypot(sx, sz)
+            limit = s.adjustment_max_ratio * speed * dt
             if n > limit:
-                step *= limit / max(n, 1e-12)
-            self.root_pos = self.root_pos + step
-            # Facing: the yaw difference, limited by the root's own turning rate plus its speed.
-            yaw_sim = ctrl.yaw
-            fwd = quat_rotate(self.root_rot, np.array([0.0, 0.0, 1.0]))
-            yaw_char = math.atan2(fwd[0], fwd[2])
-            dyaw = math.remainder(yaw_sim - yaw_char, 2 * math.pi)
+                sx, sz = sx * limit / n, sz * limit / n
+            self.root_pos[0] += sx
+            self.root_pos[2] += sz
+            dyaw = math.remainder(st.yaw - self.root_yaw, 2 * math.pi)
             kr = 1.0 - 0.5 ** (dt / max(s.adjustment_rotation_halflife, 1e-4))
-            ystep = dyaw * kr
-            ylimit = s.adjustment_max_ratio * (abs(float(root_ang[1])) + float(np.linalg.norm(root_vel))) * dt
-            ystep = max(-ylimit, min(ylimit, ystep))
-            self.root_rot = quat_normalize(quat_mul(quat_from_yaw(np.float64(ystep)), self.root_rot))
+            ylimit = s.adjustment_max_ratio * (abs(yaw_rate) + speed) * dt
+            self.root_yaw = math.remainder(self.root_yaw + max(-ylimit, min(ylimit, dyaw * kr)), 2 * math.pi)
         if s.clamping:
-            d = ctrl.position - self.root_pos
-            d[1] = 0.0
-            dist = float(np.linalg.norm(d))
+            dx, dz = st.px - self.root_pos[0], st.pz - self.root_pos[2]
+            dist = math.hypot(dx, dz)
             if dist > s.clamp_radius:
-                ctrl.position = self.root_pos + d * (s.clamp_radius / dist) + np.array([0.0, ctrl.position[1] - self.root_pos[1], 0.0])
-            fwd = quat_rotate(self.root_rot, np.array([0.0, 0.0, 1.0]))
-            yaw_char = math.atan2(fwd[0], fwd[2])
-            dyaw = math.remainder(ctrl.yaw - yaw_char, 2 * math.pi)
+                st.px = self.root_pos[0] + dx * s.clamp_radius / dist
+                st.pz = self.root_pos[2] + dz * s.clamp_radius / dist
+            dyaw = math.remainder(st.yaw - self.root_yaw, 2 * math.pi)
             lim = math.radians(s.clamp_angle_deg)
             if abs(dyaw) > lim:
-                ctrl.yaw = yaw_char + math.copysign(lim, dyaw)
+                st.yaw = math.remainder(self.root_yaw + math.copysign(lim, dyaw), 2 * math.pi)
+
+    @property
+    def root_rot(self) -> np.ndarray:
+        """Character root rotation (4,), about +Y."""
+        h = 0.5 * self.root_yaw
+        return np.array((math.cos(h), 0.0, math.sin(h), 0.0))
 
     # ------------------------------------------------------------------------------------------
     # output
@@ -390,11 +397,6 @@ class Character:
     def local_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Output local pose (J,3)/(J,4) with joint 0 the character root in the world."""
         return self.out_local_pos.copy(), self.out_local_rot.copy()
-
-    @property
-    def root_yaw(self) -> float:
-        fwd = quat_rotate(self.root_rot, np.array([0.0, 0.0, 1.0]))
-        return math.atan2(fwd[0], fwd[2])
 
     def debug(self) -> dict:
         """State for overlays and HUDs (lists of floats, JSON-ready)."""

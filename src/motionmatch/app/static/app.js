@@ -1,8 +1,8 @@
 // motionmatch browser app: draws the character the server simulates, sends input, shows debug overlays.
 //
-// Coordinates: the server speaks the library's convention (metres, Y up, yaw 0 faces +Z, x right / z forward,
-// which is left-handed as seen by a viewer). three.js is right-handed, so data x is negated on the way in
-// (toThree) and the camera's world directions are built in data space; nothing is shown mirrored.
+// Coordinates: the server's world is right-handed like three.js (metres, Y up, yaw 0 faces +Z, positive yaw
+// turns +Z toward +X), so positions are drawn as they come. A camera looking along +Z sees +X on the left of
+// the screen: input is made camera-relative here and sent as a world-plane (x, z) vector.
 import * as THREE from 'three';
 
 const HISTORY_FRAMES = 600;          // 10 s at 60 Hz kept for rewind
@@ -44,11 +44,13 @@ const $ = (id) => document.getElementById(id);
 
 // ------------------------------------------------------------------------------------------------
 // Scene
+// ?quality=low: no antialiasing, small shadow map (software GL in headless tests renders ~10x faster).
+const LOW = new URLSearchParams(location.search).get('quality') === 'low';
 const canvas = $('view');
-const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
-renderer.setPixelRatio(Math.min(window.devicePixelRatio, 2));
+const renderer = new THREE.WebGLRenderer({ canvas, antialias: !LOW, preserveDrawingBuffer: true });
+renderer.setPixelRatio(LOW ? 1 : Math.min(window.devicePixelRatio, 2));
 renderer.shadowMap.enabled = true;
-renderer.shadowMap.type = THREE.PCFSoftShadowMap;
+renderer.shadowMap.type = THREE.PCFShadowMap;
 renderer.outputColorSpace = THREE.SRGBColorSpace;
 renderer.toneMapping = THREE.ACESFilmicToneMapping;
 
@@ -62,7 +64,7 @@ const camera = new THREE.PerspectiveCamera(45, 1, 0.05, 200);
 scene.add(new THREE.HemisphereLight(0xcfe0ff, 0x3a3128, 1.3));
 const sun = new THREE.DirectionalLight(0xfff1dc, 2.4);
 sun.castShadow = true;
-sun.shadow.mapSize.set(2048, 2048);
+sun.shadow.mapSize.set(LOW ? 512 : 2048, LOW ? 512 : 2048);
 sun.shadow.camera.left = -4; sun.shadow.camera.right = 4;
 sun.shadow.camera.top = 4; sun.shadow.camera.bottom = -4;
 sun.shadow.camera.near = 0.5; sun.shadow.camera.far = 20;
@@ -95,7 +97,7 @@ const origin = new THREE.Mesh(new THREE.RingGeometry(0.18, 0.22, 40), new THREE.
 origin.rotation.x = -Math.PI / 2; origin.position.y = 0.002;
 scene.add(origin);
 
-const toThree = (p, out = new THREE.Vector3()) => out.set(-p[0], p[1], p[2]);
+const toThree = (p, out = new THREE.Vector3()) => out.set(p[0], p[1], p[2]);
 
 // ------------------------------------------------------------------------------------------------
 // Character: a cylinder per bone and a sphere per joint read as capsules; left side blue, right orange.
@@ -177,7 +179,7 @@ function poseCharacter(positions) {
   const J = positions.length / 3;
   for (let j = 0; j < J; j++) {
     if (!jointPos[j]) jointPos[j] = new THREE.Vector3();
-    jointPos[j].set(-positions[3 * j], positions[3 * j + 1], positions[3 * j + 2]);
+    jointPos[j].set(positions[3 * j], positions[3 * j + 1], positions[3 * j + 2]);
   }
   for (const b of bones) {
     tmpA.copy(jointPos[b.p]); tmpB.copy(jointPos[b.j]);
@@ -335,7 +337,7 @@ function updateOverlays(positions, dbg, simTime) {
   if (overlayOn.joints) {
     const J = positions.length / 3;
     if (jointDots.length !== J) buildJointDots(J);
-    for (let j = 0; j < J; j++) jointDots[j].position.set(-positions[3 * j], positions[3 * j + 1], positions[3 * j + 2]);
+    for (let j = 0; j < J; j++) jointDots[j].position.set(positions[3 * j], positions[3 * j + 1], positions[3 * j + 2]);
   }
 }
 
@@ -346,7 +348,8 @@ for (const box of document.querySelectorAll('[data-overlay]')) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Camera: orbits the character (drag), zooms (wheel), follows smoothly. Yaw in data convention.
+// Camera: orbits the character (drag), zooms (wheel), follows smoothly. yaw: the camera's ground forward is
+// (sin yaw, cos yaw), as for the character; 0 looks along +Z.
 const cam = { yaw: 0, pitch: 0.32, distance: 4.2, target: new THREE.Vector3(0, 1, 0), initialized: false };
 let dragging = null;
 canvas.addEventListener('pointerdown', (e) => { dragging = { x: e.clientX, y: e.clientY }; canvas.setPointerCapture(e.pointerId); });
@@ -366,9 +369,8 @@ function updateCamera(dt, followData) {
   const goal = toThree(followData, tmpB).setY(0.95);
   if (!cam.initialized) { cam.target.copy(goal); cam.initialized = true; }
   cam.target.lerp(goal, 1 - Math.exp(-dt * 8));
-  // Data-space offset: behind the camera's forward (sin yaw, cos yaw), then to three (negate x).
   const back = cam.distance * Math.cos(cam.pitch);
-  camera.position.set(cam.target.x + back * Math.sin(cam.yaw), cam.target.y + cam.distance * Math.sin(cam.pitch),
+  camera.position.set(cam.target.x - back * Math.sin(cam.yaw), cam.target.y + cam.distance * Math.sin(cam.pitch),
     cam.target.z - back * Math.cos(cam.yaw));
   camera.lookAt(cam.target);
   sun.position.copy(cam.target).add(SUN_OFFSET);
@@ -421,10 +423,10 @@ function currentInput() {
   }
   const len = Math.hypot(mx, mz);
   if (len > 1) { mx /= len; mz /= len; }
-  // Camera-relative to world plane (data convention: right = (cos, -sin), forward = (sin, cos)).
+  // Camera-relative to world plane: forward = (sin yaw, cos yaw); screen right = forward x up = (-cos, sin).
   const s = Math.sin(cam.yaw), c = Math.cos(cam.yaw);
   const q = (v) => Math.round(THREE.MathUtils.clamp(v, -1, 1) * 1000) / 1000;
-  const move = [q(mx * c + mz * s), q(-mx * s + mz * c)];
+  const move = [q(-mx * c + mz * s), q(mx * s + mz * c)];
   return { type: 'input', move, look: strafe ? [q(s), q(c)] : null, run, strafe };
 }
 
@@ -773,7 +775,7 @@ function frame(now) {
   if (now - fpsAt > 500) { state.fps = (fpsFrames * 1000) / (now - fpsAt); fpsFrames = 0; fpsAt = now; }
   const pad = gamepadState();
   if (pad) {
-    cam.yaw += pad.look[0] * dt * 2.5;
+    cam.yaw -= pad.look[0] * dt * 2.5;
     cam.pitch = THREE.MathUtils.clamp(cam.pitch - pad.look[1] * dt * 1.5, -0.1, 1.35);
     pumpInput();
   }

@@ -1,0 +1,155 @@
+"""Quality metrics of synthesized motion (definitions in the README, section "Metrics").
+
+All inputs in metres, seconds, radians; outputs in the units their keys name (cm, cm/s, degrees, us).
+Contact for foot sliding is decided on the motion itself, the same way for output and source: a toe
+within `CONTACT_HEIGHT` of the local floor (5th percentile of its height over a 2 s window, which
+follows the vertical drift of some captures, or the terrain) and slower than `CONTACT_SPEED`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.ndimage import percentile_filter
+
+CONTACT_HEIGHT = 0.03      # m
+CONTACT_SPEED = 0.5        # m/s
+RESPONSE_ANGLE_DEG = 15.0
+RESPONSE_SPEED_FRACTION = 0.2
+STOP_SPEED = 0.15          # m/s: "within 20 %" of a zero desired speed means below this
+
+
+def toe_contacts(toe_pos: np.ndarray, fps: float, ground: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(contact (F-1,) bool, horizontal speed (F-1,) m/s) of one toe trajectory (F,3).
+
+    ground: terrain height under the toe per frame (F,), or None for the local-floor estimate.
+    """
+    v = np.linalg.norm(np.diff(toe_pos[:, [0, 2]], axis=0), axis=1) * fps
+    if ground is None:
+        win = max(3, int(round(2.0 * fps)))
+        floor = percentile_filter(toe_pos[:, 1], 5, size=min(win, len(toe_pos)), mode="nearest")
+    else:
+        floor = ground
+    h = (toe_pos[:, 1] - floor)[1:]
+    return (h < CONTACT_HEIGHT) & (v < CONTACT_SPEED), v
+
+
+def foot_sliding_cm_s(toes: list[np.ndarray], fps: float, grounds=None) -> float:
+    """Mean horizontal speed (cm/s) of the toes over the frames they are in contact, both feet."""
+    speeds = []
+    for i, t in enumerate(toes):
+        c, v = toe_contacts(t, fps, None if grounds is None else grounds[i])
+        speeds.append(v[c])
+    s = np.concatenate(speeds) if speeds else np.zeros(0)
+    return float(s.mean() * 100.0) if len(s) else 0.0
+
+
+def source_foot_sliding_cm_s(db, max_clips: int = 60, allowed_ranges=None) -> float:
+    """The same figure on the database's own motion (the baseline), over up to `max_clips` clips
+    spread evenly over the database (restricted to `allowed_ranges` when given)."""
+    ranges = np.arange(len(db.range_starts)) if allowed_ranges is None else np.asarray(allowed_ranges)
+    if len(ranges) > max_clips:
+        ranges = ranges[np.linspace(0, len(ranges) - 1, max_clips).round().astype(int)]
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    speeds = []
+    for r in ranges:
+        gp, _ = db.global_transforms(slice(int(db.range_starts[r]), int(db.range_stops[r])))
+        for t in toes:
+            c, v = toe_contacts(gp[:, t], db.fps)
+            speeds.append(v[c])
+    s = np.concatenate(speeds) if speeds else np.zeros(0)
+    return float(s.mean() * 100.0) if len(s) else 0.0
+
+
+def _stats(x: np.ndarray, keys=("mean", "p95", "max")) -> dict:
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) == 0:
+        return {k: 0.0 for k in keys}
+    out = {}
+    for k in keys:
+        if k == "mean":
+            out[k] = float(x.mean())
+        elif k == "max":
+            out[k] = float(x.max())
+        elif k == "median":
+            out[k] = float(np.median(x))
+        else:
+            out[k] = float(np.percentile(x, float(k[1:])))
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def responsiveness_s(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.ndarray, fps: float):
+    """Mean time (s) after each input change until the root velocity matches the new desired
+    velocity: direction within 15 degrees and speed within 20 % (below STOP_SPEED for a stop).
+    A change never matched before the next change (or the end) counts the whole interval.
+    None when there is no change."""
+    if not change_frames:
+        return None
+    times = []
+    F = len(root_vel)
+    bounds = list(change_frames) + [F]
+    for k, f0 in enumerate(change_frames):
+        f1 = min(bounds[k + 1], F)
+        if f1 <= f0:
+            continue
+        want = desired_vel[min(f0 + 1, F - 1)]
+        ws = float(np.linalg.norm(want[[0, 2]]))
+        v = root_vel[f0:f1][:, [0, 2]]
+        speed = np.linalg.norm(v, axis=1)
+        if ws < 0.1:
+            ok = speed < STOP_SPEED
+        else:
+            cosang = (v @ want[[0, 2]]) / np.maximum(speed * ws, 1e-9)
+            ok = (cosang >= math.cos(math.radians(RESPONSE_ANGLE_DEG))) & \
+                 (np.abs(speed - ws) <= RESPONSE_SPEED_FRACTION * ws)
+        hit = np.flatnonzero(ok)
+        times.append((hit[0] if len(hit) else f1 - f0) / fps)
+    return round(float(np.mean(times)), 3) if times else None
+
+
+def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames: list[int]) -> dict:
+    """The metrics.json dictionary from a synthesis record (see synth.py for the record's arrays)."""
+    gpos = rec["global_positions"]
+    F = len(gpos)
+    nan_frames = int((~np.isfinite(gpos).all(axis=(1, 2))).sum())
+    diff = rec["root_pos"][:, [0, 2]] - rec["sim_pos"][:, [0, 2]]
+    traj = np.linalg.norm(diff, axis=1) * 100.0
+    heading = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["sim_yaw"] + np.pi, 2 * np.pi) - np.pi))
+    toes = [gpos[:, j] for j in rec["toe_joints"]]
+    grounds = rec.get("toe_ground")
+    search = np.asarray(rec["search_us"]) if len(rec["search_us"]) else np.zeros(1)
+    out = {
+        "frames": int(F),
+        "fps": float(fps),
+        "nan_frames": nan_frames,
+        "foot_sliding_cm_s": round(foot_sliding_cm_s(toes, fps, grounds), 3),
+        "foot_sliding_source_cm_s": round(float(source_sliding), 3),
+        "trajectory_error_cm": _stats(traj),
+        "heading_error_deg": _stats(heading, ("mean", "p95")),
+        "responsiveness_s": responsiveness_s(change_frames, rec["desired_vel"], rec["root_vel"], fps),
+        "transitions_per_s": round(rec["transitions"] / max(F / fps, 1e-9), 3),
+        "search_us": _stats(search, ("median", "p99")),
+        "frame_us": _stats(rec["frame_us"], ("median", "p99")),
+    }
+    if grounds is not None:
+        out.update(terrain_metrics(toes, grounds, fps, rec.get("foot_ground")))
+    return out
+
+
+def terrain_metrics(toes, grounds, fps, foot_ground=None) -> dict:
+    """foot_penetration_cm (mean and max depth of toes below the terrain, over frames where they are
+    below) and foot_float_cm (mean height of the toes above the terrain while in contact)."""
+    depth, floats = [], []
+    for t, g in zip(toes, grounds):
+        h = t[:, 1] - g
+        depth.append(np.maximum(-h, 0.0))
+        c, _ = toe_contacts(t, fps, g + 0.0)
+        # Contact for floating: slow and within 5 cm (a floating foot is by definition above 3 cm).
+        v = np.linalg.norm(np.diff(t[:, [0, 2]], axis=0), axis=1) * fps
+        planted = (v < 0.2) & (h[1:] < 0.08)
+        floats.append(np.maximum(h[1:][planted], 0.0))
+    d = np.concatenate(depth) * 100.0
+    fl = np.concatenate(floats) * 100.0
+    return {"foot_penetration_cm": {"mean": round(float(d.mean()), 3), "max": round(float(d.max()), 3)},
+            "foot_float_cm": {"mean": round(float(fl.mean()) if len(fl) else 0.0, 3),
+                              "max": round(float(fl.max()) if len(fl) else 0.0, 3)}}

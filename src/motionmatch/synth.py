@@ -1,0 +1,151 @@
+"""Offline synthesis: run a scenario through a character and write motion.bvh, metrics.json and
+trajectory.png. Deterministic: the same database, scenario and settings give the same output."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .animation import Animation
+from .io.bvh import write_bvh
+from .metrics import compute_metrics, source_foot_sliding_cm_s
+from .preprocess import remove_simulation_bone
+from .runtime.character import Character, CharacterSettings
+from .scenario import Scenario, load_scenario, parse_scenario
+
+
+def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = None, progress: bool = False,
+                 terrain=None) -> dict:
+    """Simulate a scenario at the database rate; returns a record of per-frame arrays."""
+    from tqdm import tqdm
+
+    settings = settings or CharacterSettings()
+    if scenario.style:
+        settings.tag_filter = scenario.style
+    ch = Character(db, settings)
+    if terrain is not None:
+        ch.set_terrain(terrain)
+    ch.set_driver(scenario.make_driver())
+    fps = db.fps
+    dt = 1.0 / fps
+    F = int(round(scenario.duration * fps))
+    J = db.num_joints
+    rec = {k: np.zeros((F, 3)) for k in ("root_pos", "sim_pos", "desired_vel", "root_vel")}
+    rec.update(root_yaw=np.zeros(F), sim_yaw=np.zeros(F), frame_us=np.zeros(F),
+               global_positions=np.zeros((F, J, 3)), local_pos=np.zeros((F, J, 3)),
+               local_rot=np.zeros((F, J, 4)), frames=np.zeros(F, dtype=np.int64),
+               contacts=np.zeros((F, 2), dtype=bool), locked=np.zeros((F, 2), dtype=bool),
+               timing=np.zeros((F, 4)))
+    searches, transitions_at = [], []
+    for k in tqdm(range(F), desc="synthesizing", unit="frame", disable=not progress, file=sys.stderr):
+        before = ch.transitions
+        ch.step(None, dt)
+        if ch.t_search_us > 0:
+            searches.append(ch.t_search_us)
+        if ch.transitions != before:
+            transitions_at.append(k)
+        rec["root_pos"][k] = ch.root_pos
+        rec["sim_pos"][k] = ch.controller.position
+        rec["root_yaw"][k] = ch.root_yaw
+        rec["sim_yaw"][k] = ch.controller.yaw
+        rec["desired_vel"][k] = ch.controller.desired_velocity
+        rec["root_vel"][k] = ch.root_velocity
+        rec["frame_us"][k] = ch.last_frame_us
+        rec["timing"][k] = (ch.t_controller_us, ch.t_search_us, ch.t_inertialize_us, ch.t_output_us)
+        rec["global_positions"][k] = ch.global_positions
+        lp, lr = ch.local_pose()
+        rec["local_pos"][k], rec["local_rot"][k] = lp, lr
+        rec["frames"][k] = ch.frame
+        rec["contacts"][k] = ch.contacts
+        rec["locked"][k] = ch.locked
+    rec["search_us"] = np.array(searches)
+    rec["transitions"] = ch.transitions
+    rec["transition_frames"] = np.array(transitions_at, dtype=np.int64)
+    rec["toe_joints"] = [db.roles["left_toe"], db.roles["right_toe"]]
+    if terrain is not None:
+        toes = rec["global_positions"][:, rec["toe_joints"]]
+        rec["toe_ground"] = [terrain.height(toes[:, i, 0], toes[:, i, 2]) for i in range(2)]
+    rec["character"] = ch
+    return rec
+
+
+def change_frames(scenario: Scenario, fps: float) -> list[int]:
+    """Frames at which a scripted input changes (none for path scenarios)."""
+    if scenario.is_path:
+        return []
+    return [int(round(t * fps)) for t in scenario.change_times if t > 0]
+
+
+def record_animation(db, rec: dict) -> Animation:
+    """The synthesized motion as an Animation on the database's source skeleton."""
+    skel, pos, rot = remove_simulation_bone(db.skeleton, rec["local_pos"], rec["local_rot"])
+    return Animation(skeleton=skel, positions=pos, rotations=rot, fps=db.fps)
+
+
+def plot_trajectory(path, rec: dict, scenario: Scenario, fps: float) -> None:
+    """Top view: desired path, simulation and character root paths, transition markers."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 7), dpi=110)
+    if scenario.is_path:
+        pts = np.array(scenario.path.points, dtype=float)
+        if scenario.path.loop:
+            pts = np.vstack([pts, pts[:1]])
+        ax.plot(pts[:, 0], pts[:, 1], "-", color="0.75", lw=6, label="desired path", zorder=1)
+    else:
+        ideal = np.cumsum(rec["desired_vel"], axis=0) / fps
+        ax.plot(ideal[:, 0], ideal[:, 2], "-", color="0.75", lw=6, label="desired (integrated input)", zorder=1)
+    ax.plot(rec["sim_pos"][:, 0], rec["sim_pos"][:, 2], "-", color="tab:blue", lw=1.5, label="simulation", zorder=2)
+    ax.plot(rec["root_pos"][:, 0], rec["root_pos"][:, 2], "-", color="tab:orange", lw=1.5, label="character root", zorder=3)
+    tf = rec["transition_frames"]
+    if len(tf):
+        ax.scatter(rec["root_pos"][tf, 0], rec["root_pos"][tf, 2], s=12, color="tab:red", label="transitions", zorder=4)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("x (m, right)")
+    ax.set_ylabel("z (m, forward)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    ax.set_title(f"{len(rec['root_pos']) / fps:.1f} s, {rec['transitions']} transitions")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None, progress: bool = True,
+               retarget_to=None, retarget_map=None) -> dict:
+    """Run `scenario` (path, dict or Scenario) and write out_dir/motion.bvh, metrics.json and
+    trajectory.png; returns the metrics."""
+    if isinstance(scenario, (str, Path)):
+        scenario = load_scenario(scenario)
+    elif isinstance(scenario, dict):
+        scenario = parse_scenario(scenario)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    terrain = None
+    if getattr(scenario, "terrain", None):
+        from .runtime.terrain import Heightfield
+        terrain = Heightfield.from_spec(scenario.terrain)
+    rec = run_scenario(db, scenario, settings, progress, terrain)
+    allowed = None
+    if scenario.style:
+        from .search import range_mask
+        allowed = np.flatnonzero(range_mask(scenario.style, db.range_tags))
+    src = source_foot_sliding_cm_s(db, allowed_ranges=allowed)
+    metrics = compute_metrics(rec, db.fps, src, change_frames(scenario, db.fps))
+    anim = record_animation(db, rec)
+    if retarget_to:
+        from .io.bvh import read_bvh
+        from .retarget import retarget_animation
+        anim = retarget_animation(anim, read_bvh(retarget_to), mapping=retarget_map)
+    write_bvh(out / "motion.bvh", anim)
+    if terrain is not None:
+        terrain.save(out / "terrain.npy")
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    plot_trajectory(out / "trajectory.png", rec, scenario, db.fps)
+    return metrics
