@@ -18,7 +18,8 @@ def _human_bytes(n) -> str:
         n /= 1024
 
 
-def print_summary(s: dict, file=sys.stdout) -> None:
+def print_summary(s: dict, file=None) -> None:
+    file = file or sys.stdout
     print(f"clips:      {s['clips']} ({s['mirrored_clips']} mirrored)", file=file)
     print(f"frames:     {s['frames']} at {s['fps']:g} fps ({s['seconds']:.1f} s of motion)", file=file)
     print(f"joints:     {s['joints']}", file=file)

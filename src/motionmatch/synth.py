@@ -142,7 +142,7 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
     if retarget_to:
         from .io.bvh import read_bvh
         from .retarget import retarget_animation
-        anim = retarget_animation(anim, read_bvh(retarget_to), mapping=retarget_map)
+        anim = retarget_animation(anim, read_bvh(retarget_to), mapping=retarget_map, source_bind_frame=0)
     write_bvh(out / "motion.bvh", anim)
     if terrain is not None:
         terrain.save(out / "terrain.npy")

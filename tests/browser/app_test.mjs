@@ -1,10 +1,14 @@
 // Drives the motionmatch page in headless Debian chromium (playwright-core) and prints one JSON report.
 // Usage: node tests/browser/app_test.mjs URL OUT_DIR [--shots-only]
 // The pytest side (tests/test_app.py) makes the assertions; this script only acts and measures.
-import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+// PLAYWRIGHT_CORE: path of playwright-core's index.mjs when node_modules is not above this file.
+const pw = process.env.PLAYWRIGHT_CORE;
+const { chromium } = await import(pw ? pathToFileURL(pw).href : 'playwright-core');
 
 const [url, outDir = tmpdir(), mode = ''] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';

@@ -231,11 +231,32 @@ def toe_ground_fix(foot_pos, foot_grot, toe_pos, ground_height: float):
     return out_q, out_toe
 
 
+@numba.njit(cache=True)
+def _inv_mul_into(p, q, out):
+    """out = p^-1 * q for unit quaternions."""
+    out[0], out[1], out[2], out[3] = _qmul(p[0], -p[1], -p[2], -p[3], q[0], q[1], q[2], q[3])
+
+
+@numba.njit(cache=True)
+def _globals_to_locals_kernel(grot, parents, local):
+    for j in range(grot.shape[0]):
+        p = parents[j]
+        if p < 0:
+            for k in range(4):
+                local[j, k] = grot[j, k]
+        else:
+            _inv_mul_into(grot[p], grot[j], local[j])
+
+
 def globals_to_locals(grot: np.ndarray, parents) -> np.ndarray:
     """Local rotations (..., J, 4) from world rotations (..., J, 4): parent^-1 * joint; the root keeps
     its world rotation."""
     grot = np.asarray(grot, dtype=np.float64)
-    parents = np.asarray(parents)
+    parents = np.asarray(parents, dtype=np.int64)
+    if grot.ndim == 2:
+        local = np.empty_like(grot)
+        _globals_to_locals_kernel(np.ascontiguousarray(grot), parents, local)
+        return local
     par = np.where(parents < 0, 0, parents)
     local = quat_mul(quat_inv(grot[..., par, :]), grot)
     local[..., parents < 0, :] = grot[..., parents < 0, :]
@@ -321,18 +342,21 @@ class FootLocker:
 
 
 def _solve_leg(gpos, grot, parents, up, lo, ft, toe, target, toe_ground, local):
-    a, b, c = gpos[up], gpos[lo], gpos[ft]
+    c = gpos[ft]
     toe_vec = gpos[toe] - c if toe is not None else None
     # Pole for a straight leg: the foot's forward direction (the knee bends that way).
     pole = toe_vec if toe_vec is not None else _ZERO3
-    a_new, b_new, c_new = two_joint_ik(a, b, c, target, grot[up], grot[lo], pole=pole)
+    a_new, b_new, c_new = two_joint_ik(gpos[up], gpos[lo], c, target, grot[up], grot[lo], pole=pole)
     foot_gr = grot[ft]
     if toe is not None and toe_ground is not None:
         foot_gr, _ = toe_ground_fix(c_new, foot_gr, c_new + toe_vec, float(toe_ground))
     p = parents[up]
-    local[up] = quat_mul(quat_inv(grot[p]), a_new) if p >= 0 else a_new
-    local[lo] = quat_mul(quat_inv(a_new), b_new)
-    local[ft] = quat_mul(quat_inv(b_new), foot_gr)
+    if p >= 0:
+        _inv_mul_into(grot[p], a_new, local[up])
+    else:
+        local[up] = a_new
+    _inv_mul_into(a_new, b_new, local[lo])
+    _inv_mul_into(b_new, foot_gr, local[ft])
 
 
 def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_target=None,

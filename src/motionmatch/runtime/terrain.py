@@ -50,12 +50,27 @@ class Heightfield:
 
     def height(self, x, z):
         """Bilinear ground height (metres) at x, z (scalars or arrays of one shape)."""
+        if np.ndim(x) == 0 and np.ndim(z) == 0:
+            return self._height_scalar(float(x), float(z))
         i, j, fu, fv = self._cells(x, z)
         h = self.heights
         top = h[i, j] * (1.0 - fu) + h[i, j + 1] * fu
         bot = h[i + 1, j] * (1.0 - fu) + h[i + 1, j + 1] * fu
         out = top * (1.0 - fv) + bot * fv
         return float(out) if np.ndim(out) == 0 else out
+
+    def _height_scalar(self, x: float, z: float) -> float:
+        # Per-frame queries (a foot, the root) are scalars: plain float maths is ~10x faster.
+        H, W = self.heights.shape
+        u = min(max((x - self.origin[0]) / self.cell, 0.0), W - 1.0)
+        v = min(max((z - self.origin[1]) / self.cell, 0.0), H - 1.0)
+        j = min(int(u), W - 2)
+        i = min(int(v), H - 2)
+        fu, fv = u - j, v - i
+        h = self.heights
+        top = h[i, j] * (1.0 - fu) + h[i, j + 1] * fu
+        bot = h[i + 1, j] * (1.0 - fu) + h[i + 1, j + 1] * fu
+        return float(top * (1.0 - fv) + bot * fv)
 
     def gradient(self, x, z):
         """(dh/dx, dh/dz) of the bilinear surface; zero along an axis outside the grid."""

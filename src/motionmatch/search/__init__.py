@@ -12,7 +12,7 @@ import numpy as np
 
 from .aabb import AabbIndex
 from .brute import BruteIndex, brute_numpy
-from .common import (prepare_query, searchable_frames, validate_features, validate_mask, validate_ranges)
+from .common import searchable_frames, validate_features, validate_mask, validate_ranges
 from .tags import TagExpressionError, compile_tag_expression, frame_mask, range_mask
 
 __all__ = ["Searcher", "BACKENDS", "TagExpressionError", "compile_tag_expression", "frame_mask",
@@ -29,6 +29,8 @@ class _NumpyIndex:
         self.features_t = features_t
 
     def search(self, features, valid, q, current, skip, bias):
+        if not np.isfinite(q).all():
+            return -2, float("nan")
         return brute_numpy(self.features_t, valid, q, current, skip, bias)
 
     def search_batch(self, features, valid, queries, currents, skip, bias, out_frames, out_costs):
@@ -57,9 +59,6 @@ class Searcher:
         self.range_starts, self.range_stops = validate_ranges(range_starts, range_stops, self.n_frames)
         self.backend = backend
         self.end_exclude = int(end_exclude)
-        # Box bounds test the most varied columns first: the early exit then comes after fewer columns.
-        self.column_order = np.argsort(-self.features.var(axis=0), kind="stable") if self.n_frames else \
-            np.arange(self.n_features)
         self._features_t = None
         self._cache: OrderedDict = OrderedDict()
         self.build_seconds = 0.0  # time spent building the structure for the last new mask
@@ -77,7 +76,7 @@ class Searcher:
         elif self.backend == "brute":
             index = BruteIndex(self.features, valid)
         else:
-            index = AabbIndex(self.features, valid, self.range_starts, self.column_order)
+            index = AabbIndex(self.features, valid, self.range_starts)
         self.build_seconds = time.perf_counter() - t0
         return valid, index
 
@@ -125,13 +124,19 @@ class Searcher:
         mask: optional bool (N,) for this call only (default: the mask given to set_mask).
         Returns (-1, inf) when no frame is searchable.
         """
-        q = prepare_query(query, self.n_features)
+        q = query
+        if not (type(q) is np.ndarray and q.dtype == np.float32 and q.flags.c_contiguous):
+            q = np.ascontiguousarray(q, dtype=np.float32)
+        if q.shape != (self.n_features,):
+            raise ValueError(f"query must have shape ({self.n_features},), got {q.shape}")
         current = int(current)
         if not -1 <= current < self.n_frames:
             raise ValueError(f"current frame {current} outside [-1, {self.n_frames})")
         skip, bias = self._check_options(skip, bias)
         valid, index = (self._valid, self._index) if mask is None else self._structure(mask)
         frame, cost = index.search(self.features, valid, q, current, skip, bias)
+        if frame == -2:
+            raise ValueError("query holds a non-finite value")
         return int(frame), float(cost)
 
     def search_batch(self, queries, current=None, skip: int = 0, bias: float = 0.0, *, mask=None):

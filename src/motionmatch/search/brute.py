@@ -38,6 +38,67 @@ def row_cost(features, f, q):
     return c
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def tile_costs(tiles, s, q, out):
+    """Canonical costs of the 16 rows of tile s ((F, 16) block) into out[:16].
+
+    Sixteen scalar accumulators rather than an array: LLVM keeps them in registers and vectorizes
+    across rows (an accumulator array may alias the tile, which blocks vectorization: 10x slower).
+    """
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = a9 = a10 = a11 = a12 = a13 = a14 = a15 = np.float32(0.0)
+    for j in range(q.shape[0]):
+        qj = q[j]
+        t = tiles[s, j]
+        d0 = t[0] - qj
+        a0 += d0 * d0
+        d1 = t[1] - qj
+        a1 += d1 * d1
+        d2 = t[2] - qj
+        a2 += d2 * d2
+        d3 = t[3] - qj
+        a3 += d3 * d3
+        d4 = t[4] - qj
+        a4 += d4 * d4
+        d5 = t[5] - qj
+        a5 += d5 * d5
+        d6 = t[6] - qj
+        a6 += d6 * d6
+        d7 = t[7] - qj
+        a7 += d7 * d7
+        d8 = t[8] - qj
+        a8 += d8 * d8
+        d9 = t[9] - qj
+        a9 += d9 * d9
+        d10 = t[10] - qj
+        a10 += d10 * d10
+        d11 = t[11] - qj
+        a11 += d11 * d11
+        d12 = t[12] - qj
+        a12 += d12 * d12
+        d13 = t[13] - qj
+        a13 += d13 * d13
+        d14 = t[14] - qj
+        a14 += d14 * d14
+        d15 = t[15] - qj
+        a15 += d15 * d15
+    out[0] = a0
+    out[1] = a1
+    out[2] = a2
+    out[3] = a3
+    out[4] = a4
+    out[5] = a5
+    out[6] = a6
+    out[7] = a7
+    out[8] = a8
+    out[9] = a9
+    out[10] = a10
+    out[11] = a11
+    out[12] = a12
+    out[13] = a13
+    out[14] = a14
+    out[15] = a15
+
+
 @numba.njit(cache=True, nogil=True)
 def finish(current, cur_ok, cur_cost, best_frame, best_cost, bias):
     """The continuing-pose rule in numba (same as common.decide)."""
@@ -48,32 +109,52 @@ def finish(current, cur_ok, cur_cost, best_frame, best_cost, bias):
     return -1, np.inf
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _scan_block(acc, n, rows, b0, current, skip, best_cost, best_frame):
+    for k in range(n):
+        if acc[k] < best_cost:  # strict: in frame order, so equal costs keep the lower frame
+            f = rows[b0 + k]
+            if current < 0 or abs(f - current) > skip:
+                best_cost = acc[k]
+                best_frame = f
+    return best_cost, best_frame
+
+
 @numba.njit(cache=True, nogil=True)
 def brute_kernel(features, valid, xt, rows, q, current, skip, bias):
     """Brute force over the compacted searchable rows `xt` (F, M) whose frame numbers are `rows` (M,).
 
     Costs of a block of rows are accumulated column by column, which vectorizes across rows without
-    reordering any sum (no fastmath needed: each row's sum keeps the canonical order).
+    reordering any sum (no fastmath needed: each row's sum keeps the canonical order). A fixed block
+    length matters: LLVM vectorizes the constant-trip inner loop, not a variable one.
+    Returns (frame, cost); frame -2 flags a non-finite query.
     """
     nf, m = xt.shape
+    for j in range(nf):
+        if not np.isfinite(q[j]):
+            return -2, np.nan
     acc = np.empty(_BLOCK, dtype=np.float32)
     best_cost = np.float32(np.inf)
     best_frame = -1
-    for b0 in range(0, m, _BLOCK):
-        n = min(_BLOCK, m - b0)
-        for k in range(n):
-            acc[k] = 0.0
+    n_full = m - m % _BLOCK
+    for b0 in range(0, n_full, _BLOCK):
+        acc[:] = 0.0
+        for j in range(nf):
+            qj = q[j]
+            col = xt[j, b0:b0 + _BLOCK]
+            for k in range(_BLOCK):
+                d = col[k] - qj
+                acc[k] += d * d
+        best_cost, best_frame = _scan_block(acc, _BLOCK, rows, b0, current, skip, best_cost, best_frame)
+    n = m - n_full
+    if n:
+        acc[:] = 0.0
         for j in range(nf):
             qj = q[j]
             for k in range(n):
-                d = xt[j, b0 + k] - qj
+                d = xt[j, n_full + k] - qj
                 acc[k] += d * d
-        for k in range(n):
-            if acc[k] < best_cost:
-                f = rows[b0 + k]
-                if current < 0 or abs(f - current) > skip:
-                    best_cost = acc[k]
-                    best_frame = f
+        best_cost, best_frame = _scan_block(acc, n, rows, n_full, current, skip, best_cost, best_frame)
     cur_ok = False
     cur_cost = np.float32(np.inf)
     if current >= 0:

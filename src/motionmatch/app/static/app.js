@@ -48,7 +48,7 @@ const $ = (id) => document.getElementById(id);
 const LOW = new URLSearchParams(location.search).get('quality') === 'low';
 const canvas = $('view');
 const renderer = new THREE.WebGLRenderer({ canvas, antialias: !LOW, preserveDrawingBuffer: true });
-renderer.setPixelRatio(LOW ? 1 : Math.min(window.devicePixelRatio, 2));
+renderer.setPixelRatio(LOW ? 0.5 : Math.min(window.devicePixelRatio, 2));
 renderer.shadowMap.enabled = true;
 renderer.shadowMap.type = THREE.PCFShadowMap;
 renderer.outputColorSpace = THREE.SRGBColorSpace;
