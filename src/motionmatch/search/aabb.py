@@ -26,44 +26,48 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .brute import finish, row_cost
+from .brute import TILE, finish, make_tiles, row_cost, tile_costs
 from .common import segments_of
 
 __all__ = ["AabbIndex", "SMALL", "LARGE", "aabb_kernel"]
 
-SMALL = 16
+SMALL = TILE  # 16
 LARGE = 64
 _PER_LARGE = LARGE // SMALL  # 4: the kernel's small-box loop is written for this
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _visit_large(lg, thr_best, best, best_frame, sm_lo, sm_hi, tiles, tile_frames, lg_first, q, acc, a4,
-                 current, skip, rtol):
-    """Search large box `lg`: SIMD distances to its 4 small boxes, then the tiles that pass."""
-    nf = q.shape[0]
-    for k in range(4):
-        a4[k] = 0.0
-    for j in range(nf):
+def _small_distances(sm_lo, sm_hi, lg, q):
+    """Squared distances from q to the 4 small boxes of large box lg (scalar lanes vectorize)."""
+    z = np.float32(0.0)
+    a0 = a1 = a2 = a3 = z
+    for j in range(q.shape[0]):
         qj = q[j]
         lo = sm_lo[lg, j]
         hi = sm_hi[lg, j]
-        for k in range(4):
-            d = max(lo[k] - qj, np.float32(0.0)) + max(qj - hi[k], np.float32(0.0))
-            a4[k] += d * d
-    thr = thr_best
+        d0 = max(lo[0] - qj, z) + max(qj - hi[0], z)
+        a0 += d0 * d0
+        d1 = max(lo[1] - qj, z) + max(qj - hi[1], z)
+        a1 += d1 * d1
+        d2 = max(lo[2] - qj, z) + max(qj - hi[2], z)
+        a2 += d2 * d2
+        d3 = max(lo[3] - qj, z) + max(qj - hi[3], z)
+        a3 += d3 * d3
+    return a0, a1, a2, a3
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _visit_large(lg, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames, lg_first, q, acc,
+                 current, skip, rtol):
+    """Search large box `lg`: distances to its 4 small boxes, then the tiles of those that pass."""
+    a0, a1, a2, a3 = _small_distances(sm_lo, sm_hi, lg, q)
     s0 = lg_first[lg]
     for k in range(lg_first[lg + 1] - s0):
-        if a4[k] > thr:
+        a = a0 if k == 0 else (a1 if k == 1 else (a2 if k == 2 else a3))
+        if a > thr:
             continue
         s = s0 + k
-        for r in range(16):
-            acc[r] = 0.0
-        for j in range(nf):
-            qj = q[j]
-            t = tiles[s, j]
-            for r in range(16):
-                d = t[r] - qj
-                acc[r] += d * d
+        tile_costs(tiles, s, q, acc)
         for r in range(16):
             c = acc[r]
             if c <= best:
@@ -127,7 +131,6 @@ def aabb_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi,
             d = max(lo[g] - qj, np.float32(0.0)) + max(qj - hi[g], np.float32(0.0))
             lb[g] += d * d
     acc = np.empty(16, dtype=np.float32)
-    a4 = np.empty(4, dtype=np.float32)
     thr = best + abs(best) * rtol
     g0 = -1
     m = np.float32(np.inf)
@@ -137,12 +140,12 @@ def aabb_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi,
             g0 = g
     if g0 >= 0 and lb[g0] <= thr:
         thr, best, best_frame = _visit_large(g0, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames,
-                                             lg_first, q, acc, a4, current, skip, rtol)
+                                             lg_first, q, acc, current, skip, rtol)
     for g in range(n_lg):
         if lb[g] > thr or g == g0:
             continue
         thr, best, best_frame = _visit_large(g, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames,
-                                             lg_first, q, acc, a4, current, skip, rtol)
+                                             lg_first, q, acc, current, skip, rtol)
     bc = np.float32(best) if best_frame >= 0 else np.float32(np.inf)
     return finish(current, cur_ok, cur_cost, best_frame, bc, bias)
 
@@ -172,16 +175,9 @@ class AabbIndex:
         seg_first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
         pos = np.arange(n_rows) - np.repeat(seg_first, lengths)
         sm_start = np.flatnonzero(pos % SMALL == 0)
-        sm_count = np.diff(np.append(sm_start, n_rows))
         n_sm = len(sm_start)
-        lane = np.arange(SMALL)
-        used = lane[None, :] < sm_count[:, None]
-        idx = np.where(used, sm_start[:, None] + lane[None, :], 0)
+        self.tiles, self.tile_frames = make_tiles(features, rows, sm_start)
         x = features[rows]
-        tiles = x[idx] if n_sm else np.zeros((0, SMALL, nf), np.float32)
-        tiles[~used] = 0.0
-        self.tiles = np.ascontiguousarray(tiles.transpose(0, 2, 1))  # (S, F, 16)
-        self.tile_frames = np.where(used, rows[idx] if n_sm else 0, -1).astype(np.int64)
         lg_sm = np.flatnonzero(pos[sm_start] % LARGE == 0) if n_sm else np.zeros(0, np.int64)
         self.lg_first = np.append(lg_sm, n_sm).astype(np.int64)
         n_lg = len(lg_sm)

@@ -6,9 +6,9 @@ import numpy as np
 
 from .common import canonical_costs, decide
 
-__all__ = ["brute_numpy", "BruteIndex", "brute_kernel"]
+__all__ = ["brute_numpy", "BruteIndex", "brute_kernel", "make_tiles", "tile_costs", "row_cost", "TILE"]
 
-_BLOCK = 256  # rows per block: the block's costs stay in registers/L1 while the columns stream
+TILE = 16  # rows per tile: tile_costs is written for exactly this
 
 
 def brute_numpy(features_t: np.ndarray, valid: np.ndarray, query: np.ndarray, current: int = -1,
@@ -109,52 +109,29 @@ def finish(current, cur_ok, cur_cost, best_frame, best_cost, bias):
     return -1, np.inf
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _scan_block(acc, n, rows, b0, current, skip, best_cost, best_frame):
-    for k in range(n):
-        if acc[k] < best_cost:  # strict: in frame order, so equal costs keep the lower frame
-            f = rows[b0 + k]
-            if current < 0 or abs(f - current) > skip:
-                best_cost = acc[k]
-                best_frame = f
-    return best_cost, best_frame
-
-
 @numba.njit(cache=True, nogil=True)
-def brute_kernel(features, valid, xt, rows, q, current, skip, bias):
-    """Brute force over the compacted searchable rows `xt` (F, M) whose frame numbers are `rows` (M,).
+def brute_kernel(features, valid, tiles, tile_frames, q, current, skip, bias):
+    """Brute force over all tiles (the searchable frames in frame order, 16 per (F, 16) tile).
 
-    Costs of a block of rows are accumulated column by column, which vectorizes across rows without
-    reordering any sum (no fastmath needed: each row's sum keeps the canonical order). A fixed block
-    length matters: LLVM vectorizes the constant-trip inner loop, not a variable one.
     Returns (frame, cost); frame -2 flags a non-finite query.
     """
-    nf, m = xt.shape
+    nf = q.shape[0]
     for j in range(nf):
         if not np.isfinite(q[j]):
             return -2, np.nan
-    acc = np.empty(_BLOCK, dtype=np.float32)
+    acc = np.empty(16, dtype=np.float32)
     best_cost = np.float32(np.inf)
     best_frame = -1
-    n_full = m - m % _BLOCK
-    for b0 in range(0, n_full, _BLOCK):
-        acc[:] = 0.0
-        for j in range(nf):
-            qj = q[j]
-            col = xt[j, b0:b0 + _BLOCK]
-            for k in range(_BLOCK):
-                d = col[k] - qj
-                acc[k] += d * d
-        best_cost, best_frame = _scan_block(acc, _BLOCK, rows, b0, current, skip, best_cost, best_frame)
-    n = m - n_full
-    if n:
-        acc[:] = 0.0
-        for j in range(nf):
-            qj = q[j]
-            for k in range(n):
-                d = xt[j, n_full + k] - qj
-                acc[k] += d * d
-        best_cost, best_frame = _scan_block(acc, n, rows, n_full, current, skip, best_cost, best_frame)
+    for s in range(tiles.shape[0]):
+        tile_costs(tiles, s, q, acc)
+        for k in range(16):
+            if acc[k] < best_cost:  # strict: frame order, so equal costs keep the lower frame
+                f = tile_frames[s, k]
+                if f < 0:
+                    break  # padding lanes come last
+                if current < 0 or abs(f - current) > skip:
+                    best_cost = acc[k]
+                    best_frame = f
     cur_ok = False
     cur_cost = np.float32(np.inf)
     if current >= 0:
@@ -164,23 +141,41 @@ def brute_kernel(features, valid, xt, rows, q, current, skip, bias):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def brute_batch_kernel(features, valid, xt, rows, queries, currents, skip, bias, out_frames, out_costs):
+def brute_batch_kernel(features, valid, tiles, tile_frames, queries, currents, skip, bias, out_frames,
+                       out_costs):
     for i in numba.prange(queries.shape[0]):
-        f, c = brute_kernel(features, valid, xt, rows, queries[i], currents[i], skip, bias)
+        f, c = brute_kernel(features, valid, tiles, tile_frames, queries[i], currents[i], skip, bias)
         out_frames[i] = f
         out_costs[i] = c
 
 
+def make_tiles(features: np.ndarray, frames: np.ndarray, tile_start: np.ndarray):
+    """Pack rows `frames` (increasing) into (T, F, 16) tiles starting at positions `tile_start`.
+
+    Returns tiles and tile_frames (T, 16) int64 with -1 in the padding lanes (which hold zeros).
+    """
+    nf = features.shape[1]
+    count = np.diff(np.append(tile_start, len(frames)))
+    lane = np.arange(TILE)
+    used = lane[None, :] < count[:, None]
+    idx = np.where(used, tile_start[:, None] + lane[None, :], 0)
+    if len(tile_start) == 0:
+        return np.zeros((0, nf, TILE), np.float32), np.zeros((0, TILE), np.int64)
+    tiles = features[frames[idx]]  # (T, 16, F)
+    tiles[~used] = 0.0
+    return np.ascontiguousarray(tiles.transpose(0, 2, 1)), np.where(used, frames[idx], -1).astype(np.int64)
+
+
 class BruteIndex:
-    """Compacted, transposed searchable rows for one mask (what brute_kernel scans)."""
+    """The searchable frames of one mask packed in tiles, in frame order."""
 
     def __init__(self, features: np.ndarray, valid: np.ndarray):
-        self.rows = np.flatnonzero(valid).astype(np.int64)
-        self.xt = np.ascontiguousarray(features[self.rows].T)
+        frames = np.flatnonzero(valid)
+        self.tiles, self.tile_frames = make_tiles(features, frames, np.arange(0, len(frames), TILE))
 
     def search(self, features, valid, q, current, skip, bias):
-        return brute_kernel(features, valid, self.xt, self.rows, q, current, skip, bias)
+        return brute_kernel(features, valid, self.tiles, self.tile_frames, q, current, skip, bias)
 
     def search_batch(self, features, valid, queries, currents, skip, bias, out_frames, out_costs):
-        brute_batch_kernel(features, valid, self.xt, self.rows, queries, currents, skip, bias,
+        brute_batch_kernel(features, valid, self.tiles, self.tile_frames, queries, currents, skip, bias,
                            out_frames, out_costs)

@@ -1,0 +1,349 @@
+"""The browser app: HTTP routes, WebSocket validation and isolation, recording, and the page in chromium.
+
+The server runs in a background thread on a free 127.0.0.1 port. It uses the library's runtime character
+over $MOTIONMATCH_TEST_DB (or the cached default database) when the runtime exists, else the BVH-loop
+stand-in. The browser test needs node, npm packages (`make node_modules`) and Debian chromium
+(`make browser-deps`); it is skipped only when one of them is absent.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from yarl import URL
+
+from motionmatch.app import server as srv
+
+ROOT = Path(__file__).resolve().parents[1]
+BROWSER_SCRIPT = ROOT / "tests" / "browser" / "app_test.mjs"
+
+
+def _backend() -> srv.Backend:
+    try:
+        from motionmatch.runtime.character import Character  # noqa: F401
+        from motionmatch.runtime.controller import GamepadInput  # noqa: F401
+        from motionmatch import database
+    except ImportError:
+        return srv.standin_backend()
+    path = os.environ.get("MOTIONMATCH_TEST_DB") or database.build_default_database(progress=False)
+    return srv.runtime_backend(database.load_database(path))
+
+
+class ServerThread:
+    """An aiohttp app served from its own event loop thread."""
+
+    def __init__(self, app: web.Application):
+        self.app, self.loop, self.url = app, asyncio.new_event_loop(), None
+        ready = threading.Event()
+
+        async def start():
+            self.runner = web.AppRunner(app, access_log=None)
+            await self.runner.setup()
+            site = web.TCPSite(self.runner, "127.0.0.1", 0)
+            await site.start()
+            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.loop.run_until_complete(start())
+            ready.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        assert ready.wait(30), "server did not start"
+
+    def stop(self):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = ServerThread(srv.make_app(_backend()))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def standin_server():
+    s = ServerThread(srv.make_app(srv.standin_backend()))
+    yield s
+    s.stop()
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+class Client:
+    """A WebSocket client that sorts what arrives into text messages and binary frames."""
+
+    def __init__(self, ws):
+        self.ws, self.texts, self.frames = ws, [], []
+
+    @classmethod
+    async def open(cls, session, url):
+        c = cls(await session.ws_connect(url.replace("http", "ws") + "/ws", max_msg_size=0))
+        hello = await c.next_text("hello")
+        c.hello = hello
+        return c
+
+    async def pump(self, seconds: float):
+        """Receive for a while (the server streams 60 frames/s)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while (left := end - loop.time()) > 0:
+            try:
+                msg = await asyncio.wait_for(self.ws.receive(), left)
+            except asyncio.TimeoutError:
+                break
+            if not self._keep(msg):
+                break
+
+    def _keep(self, msg) -> bool:
+        if msg.type == aiohttp.WSMsgType.TEXT:
+            self.texts.append(json.loads(msg.data))
+        elif msg.type == aiohttp.WSMsgType.BINARY:
+            self.frames.append(msg.data)
+        else:
+            return False
+        return True
+
+    async def next_text(self, kind: str, timeout: float = 10.0) -> dict:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while True:
+            for i, t in enumerate(self.texts):
+                if t["type"] == kind:
+                    return self.texts.pop(i)
+            msg = await asyncio.wait_for(self.ws.receive(), max(0.01, end - loop.time()))
+            if not self._keep(msg):
+                raise AssertionError(f"connection closed waiting for {kind!r}: {msg}")
+
+    def debug(self, frame: bytes) -> dict:
+        J = len(self.hello["names"])
+        _, _, n = srv.FRAME_HEADER.unpack_from(frame)
+        start = srv.FRAME_HEADER.size + 12 * J
+        return json.loads(frame[start:start + n])
+
+
+# --------------------------------------------------------------------------------------------------
+# Messages
+
+
+def test_parse_message_rejects_bad_input():
+    ok = srv.parse_message('{"type":"input","move":[0.5,-1],"run":true}')
+    assert ok == ("input", {"move": (0.5, -1.0), "run": True})
+    bad = ['{"type":"input","move":[2,0]}', '{"type":"input","move":[0]}', '{"type":"input","move":"up"}',
+           '{"type":"input","move":[0,0],"run":1}', '{"type":"input","move":[NaN,0]}',
+           '{"type":"input","move":[0,0],"x":1}', '{"type":"nope"}', '[1,2]', '{"type":"settings","bias":9}',
+           '{"type":"settings","inertialization":"cubic"}', '{"type":"pause"}', "{", b"\x00\x01",
+           '{"type":"settings","halflife":1e999}', " " * 5000]
+    for text in bad:
+        with pytest.raises(srv.MessageError):
+            srv.parse_message(text)
+
+
+# --------------------------------------------------------------------------------------------------
+# HTTP
+
+
+def test_page_static_vendor_and_traversal(server):
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            async with s.get(server.url + "/") as r:
+                assert r.status == 200 and "importmap" in await r.text()
+            async with s.get(server.url + "/static/app.js") as r:
+                assert r.status == 200 and "window.motionmatch" in await r.text()
+            three = server.app["three_dir"] is not None
+            async with s.get(server.url + "/vendor/three/build/three.module.js") as r:
+                assert r.status == (200 if three else 503)
+                if three:
+                    assert "javascript" in r.headers["Content-Type"]
+            evil = ["/static/..%2f..%2fserver.py", "/static/%2e%2e/%2e%2e/server.py", "/static/../server.py",
+                    "/static/..%5c..%5cserver.py", "/static/%2e%2e%2f%2e%2e%2fserver.py",
+                    "/vendor/three/build/..%2f..%2fpackage.json", "/vendor/three/build/../../package.json",
+                    "/vendor/three/examples/jsm/..%2f..%2f..%2fpackage.json", "/static/%2fetc%2fpasswd",
+                    "/static//etc/passwd", "/static/..%252f..%252fserver.py", "/..%2fsrc%2fmotionmatch%2fapp%2fserver.py"]
+            for path in evil:
+                async with s.get(URL(server.url + path, encoded=True), allow_redirects=False) as r:
+                    body = await r.text()
+                    assert r.status in (400, 403, 404), (path, r.status)
+                    assert "def make_app" not in body and "root:" not in body and '"version"' not in body, path
+    run(go())
+
+
+# --------------------------------------------------------------------------------------------------
+# WebSocket
+
+
+def test_malformed_messages_leave_server_and_other_clients_running(server):
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            a = await Client.open(s, server.url)
+            b = await Client.open(s, server.url)
+            assert a.hello["session"] != b.hello["session"]
+            bad = ["{oops", json.dumps({"type": "input", "move": [3, 0]}),
+                   json.dumps({"type": "input", "move": [0, 1], "jump": True}), json.dumps({"type": 7}),
+                   json.dumps({"type": "settings", "search_interval": "often"}), "x" * 5000, "null", "[]"]
+            for m in bad:
+                await a.ws.send_str(m)
+            await a.ws.send_bytes(b"\x00\xff binary")
+            errors = [await a.next_text("error") for _ in range(len(bad) + 1)]
+            assert any("binary" in e["message"] for e in errors)
+            assert any("4096" in e["message"] for e in errors)
+            # Both still stream; b walks forward undisturbed by a's garbage.
+            n_a = len(a.frames)
+            await b.ws.send_str(json.dumps({"type": "input", "move": [0.0, 1.0]}))
+            b.frames.clear()
+            await asyncio.gather(a.pump(1.0), b.pump(1.0))
+            assert len(a.frames) > n_a + 20 and len(b.frames) > 30
+            moved = b.debug(b.frames[-1])["sim_position"][2] - b.debug(b.frames[0])["sim_position"][2]
+            assert 0.2 < moved < 4.0
+            # Rate limit: a burst far above 120 messages/s is dropped with a warning.
+            for _ in range(400):
+                await a.ws.send_str(json.dumps({"type": "reset"}))
+            warning = await a.next_text("warning")
+            assert "messages/s" in warning["message"]
+            # An oversize frame beyond the hard limit closes only that connection.
+            await a.ws.send_str("y" * (srv.MAX_FRAME_BYTES + 10))
+            await a.pump(2.0)
+            assert a.ws.closed and a.ws.close_code == 1009
+            b.frames.clear()
+            await b.pump(0.5)
+            assert len(b.frames) > 10
+            async with s.get(server.url + "/api/status") as r:
+                assert (await r.json())["sessions"] == 1
+            await b.ws.close()
+            await asyncio.sleep(0.2)
+            async with s.get(server.url + "/api/status") as r:
+                assert (await r.json())["sessions"] == 0   # a closed tab frees its character
+    run(go())
+
+
+def test_settings_are_validated_and_applied_live(server):
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, server.url)
+            ch0 = c.hello["channels"][0]
+            await c.ws.send_str(json.dumps({"type": "settings", "bias": 1.5, "weights": {ch0: 2.5},
+                                            "inertialization": "off", "foot_locking": False}))
+            st = (await c.next_text("settings"))["settings"]
+            assert st["bias"] == 1.5 and st["weights"][ch0] == 2.5 and st["inertialization"] == "off"
+            assert st["foot_locking"] is False
+            await c.ws.send_str(json.dumps({"type": "settings", "weights": {"no_such_channel": 1.0}}))
+            assert "no_such_channel" in (await c.next_text("error"))["message"]
+            await c.ws.send_str(json.dumps({"type": "settings", "tag_filter": "walk & (("}))
+            await c.next_text("error")
+            if c.hello["tags"]:
+                await c.ws.send_str(json.dumps({"type": "settings", "tag_filter": c.hello["tags"][0]}))
+                assert (await c.next_text("settings"))["settings"]["tag_filter"] == c.hello["tags"][0]
+            await c.ws.close()
+    run(go())
+
+
+def test_record_downloads_bvh(server, tmp_path):
+    from motionmatch.io.bvh import read_bvh
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, server.url)
+            sid = c.hello["session"]
+            async with s.get(f"{server.url}/api/session/{sid}/record.bvh") as r:
+                assert r.status == 404          # nothing recorded yet
+            await c.ws.send_str(json.dumps({"type": "input", "move": [0.0, 1.0], "run": True}))
+            await c.ws.send_str(json.dumps({"type": "record", "action": "start"}))
+            await c.pump(0.6)
+            await c.ws.send_str(json.dumps({"type": "record", "action": "stop"}))
+            status = await c.next_text("record")
+            while status["recording"]:
+                status = await c.next_text("record")
+            async with s.get(f"{server.url}/api/session/{sid}/record.bvh") as r:
+                assert r.status == 200
+                (tmp_path / "rec.bvh").write_bytes(await r.read())
+            async with s.get(f"{server.url}/api/session/not-a-session/record.bvh") as r:
+                assert r.status == 404
+            await c.ws.close()
+            return status["frames"]
+
+    frames = run(go())
+    anim = read_bvh(tmp_path / "rec.bvh")
+    assert anim.num_frames == frames and frames >= 20
+    assert abs(anim.fps - 60) < 0.01
+    travel = anim.global_transforms()[0][-1, 0] - anim.global_transforms()[0][0, 0]
+    assert 0.2 < float(travel[2]) < 3.0     # ran forward while recording
+
+
+def test_scenario_upload_plays_and_bad_one_is_refused(standin_server):
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, standin_server.url)
+            url = f"{standin_server.url}/api/session/{c.hello['session']}/scenario"
+            async with s.post(url, data=b"{not json", headers={"Content-Type": "application/json"}) as r:
+                assert r.status == 400
+            scen = {"name": "left", "duration": 0.8, "keys": [{"t": 0.0, "move": [-1.0, 0.0]}]}
+            async with s.post(url, json=scen) as r:
+                assert r.status == 200 and (await r.json())["state"] == "playing"
+            done = await c.next_text("scenario", timeout=5.0)
+            assert done["state"] == "finished"
+            assert c.debug(c.frames[-1])["sim_position"][0] < -0.2
+            await c.ws.close()
+    run(go())
+
+
+# --------------------------------------------------------------------------------------------------
+# The page in a browser
+
+
+def _browser_tools():
+    node = shutil.which("node")
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    nm = srv.find_three()
+    pw = nm.parent / "playwright-core" / "index.mjs" if nm else None
+    missing = [what for what, ok in (("node", node), (f"chromium ({chromium}; `make browser-deps`)",
+               os.path.exists(chromium)), ("node_modules with three and playwright-core (`make node_modules`)",
+               pw is not None and pw.exists())) if not ok]
+    return node, chromium, pw, missing
+
+
+def test_page_in_chromium(server, tmp_path):
+    node, chromium, pw, missing = _browser_tools()
+    if missing:
+        pytest.skip("browser test needs " + ", ".join(missing))
+    env = {**os.environ, "CHROMIUM": chromium, "PLAYWRIGHT_CORE": str(pw)}
+    out = subprocess.run([node, str(BROWSER_SCRIPT), server.url + "/?quality=low", str(tmp_path)],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "failure" not in report, report["failure"]
+    assert not report["pageErrors"], report["pageErrors"]
+    start, fwd, turn = report["start"], report["afterForward"], report["afterTurn"]
+    assert start["connected"] and start["names"] >= 15 and start["session"]
+    # Holding W for 2 s walks forward (+z: the camera starts looking along +z) a plausible distance.
+    dz = fwd["root"][2] - start["root"][2]
+    dx = fwd["root"][0] - start["root"][0]
+    assert 0.8 < dz < 8.0 and abs(dx) < 0.5 * dz, (start["root"], fwd["root"])
+    # Holding D turns the character towards screen right.
+    dyaw = (turn["yaw"] - fwd["yaw"] + math.pi) % (2 * math.pi) - math.pi
+    assert abs(dyaw) > 0.6, (fwd["yaw"], turn["yaw"])
+    # Malformed messages from the page were answered with errors and the stream went on.
+    after = report["afterMalformed"]
+    assert after["connected"] and len(after["errors"]) >= 6 and report["framesDuringMalformed"] > 5
+    # The canvas shows something (ground, character, overlays), not a flat colour.
+    assert report["canvas"]["variance"] > 50
+    # Rewind shows an earlier frame while paused; resuming continues the simulation.
+    rw = report["rewind"]
+    assert rw["mode"] == "rewind" and rw["shownTime"] < rw["liveTime"] - 0.5
+    assert report["resumed"]["time"] > rw["liveTime"]
+    assert (tmp_path / "forward.png").stat().st_size > 10_000
