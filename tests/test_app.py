@@ -75,13 +75,6 @@ def server():
     s.stop()
 
 
-@pytest.fixture(scope="module")
-def standin_server():
-    s = ServerThread(srv.make_app(srv.standin_backend()))
-    yield s
-    s.stop()
-
-
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
@@ -166,7 +159,7 @@ def test_page_static_vendor_and_traversal(server):
                 assert r.status == 200 and "importmap" in await r.text()
             async with s.get(server.url + "/static/app.js") as r:
                 assert r.status == 200 and "window.motionmatch" in await r.text()
-            three = server.app["three_dir"] is not None
+            three = server.app[srv.THREE_DIR] is not None
             async with s.get(server.url + "/vendor/three/build/three.module.js") as r:
                 assert r.status == (200 if three else 503)
                 if three:
@@ -285,15 +278,17 @@ def test_record_downloads_bvh(server, tmp_path):
     assert 0.2 < float(travel[2]) < 3.0     # ran forward while recording
 
 
-def test_scenario_upload_plays_and_bad_one_is_refused(standin_server):
+def test_scenario_upload_plays_and_bad_one_is_refused(server):
     async def go():
         async with aiohttp.ClientSession() as s:
-            c = await Client.open(s, standin_server.url)
-            url = f"{standin_server.url}/api/session/{c.hello['session']}/scenario"
+            c = await Client.open(s, server.url)
+            url = f"{server.url}/api/session/{c.hello['session']}/scenario"
             async with s.post(url, data=b"{not json", headers={"Content-Type": "application/json"}) as r:
                 assert r.status == 400
-            scen = {"name": "left", "duration": 0.8, "keys": [{"t": 0.0, "move": [-1.0, 0.0]}]}
-            async with s.post(url, json=scen) as r:
+            async with s.post(url, json={"duration": 1.0, "inputs": [{"t": 0.0, "move": [0, 1], "jump": 1}]}) as r:
+                assert r.status == 400 and "jump" in (await r.json())["message"]
+            scen = {"duration": 1.5, "inputs": [{"t": 0.0, "move": [-1.0, 0.0]}]}
+            async with s.post(url + "?name=left", json=scen) as r:
                 assert r.status == 200 and (await r.json())["state"] == "playing"
             done = await c.next_text("scenario", timeout=5.0)
             assert done["state"] == "finished"

@@ -200,7 +200,65 @@ def _add_bench(sub):
     pr.add_argument("--json", action="store_true")
     _add_character_options(pr)
     pr.set_defaults(func=run_bench_runtime)
+    pq = bsub.add_parser("quality", help="run scenarios and tabulate their metrics")
+    pq.add_argument("--db", required=True)
+    pq.add_argument("--scenarios", nargs="+", default=None,
+                    help="scenario files or folders (default: the project's scenarios/ folder)")
+    pq.add_argument("--out", default=None, help="also write each scenario's synth output under this folder")
+    pq.add_argument("--style", default=None, help="tag expression applied to every scenario")
+    pq.add_argument("--json", action="store_true")
+    _add_character_options(pq)
+    pq.set_defaults(func=run_bench_quality)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def run_bench_quality(args) -> int:
+    from dataclasses import replace as dc_replace
+    from .database import load_database
+    from .metrics import compute_metrics, source_foot_sliding_cm_s
+    from .scenario import load_scenario
+    from .search import range_mask
+    from .synth import change_frames, run_scenario, synthesize
+    import numpy as np
+
+    db = load_database(args.db)
+    paths = []
+    roots = args.scenarios or [Path(__file__).resolve().parents[2] / "scenarios"]
+    for r in map(Path, roots):
+        paths += sorted(r.glob("*.json")) if r.is_dir() else [r]
+    if not paths:
+        raise FileNotFoundError(f"no scenario files in {roots}")
+    rows = {}
+    for p in paths:
+        scen = load_scenario(p)
+        if args.style:
+            scen = dc_replace(scen, style=args.style)
+        settings = character_settings_from_args(args)
+        if args.out:
+            m = synthesize(db, scen, Path(args.out) / p.stem, settings, progress=False)
+        else:
+            rec = run_scenario(db, scen, settings)
+            allowed = np.flatnonzero(range_mask(scen.style, db.range_tags)) if scen.style else None
+            m = compute_metrics(rec, db.fps, source_foot_sliding_cm_s(db, allowed_ranges=allowed),
+                                change_frames(scen, db.fps))
+        rows[p.stem] = m
+        print(f"  {p.stem}: done", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
+            "trans/s", "search med", "frame med", "frame p99"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, m in rows.items():
+        r = m["responsiveness_s"]
+        vals = [name, m["nan_frames"], f"{m['foot_sliding_cm_s']:.1f}", f"{m['foot_sliding_source_cm_s']:.1f}",
+                f"{m['trajectory_error_cm']['mean']:.1f}", f"{m['trajectory_error_cm']['p95']:.1f}",
+                f"{m['trajectory_error_cm']['max']:.1f}", f"{m['heading_error_deg']['p95']:.1f}",
+                "-" if r is None else f"{r:.2f}", f"{m['transitions_per_s']:.2f}",
+                f"{m['search_us']['median']:.0f}", f"{m['frame_us']['median']:.0f}", f"{m['frame_us']['p99']:.0f}"]
+        print("| " + " | ".join(map(str, vals)) + " |")
+    return 0
 
 
 def run_bench_runtime(args) -> int:

@@ -77,7 +77,10 @@ def change_frames(scenario: Scenario, fps: float) -> list[int]:
     """Frames at which a scripted input changes (none for path scenarios)."""
     if scenario.is_path:
         return []
-    return [int(round(t * fps)) for t in scenario.change_times if t > 0]
+    from .runtime.controller import GamepadInput
+    # Starting from a standstill counts as a change when the first input asks to move.
+    return [int(round(t * fps)) for t in scenario.change_times
+            if t > 0 or scenario.input_at(0.0) != GamepadInput()]
 
 
 def record_animation(db, rec: dict) -> Animation:

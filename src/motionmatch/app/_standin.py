@@ -203,23 +203,3 @@ class Character:
             "last_transition": self._last_transition,
         }
 
-
-@dataclass
-class Scenario:
-    """Stand-in scenario: piecewise-constant inputs {"duration": s, "keys": [{"t", "move", ...}]}."""
-
-    duration: float
-    keys: list
-
-    def input_at(self, t: float) -> GamepadInput:
-        current = GamepadInput()
-        for k in self.keys:
-            if k["t"] <= t:
-                current = GamepadInput(move=tuple(k.get("move", (0.0, 0.0))), look=k.get("look"),
-                                       run=bool(k.get("run", False)), strafe=bool(k.get("strafe", False)))
-        return current
-
-
-def load_scenario(obj: dict) -> Scenario:
-    keys = sorted(obj.get("keys", []), key=lambda k: float(k["t"]))
-    return Scenario(duration=float(obj["duration"]), keys=keys)

@@ -179,17 +179,24 @@ class Backend:
     description: str = ""
 
 
+BACKEND = web.AppKey("backend", Backend)
+SESSIONS = web.AppKey("sessions", dict)
+THREE_DIR = web.AppKey("three_dir", object)   # Path of node_modules/three, or None
+
+
 def runtime_backend(db) -> Backend:
     """The library's runtime character over a loaded database."""
     from ..runtime.character import Character, CharacterSettings
     from ..runtime.controller import GamepadInput
 
-    def load_scenario(obj):
-        from ..scenario import load_scenario as load
-        return load(obj)
-
     return Backend(new_character=lambda: Character(db, CharacterSettings()), make_input=GamepadInput,
-                   load_scenario=load_scenario, description=getattr(db, "source", "") or "database")
+                   load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")))
+
+
+def parse_scenario(obj: dict):
+    """A scenario from its JSON object (motionmatch.scenario format)."""
+    from .. import scenario
+    return scenario.parse_scenario(obj)
 
 
 def _round(obj, digits=3):
@@ -228,6 +235,7 @@ class Session:
         self.scenario = None
         self.scenario_name = ""
         self.scenario_time = 0.0
+        self.saved_tag_filter = None
         self.step_us = 0.0          # smoothed simulation step time
         self.bytes_sent = 0
         self.frames_sent = 0
@@ -257,7 +265,16 @@ class Session:
 
     def settings_dict(self) -> dict:
         s = self.ch.settings
-        return _round({k: getattr(s, k) for k in _SETTINGS_FIELDS if hasattr(s, k)}, 4)
+        out = {k: getattr(s, k) for k in _SETTINGS_FIELDS if hasattr(s, k)}
+        out["weights"] = self.effective_weights()
+        return _round(out, 4)
+
+    def effective_weights(self) -> dict:
+        """Every channel's weight: the setting where given, else the feature schema's default."""
+        schema = getattr(getattr(getattr(self.ch, "db", None), "features", None), "schema", None)
+        defaults = {c.name: float(c.weight) for c in getattr(schema, "channels", [])}
+        given = getattr(self.ch.settings, "weights", {}) or {}
+        return {c: float(given.get(c, defaults.get(c, 1.0))) for c in getattr(self.ch, "channel_names", [])}
 
     def apply_settings(self, fields: dict) -> None:
         s = self.ch.settings
@@ -294,9 +311,9 @@ class Session:
             self.apply_settings(f)
             return {"type": "settings", "settings": self.settings_dict()}
         if kind == "reset":
+            self.stop_scenario()
             self.ch.reset()
             self.sim_time = 0.0
-            self.scenario = None
             return {"type": "reset"}
         if kind == "pause":
             self.paused = f["paused"]
@@ -311,8 +328,8 @@ class Session:
                 self.rec_rot.clear()
             return self.record_status()
         if kind == "scenario_stop":
-            self.scenario = None
-            return {"type": "scenario", "state": "stopped"}
+            self.stop_scenario()
+            return {"type": "scenario", "state": "stopped", "name": self.scenario_name}
         if kind == "ping":
             return {"type": "pong", "t": f["t"]}
         raise MessageError(f"unhandled message type {kind!r}")
@@ -322,12 +339,36 @@ class Session:
 
     # -- simulation ------------------------------------------------------------------------------
 
+    def start_scenario(self, scenario, name: str) -> None:
+        """Play a scenario from the character's current state. Characters with set_driver get the
+        scenario's driver (paths work too), others its inputs; a scenario style sets the tag filter."""
+        self.stop_scenario()
+        self.scenario, self.scenario_name, self.scenario_time = scenario, name, 0.0
+        self.saved_tag_filter = getattr(self.ch.settings, "tag_filter", None)
+        style = getattr(scenario, "style", None)
+        if style and hasattr(self.ch.settings, "tag_filter"):
+            self.apply_settings({"tag_filter": style})   # raises MessageError on a style unknown here
+            self.pending.append({"type": "settings", "settings": self.settings_dict()})
+        if hasattr(self.ch, "set_driver") and hasattr(scenario, "make_driver"):
+            self.ch.set_driver(_TimeShift(scenario.make_driver(), getattr(self.ch, "time", 0.0)))
+        self.paused = False
+
+    def stop_scenario(self) -> None:
+        if self.scenario is None:
+            return
+        self.scenario = None
+        if hasattr(self.ch, "set_driver"):
+            self.ch.set_driver(None)
+        if getattr(self.ch.settings, "tag_filter", None) != self.saved_tag_filter:
+            self.apply_settings({"tag_filter": self.saved_tag_filter})
+            self.pending.append({"type": "settings", "settings": self.settings_dict()})
+
     def current_input(self):
         if self.scenario is not None:
             inp = self.scenario.input_at(self.scenario_time)
             self.scenario_time += DT
             if self.scenario_time >= self.scenario.duration:
-                self.scenario = None
+                self.stop_scenario()
                 self.pending.append({"type": "scenario", "state": "finished", "name": self.scenario_name})
             return inp
         return self.backend.make_input(move=self.move, look=self.look, run=self.run, strafe=self.strafe)
@@ -358,6 +399,19 @@ class Session:
         pos = np.ascontiguousarray(self.ch.global_positions, dtype="<f4")
         self.seq += 1
         return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text
+
+
+class _TimeShift:
+    """A scenario driver started at character time t0 (drivers read time from the scenario start)."""
+
+    def __init__(self, driver, t0: float):
+        self.driver, self.t0 = driver, t0
+
+    def step(self, controller, t, dt):
+        self.driver.step(controller, t - self.t0, dt)
+
+    def predict(self, *args, **kwargs):
+        return self.driver.predict(*args, **kwargs)
 
 
 async def _send_json(ws: web.WebSocketResponse, obj: dict) -> None:
@@ -411,7 +465,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         return web.Response(status=403, text="cross-origin WebSocket refused\n")
     ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, heartbeat=30.0)
     await ws.prepare(request)
-    backend: Backend = app["backend"]
+    backend: Backend = app[BACKEND]
     try:
         character = await asyncio.get_running_loop().run_in_executor(None, backend.new_character)
     except Exception as exc:  # a broken database must not take the server down
@@ -421,8 +475,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         return ws
     sid = secrets.token_urlsafe(12)
     session = Session(sid, ws, character, backend)
-    app["sessions"][sid] = session
-    log.info("session %s opened (%d active)", sid, len(app["sessions"]))
+    app[SESSIONS][sid] = session
+    log.info("session %s opened (%d active)", sid, len(app[SESSIONS]))
     await _send_json(ws, session.hello())
     task = asyncio.create_task(_simulate(session))
     try:
@@ -459,17 +513,17 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
             pass
         except Exception:
             log.exception("session %s: simulation failed", sid)
-        app["sessions"].pop(sid, None)
+        app[SESSIONS].pop(sid, None)
         if not ws.closed:
             await ws.close()
         secs = max(1e-6, time.monotonic() - session.started)
         log.info("session %s closed after %.1f s: %d frames, %.1f kB/s, step %.0f us (%d active)", sid, secs,
-                 session.frames_sent, session.bytes_sent / secs / 1e3, session.step_us, len(app["sessions"]))
+                 session.frames_sent, session.bytes_sent / secs / 1e3, session.step_us, len(app[SESSIONS]))
     return ws
 
 
 def _session_or_404(request: web.Request) -> Session:
-    s = request.app["sessions"].get(request.match_info["sid"])
+    s = request.app[SESSIONS].get(request.match_info["sid"])
     if s is None:
         raise web.HTTPNotFound(text="no such session (closed tab?)\n")
     return s
@@ -503,7 +557,7 @@ async def record_handler(request: web.Request) -> web.StreamResponse:
 
 async def scenario_handler(request: web.Request) -> web.Response:
     session = _session_or_404(request)
-    loader = request.app["backend"].load_scenario
+    loader = request.app[BACKEND].load_scenario
     if loader is None:
         raise web.HTTPNotImplemented(text="scenarios are not available with this backend\n")
     if request.content_length is None or request.content_length > MAX_SCENARIO_BYTES:
@@ -521,12 +575,12 @@ async def scenario_handler(request: web.Request) -> web.Response:
         raise web.HTTPNotImplemented(text=f"scenario support missing: {exc}\n")
     except (ValueError, KeyError, TypeError, MessageError) as exc:
         return web.json_response({"type": "error", "message": f"bad scenario: {exc}"}, status=400)
-    session.scenario = scenario
-    session.scenario_time = 0.0
-    session.scenario_name = str(obj.get("name") or request.query.get("name", "scenario"))[:80]
-    session.paused = False
-    return web.json_response({"type": "scenario", "state": "playing", "name": session.scenario_name,
-                              "duration": duration})
+    name = request.query.get("name", "scenario")[:80]
+    try:
+        session.start_scenario(scenario, name)
+    except MessageError as exc:
+        return web.json_response({"type": "error", "message": f"bad scenario: {exc}"}, status=400)
+    return web.json_response({"type": "scenario", "state": "playing", "name": name, "duration": duration})
 
 
 async def index_handler(request: web.Request) -> web.StreamResponse:
@@ -534,10 +588,10 @@ async def index_handler(request: web.Request) -> web.StreamResponse:
 
 
 async def status_handler(request: web.Request) -> web.Response:
-    sessions = request.app["sessions"].values()
-    return web.json_response({"sessions": len(request.app["sessions"]),
+    sessions = request.app[SESSIONS].values()
+    return web.json_response({"sessions": len(request.app[SESSIONS]),
                               "step_us": [round(s.step_us, 1) for s in sessions],
-                              "three": request.app["three_dir"] is not None})
+                              "three": request.app[THREE_DIR] is not None})
 
 
 def find_three(node_modules: str | os.PathLike | None = None) -> Path | None:
@@ -565,10 +619,10 @@ async def _headers(request: web.Request, handler):
 def make_app(backend: Backend, node_modules=None) -> web.Application:
     """The aiohttp application: page, static files, /vendor/three, WebSocket and session API."""
     app = web.Application(middlewares=[_headers], client_max_size=MAX_SCENARIO_BYTES + 1024)
-    app["backend"] = backend
-    app["sessions"] = {}
+    app[BACKEND] = backend
+    app[SESSIONS] = {}
     three = find_three(node_modules)
-    app["three_dir"] = three
+    app[THREE_DIR] = three
     app.router.add_get("/", index_handler)
     app.router.add_get("/ws", websocket_handler)
     app.router.add_get("/api/status", status_handler)
@@ -584,7 +638,7 @@ def make_app(backend: Backend, node_modules=None) -> web.Application:
         app.router.add_get("/vendor/three/{tail:.*}", _three_missing)
 
     async def close_sessions(app):
-        for s in list(app["sessions"].values()):
+        for s in list(app[SESSIONS].values()):
             await s.ws.close(code=1001, message=b"server shutdown")
     app.on_shutdown.append(close_sessions)
     return app
@@ -655,16 +709,8 @@ def _main(argv=None) -> int:
 def standin_backend() -> Backend:
     """The BVH-loop stand-in (tests and development only)."""
     from . import _standin
-
-    def load_scenario(obj):
-        try:
-            from ..scenario import load_scenario as load
-        except ImportError:
-            return _standin.load_scenario(obj)
-        return load(obj)
-
     return Backend(new_character=_standin.Character, make_input=_standin.GamepadInput,
-                   load_scenario=load_scenario, description="stand-in (BVH loop)")
+                   load_scenario=parse_scenario, description="stand-in (BVH loop)")
 
 
 if __name__ == "__main__":

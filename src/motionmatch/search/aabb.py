@@ -57,8 +57,8 @@ def _small_distances(sm_lo, sm_hi, lg, q):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _visit_large(lg, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames, lg_first, q, acc,
-                 current, skip, rtol):
+def _visit_large(lg, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames, lg_first, q, current, skip,
+                 rtol):
     """Search large box `lg`: distances to its 4 small boxes, then the tiles of those that pass."""
     a0, a1, a2, a3 = _small_distances(sm_lo, sm_hi, lg, q)
     s0 = lg_first[lg]
@@ -67,7 +67,7 @@ def _visit_large(lg, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames, lg
         if a > thr:
             continue
         s = s0 + k
-        tile_costs(tiles, s, q, acc)
+        acc = tile_costs(tiles, s, q)
         for r in range(16):
             c = acc[r]
             if c <= best:
@@ -130,7 +130,6 @@ def aabb_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi,
         for g in range(n_lg):
             d = max(lo[g] - qj, np.float32(0.0)) + max(qj - hi[g], np.float32(0.0))
             lb[g] += d * d
-    acc = np.empty(16, dtype=np.float32)
     thr = best + abs(best) * rtol
     g0 = -1
     m = np.float32(np.inf)
@@ -140,12 +139,12 @@ def aabb_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi,
             g0 = g
     if g0 >= 0 and lb[g0] <= thr:
         thr, best, best_frame = _visit_large(g0, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames,
-                                             lg_first, q, acc, current, skip, rtol)
+                                             lg_first, q, current, skip, rtol)
     for g in range(n_lg):
         if lb[g] > thr or g == g0:
             continue
         thr, best, best_frame = _visit_large(g, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames,
-                                             lg_first, q, acc, current, skip, rtol)
+                                             lg_first, q, current, skip, rtol)
     bc = np.float32(best) if best_frame >= 0 else np.float32(np.inf)
     return finish(current, cur_ok, cur_cost, best_frame, bc, bias)
 
