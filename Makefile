@@ -23,3 +23,12 @@ test: install
 
 clean:
 	rm -rf $(VENV) .cache
+
+# Browser app: three.js and playwright-core from package-lock.json; Debian chromium for the browser tests.
+node_modules: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch node_modules
+
+.PHONY: browser-deps
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium chromium-driver; fi

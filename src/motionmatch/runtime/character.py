@@ -134,9 +134,18 @@ class Character:
 
     def _setup_touchups(self):
         from .ik import FootLocker
+        from .terrain import GroundSmoother
         s = self.settings
-        self.foot_lockers = [FootLocker(s.foot_unlock_radius, s.foot_lock_halflife) for _ in range(2)]
+        old = getattr(self, "foot_lockers", None)
+        if old is None or (old[0].unlock_radius, old[0].halflife) != (s.foot_unlock_radius, s.foot_lock_halflife):
+            self.foot_lockers = [FootLocker(s.foot_unlock_radius, s.foot_lock_halflife) for _ in range(2)]
+        if not s.foot_locking:
+            for fl in self.foot_lockers:
+                fl.reset()
         self.terrain = getattr(self, "terrain", None)
+        if getattr(self, "_hips_drop", None) is None:
+            self._hips_drop = GroundSmoother(0.08, 0.0)
+            self._ground = GroundSmoother(0.15)
 
     def reset(self, start_frame: int | None = None, position=(0.0, 0.0, 0.0), yaw: float = 0.0) -> None:
         """Stand at `position` facing `yaw`, playing `start_frame` (default: the first searchable frame)."""
@@ -168,6 +177,8 @@ class Character:
         self.locked = np.zeros(2, dtype=bool)
         for fl in self.foot_lockers:
             fl.reset()
+        self._hips_drop.height, self._hips_drop.velocity = 0.0, 0.0
+        self._ground.height, self._ground.velocity = None, 0.0
         self._pose_output()
 
     def set_path(self, points, speed: float, loop: bool = False) -> None:
@@ -362,37 +373,65 @@ class Character:
         lr = self.local_rot.copy()
         lp[0] = self.root_pos
         lr[0] = self.root_rot
+        if self.terrain is not None:
+            # The root (and so the whole body) rides on the smoothed ground height under it.
+            lp[0, 1] = self.root_pos[1] = self._ground.update(float(self.terrain.height(lp[0, 0], lp[0, 2])), dt)
         gp, gr = forward_kinematics(lp, lr, self.skeleton.parents)
         self.locked = np.zeros(2, dtype=bool)
-        if self.settings.foot_locking or self.terrain is not None:
-            lr, gp, gr = self._touchups(lp, lr, gp, gr, dt)
+        if self.settings.ik and (self.settings.foot_locking or self.terrain is not None):
+            lp, lr, gp, gr = self._touchups(lp, lr, gp, gr, dt)
         self.out_local_pos, self.out_local_rot = lp, lr
         self.global_positions, self.global_rotations = gp, gr
 
+    def set_terrain(self, terrain, halflife: float = 0.15) -> None:
+        """Walk on a Heightfield (None = flat ground): the root follows its smoothed height and the
+        leg IK puts the feet on it."""
+        from .terrain import GroundSmoother
+        self.terrain = terrain
+        self._ground = GroundSmoother(halflife)
+
     def _touchups(self, lp, lr, gp, gr, dt):
+        """Foot locking and terrain: ankle targets for the leg IK, hips lowered when a leg cannot reach.
+
+        The lock holds the toe (the joint the contact labels and the sliding metric look at); the
+        ankle target keeps the animated foot's shape: ankle + (toe target - toe)."""
         from .ik import apply_leg_ik
         roles = self.db.roles
-        targets = []
-        ground = []
+        base = float(lp[0, 1])              # the root's height: the animation's ground level now
+        targets, ground = [], []
         for i, side in enumerate(("left", "right")):
             toe = gp[roles[f"{side}_toe"]]
-            foot = gp[roles[f"{side}_foot"]].copy()
-            g = self.terrain.height(foot[0], foot[2]) if self.terrain is not None else None
+            foot = gp[roles[f"{side}_foot"]]
+            lift = 0.0
+            g_toe = None
+            if self.terrain is not None:
+                # Animated heights are relative to flat ground at the root's height; move each foot
+                # to the terrain under it instead.
+                lift = float(self.terrain.height(toe[0], toe[2])) - base
+                g_toe = float(self.terrain.height(toe[0], toe[2]))
+            toe_t = toe + np.array((0.0, lift, 0.0))
             if self.settings.foot_locking:
-                target = self.foot_lockers[i].update(bool(self.contacts[i]), foot, dt)
+                toe_t = self.foot_lockers[i].update(bool(self.contacts[i]), toe_t, dt)
                 self.locked[i] = bool(self.foot_lockers[i].locked)
-            else:
-                target = foot
-            if g is not None:
-                target = target.copy()
-                target[1] += float(g)
-            targets.append(target)
-            ground.append(None if g is None else float(self.terrain.height(toe[0], toe[2])))
-        if not self.settings.ik:
-            return lr, gp, gr
+            targets.append(foot + (toe_t - toe))
+            ground.append(g_toe)
+        # Hips come down when a target is out of reach (never hyper-extend a knee).
+        drop = 0.0
+        for i, side in enumerate(("left", "right")):
+            up, lo, ft = roles[f"{side}_upper_leg"], roles[f"{side}_lower_leg"], roles[f"{side}_foot"]
+            reach = 0.995 * (np.linalg.norm(gp[lo] - gp[up]) + np.linalg.norm(gp[ft] - gp[lo]))
+            d = targets[i] - gp[up]
+            horiz = d[0] ** 2 + d[2] ** 2
+            if d @ d > reach * reach and horiz < reach * reach:
+                drop = max(drop, -d[1] - math.sqrt(reach * reach - horiz))
+        drop = self._hips_drop.update(max(drop, 0.0), dt) if dt > 0 else self._hips_drop.height or 0.0
+        if drop > 1e-5:
+            lp = lp.copy()
+            lp[0, 1] -= drop
+            gp, gr = forward_kinematics(lp, lr, self.skeleton.parents)
         new_lr = apply_leg_ik(gp, gr, self.skeleton.parents, roles, targets[0], targets[1], (ground[0], ground[1]))
         gp2, gr2 = forward_kinematics(lp, new_lr, self.skeleton.parents)
-        return new_lr, gp2, gr2
+        return lp, new_lr, gp2, gr2
 
     def local_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Output local pose (J,3)/(J,4) with joint 0 the character root in the world."""

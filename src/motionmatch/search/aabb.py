@@ -26,7 +26,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .brute import TILE, finish, make_tiles, row_cost, tile_costs
+from ._simd import box4_distances, tile16_costs
+from .brute import TILE, finish, make_tiles, row_cost
 from .common import segments_of
 
 __all__ = ["AabbIndex", "SMALL", "LARGE", "aabb_kernel"]
@@ -37,37 +38,17 @@ _PER_LARGE = LARGE // SMALL  # 4: the kernel's small-box loop is written for thi
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _small_distances(sm_lo, sm_hi, lg, q):
-    """Squared distances from q to the 4 small boxes of large box lg (scalar lanes vectorize)."""
-    z = np.float32(0.0)
-    a0 = a1 = a2 = a3 = z
-    for j in range(q.shape[0]):
-        qj = q[j]
-        lo = sm_lo[lg, j]
-        hi = sm_hi[lg, j]
-        d0 = max(lo[0] - qj, z) + max(qj - hi[0], z)
-        a0 += d0 * d0
-        d1 = max(lo[1] - qj, z) + max(qj - hi[1], z)
-        a1 += d1 * d1
-        d2 = max(lo[2] - qj, z) + max(qj - hi[2], z)
-        a2 += d2 * d2
-        d3 = max(lo[3] - qj, z) + max(qj - hi[3], z)
-        a3 += d3 * d3
-    return a0, a1, a2, a3
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
 def _visit_large(lg, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames, lg_first, q, current, skip,
                  rtol):
     """Search large box `lg`: distances to its 4 small boxes, then the tiles of those that pass."""
-    a0, a1, a2, a3 = _small_distances(sm_lo, sm_hi, lg, q)
+    a0, a1, a2, a3 = box4_distances(sm_lo, sm_hi, lg, q)
     s0 = lg_first[lg]
     for k in range(lg_first[lg + 1] - s0):
         a = a0 if k == 0 else (a1 if k == 1 else (a2 if k == 2 else a3))
         if a > thr:
             continue
         s = s0 + k
-        acc = tile_costs(tiles, s, q)
+        acc = tile16_costs(tiles, s, q)
         for r in range(16):
             c = acc[r]
             if c <= best:

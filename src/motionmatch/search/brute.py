@@ -4,11 +4,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._simd import tile64_costs_into
 from .common import canonical_costs, decide
 
-__all__ = ["brute_numpy", "BruteIndex", "brute_kernel", "make_tiles", "tile_costs", "row_cost", "TILE"]
+__all__ = ["brute_numpy", "BruteIndex", "brute_kernel", "make_tiles", "row_cost", "TILE"]
 
-TILE = 16  # rows per tile: tile_costs is written for exactly this
+TILE = 16  # rows per tile: the SIMD kernels in _simd.py are written for exactly this
 
 
 def brute_numpy(features_t: np.ndarray, valid: np.ndarray, query: np.ndarray, current: int = -1,
@@ -38,52 +39,6 @@ def row_cost(features, f, q):
     return c
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def tile_costs(tiles, s, q):
-    """Canonical costs of the 16 rows of tile s ((F, 16) block), as a 16-tuple.
-
-    Sixteen scalar accumulators rather than an array: LLVM keeps them in registers and vectorizes
-    across rows (an accumulator array, or writing the sums to an output array, measured 8-10x slower).
-    """
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = a9 = a10 = a11 = a12 = a13 = a14 = a15 = np.float32(0.0)
-    for j in range(q.shape[0]):
-        qj = q[j]
-        t = tiles[s, j]
-        d0 = t[0] - qj
-        a0 += d0 * d0
-        d1 = t[1] - qj
-        a1 += d1 * d1
-        d2 = t[2] - qj
-        a2 += d2 * d2
-        d3 = t[3] - qj
-        a3 += d3 * d3
-        d4 = t[4] - qj
-        a4 += d4 * d4
-        d5 = t[5] - qj
-        a5 += d5 * d5
-        d6 = t[6] - qj
-        a6 += d6 * d6
-        d7 = t[7] - qj
-        a7 += d7 * d7
-        d8 = t[8] - qj
-        a8 += d8 * d8
-        d9 = t[9] - qj
-        a9 += d9 * d9
-        d10 = t[10] - qj
-        a10 += d10 * d10
-        d11 = t[11] - qj
-        a11 += d11 * d11
-        d12 = t[12] - qj
-        a12 += d12 * d12
-        d13 = t[13] - qj
-        a13 += d13 * d13
-        d14 = t[14] - qj
-        a14 += d14 * d14
-        d15 = t[15] - qj
-        a15 += d15 * d15
-    return (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
-
-
 @numba.njit(cache=True, nogil=True)
 def finish(current, cur_ok, cur_cost, best_frame, best_cost, bias):
     """The continuing-pose rule in numba (same as common.decide)."""
@@ -106,13 +61,14 @@ def brute_kernel(features, valid, tiles, tile_frames, q, current, skip, bias):
             return -2, np.nan
     best_cost = np.float32(np.inf)
     best_frame = -1
-    for s in range(tiles.shape[0]):
-        acc = tile_costs(tiles, s, q)
-        for k in range(16):
+    acc = np.empty(64, dtype=np.float32)
+    for s in range(0, tiles.shape[0], 4):  # the tile count is a multiple of 4
+        tile64_costs_into(tiles, s, q, acc)
+        for k in range(64):
             if acc[k] < best_cost:  # strict: frame order, so equal costs keep the lower frame
-                f = tile_frames[s, k]
+                f = tile_frames[s + k // 16, k % 16]
                 if f < 0:
-                    break  # padding lanes come last
+                    continue  # padding lane
                 if current < 0 or abs(f - current) > skip:
                     best_cost = acc[k]
                     best_frame = f
@@ -155,7 +111,10 @@ class BruteIndex:
 
     def __init__(self, features: np.ndarray, valid: np.ndarray):
         frames = np.flatnonzero(valid)
-        self.tiles, self.tile_frames = make_tiles(features, frames, np.arange(0, len(frames), TILE))
+        tiles, tile_frames = make_tiles(features, frames, np.arange(0, len(frames), TILE))
+        pad = -len(tiles) % 4  # brute_kernel takes 4 tiles (64 rows) at a time
+        self.tiles = np.concatenate((tiles, np.zeros((pad,) + tiles.shape[1:], np.float32)))
+        self.tile_frames = np.concatenate((tile_frames, np.full((pad, TILE), -1, np.int64)))
 
     def search(self, features, valid, q, current, skip, bias):
         return brute_kernel(features, valid, self.tiles, self.tile_frames, q, current, skip, bias)

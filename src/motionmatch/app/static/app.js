@@ -350,7 +350,7 @@ for (const box of document.querySelectorAll('[data-overlay]')) {
 // ------------------------------------------------------------------------------------------------
 // Camera: orbits the character (drag), zooms (wheel), follows smoothly. yaw: the camera's ground forward is
 // (sin yaw, cos yaw), as for the character; 0 looks along +Z.
-const cam = { yaw: 0, pitch: 0.32, distance: 4.2, target: new THREE.Vector3(0, 1, 0), initialized: false };
+const cam = { yaw: 0, pitch: 0.42, distance: 4.6, target: new THREE.Vector3(0, 1, 0), initialized: false };
 let dragging = null;
 canvas.addEventListener('pointerdown', (e) => { dragging = { x: e.clientX, y: e.clientY }; canvas.setPointerCapture(e.pointerId); });
 canvas.addEventListener('pointerup', (e) => { dragging = null; canvas.releasePointerCapture(e.pointerId); });
@@ -732,14 +732,14 @@ function updateHud(now) {
   $('h-clip').textContent = d.clip ?? '–';
   $('h-clip').title = d.clip ?? '';
   $('h-index').textContent = d.frame ?? '–';
-  $('h-style').textContent = d.style ?? '–';
+  $('h-style').textContent = d.style || (d.tags && d.tags.length ? d.tags.join(', ') : '–');
   const f = history[viewIndex], p = viewIndex > 0 ? history[viewIndex - 1] : null;
   if (f && p && f.time > p.time && d.sim_position && p.debug.sim_position) {
     const v = Math.hypot(d.sim_position[0] - p.debug.sim_position[0], d.sim_position[2] - p.debug.sim_position[2]) / (f.time - p.time);
     $('h-speed').textContent = `${v.toFixed(2)} m/s`;
   }
   const lt = d.last_transition;
-  $('h-trans').textContent = lt ? `${lt.from} → ${lt.to}, ${Math.max(0, state.time - lt.time).toFixed(1)} s ago` : 'none yet';
+  $('h-trans').textContent = lt ? `${lt.from} → ${lt.to} · ${Math.max(0, state.time - lt.time).toFixed(1)} s` : 'none yet';
   if (now - bwAt > 1000) { bwRate = (state.bytesReceived - bwBytes) / ((now - bwAt) / 1000); bwBytes = state.bytesReceived; bwAt = now; }
   $('h-bw').textContent = `${(bwRate / 1000).toFixed(1)} kB/s`;
   state.bandwidth = bwRate;
