@@ -152,7 +152,7 @@ class AabbIndex:
         rows = np.flatnonzero(valid)  # increasing: compacted order keeps frame order
         n_rows = len(rows)
         # position of each searchable frame within its segment
-        seg_first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        seg_first = (np.cumsum(lengths) - lengths).astype(np.int64)
         pos = np.arange(n_rows) - np.repeat(seg_first, lengths)
         sm_start = np.flatnonzero(pos % SMALL == 0)
         n_sm = len(sm_start)

@@ -1,0 +1,324 @@
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from motionmatch.search import BACKENDS, Searcher
+from motionmatch.search.bench import (add_bench_search_args, make_queries, read_export, run_bench_search,
+                                      synthetic_features, write_export)
+
+FAST = [b for b in BACKENDS if b != "brute_numpy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+def adversarial(seed=0, n=1500, f=9):
+    """Coarse values (many exact ties), duplicate rows and blocks, a constant column, gaps between
+    ranges, ranges shorter than end_exclude, an empty range, ranges given out of order."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, size=(n, f)).astype(np.float32) * 0.5
+    x[:, 3] = 0.25  # constant column
+    x[100:140] = x[600:640]  # duplicate block
+    x[rng.integers(0, n, 200)] = x[rng.integers(0, n, 200)]  # duplicate rows
+    x[700:800] = x[700]  # a frozen stretch: one row repeated
+    x[900:1000] += rng.normal(size=(100, f)).astype(np.float32) * 1e-3  # near ties
+    ranges = [(0, 300), (300, 310), (310, 315), (320, 700), (700, 705), (705, 1100), (1100, 1100),
+              (1150, 1490)]
+    rng.shuffle(ranges)
+    starts = np.array([r[0] for r in ranges])
+    stops = np.array([r[1] for r in ranges])
+    return x, starts, stops
+
+
+def adversarial_queries(x, rng, count):
+    n, f = x.shape
+    rows = x[rng.integers(0, n, count)]
+    kinds = rng.integers(0, 4, count)
+    q = rows.copy()
+    q[kinds == 1] += rng.normal(size=(int((kinds == 1).sum()), f)).astype(np.float32) * 0.3
+    q[kinds == 2] = rng.integers(-2, 3, size=(int((kinds == 2).sum()), f)).astype(np.float32) * 0.5
+    q[kinds == 3] = rng.normal(size=(int((kinds == 3).sum()), f)).astype(np.float32) * 3
+    return q
+
+
+def all_searchers(x, starts, stops, end_exclude=20):
+    return {b: Searcher(x, starts, stops, backend=b, end_exclude=end_exclude) for b in BACKENDS}
+
+
+def assert_all_agree(searchers, queries, currents, skip, bias, mask=None):
+    ref = searchers["brute_numpy"]
+    for q, c in zip(queries, currents):
+        expected = ref.search(q, int(c), skip, bias, mask=mask)
+        for b in FAST:
+            got = searchers[b].search(q, int(c), skip, bias, mask=mask)
+            assert got == expected, (b, int(c), skip, bias, got, expected)
+    for b in FAST:
+        frames, costs = searchers[b].search_batch(queries, currents, skip, bias, mask=mask)
+        single = [ref.search(q, int(c), skip, bias, mask=mask) for q, c in zip(queries, currents)]
+        np.testing.assert_array_equal(frames, [s[0] for s in single])
+        np.testing.assert_array_equal(costs, [s[1] for s in single])
+
+
+# ---------------------------------------------------------------------------------------------
+# agreement of all back-ends
+
+@pytest.mark.parametrize("skip, bias", [(0, 0.0), (0, 0.3), (3, 0.0), (2, -0.25), (0, np.inf), (1, -np.inf)])
+def test_backends_agree_on_adversarial_data(skip, bias):
+    x, starts, stops = adversarial()
+    s = all_searchers(x, starts, stops)
+    rng = np.random.default_rng(1)
+    q = adversarial_queries(x, rng, 60)
+    cur = rng.integers(-1, len(x), len(q))
+    cur[::4] = -1
+    cur[1::7] = 295  # end-excluded current frame
+    cur[2::9] = 1120  # between ranges
+    assert_all_agree(s, q, cur, skip, bias)
+
+
+@pytest.mark.parametrize("kind", ["random", "sparse", "clips", "nothing"])
+def test_backends_agree_with_masks(kind):
+    x, starts, stops = adversarial(seed=2)
+    s = all_searchers(x, starts, stops, end_exclude=7)
+    rng = np.random.default_rng(3)
+    mask = {"random": rng.random(len(x)) < 0.5, "sparse": rng.random(len(x)) < 0.03,
+            "clips": (np.arange(len(x)) // 200) % 2 == 0, "nothing": np.zeros(len(x), bool)}[kind]
+    q = adversarial_queries(x, rng, 40)
+    cur = rng.integers(-1, len(x), len(q))
+    for sr in s.values():
+        sr.set_mask(mask)
+    assert_all_agree(s, q, cur, 1, 0.1)
+    for sr in s.values():
+        sr.set_mask(None)
+    assert_all_agree(s, q, cur, 0, 0.0, mask=mask)  # per-call mask, same answers
+    if kind == "nothing":
+        assert s["aabb"].search(q[0], mask=mask) == (-1, float("inf"))
+
+
+def test_backends_agree_on_smooth_random_walks():
+    x, starts, stops = synthetic_features(12000, seed=4)
+    s = all_searchers(x, starts, stops)
+    q, cur = make_queries(x, starts, stops, np.arange(15, 27), 60, noise=0.7, seed=5)
+    assert_all_agree(s, q, cur, 0, 0.0)
+    assert_all_agree(s, q, np.full(len(q), -1), 0, 0.0)
+    assert_all_agree(s, q, cur, 5, 0.5)
+    x2 = x.copy()
+    x2[:, 7] = 0.0  # a constant column
+    s2 = all_searchers(x2, starts, stops)
+    assert_all_agree(s2, q[:20], cur[:20], 0, 0.0)
+
+
+def test_backends_agree_on_27d_ties():
+    # every frame duplicated: each query has at least two equal best candidates
+    x, starts, stops = synthetic_features(3000, seed=6)
+    x = np.repeat(x[::2], 2, axis=0)
+    s = all_searchers(x, starts, stops)
+    rng = np.random.default_rng(7)
+    idx = rng.integers(0, len(x), 40)
+    q = x[idx]
+    assert_all_agree(s, q, np.full(len(q), -1), 0, 0.0)
+    for b in BACKENDS:
+        f, c = s[b].search(x[1001])  # rows 1000 and 1001 are equal: the lower frame wins
+        assert (f, c) == (1000, 0.0)
+
+
+def test_cost_is_the_float32_squared_distance():
+    x, starts, stops = synthetic_features(2000, seed=8)
+    q = x[321] + np.float32(0.05)
+    for b in BACKENDS:
+        f, c = Searcher(x, starts, stops, backend=b).search(q)
+        d = (x[f] - q).astype(np.float32)
+        expected = np.float32(0)
+        for v in d:
+            expected = np.float32(expected + v * v)
+        assert c == float(expected)
+        assert f == int(np.argmin(((x[:1980].astype(np.float64) - q) ** 2).sum(1))) or c <= float(expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# semantics, checked by hand on tiny data
+
+def line(n=60):
+    """Frame i has feature (i,): distances are easy to reason about."""
+    return np.arange(n, dtype=np.float32)[:, None]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_end_exclusion(backend):
+    x = line()
+    s = Searcher(x, [0, 30], [30, 60], backend=backend, end_exclude=5)
+    assert s.search(np.array([27.0]))[0] == 24  # 25..29 have no future
+    assert s.search(np.array([29.0]))[0] == 30
+    assert s.search(np.array([100.0]))[0] == 54
+    assert not s.searchable[25:30].any() and s.searchable[:25].all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_short_ranges_and_frames_outside_ranges(backend):
+    x = line()
+    s = Searcher(x, [0, 10, 40], [5, 30, 45], backend=backend, end_exclude=6)
+    # range [0, 5) is shorter than end_exclude; [40, 45) too; frames 30..39 lie in no range
+    assert s.search(np.array([2.0])) == (10, 64.0)
+    assert s.search(np.array([38.0])) == (23, 225.0)
+    empty = Searcher(x, [0], [5], backend=backend, end_exclude=6)
+    assert empty.search(np.array([1.0])) == (-1, float("inf"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bias_keeps_the_current_frame(backend):
+    x = line()
+    s = Searcher(x, [0], [60], backend=backend, end_exclude=5)
+    q = np.array([10.0], dtype=np.float32)
+    assert s.search(q, current=12, bias=0.0) == (10, 0.0)
+    assert s.search(q, current=12, bias=3.9) == (10, 0.0)
+    assert s.search(q, current=12, bias=4.0) == (12, 4.0)  # cost(current) <= best + bias: current wins
+    assert s.search(q, current=11, bias=0.0) == (10, 0.0)
+    # equal costs: the current frame wins at bias 0 (continuing is preferred)
+    q2 = np.array([10.5], dtype=np.float32)
+    assert s.search(q2, current=11) == (11, 0.25)
+    assert s.search(q2) == (10, 0.25)  # without a current frame: the lower frame
+    # an end-excluded current frame does not count, whatever the bias
+    assert s.search(np.array([57.0]), current=57, bias=100.0) == (54, 9.0)
+    # a negative bias: the current frame must beat the others by more than -bias
+    assert s.search(q, current=10, bias=-0.5) == (10, 0.0)  # 0 <= 1 - 0.5
+    assert s.search(q, current=10, bias=-1.5) == (9, 1.0)  # 9 and 11 tie: the lower frame
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_skip_excludes_neighbours_of_current(backend):
+    x = line()
+    s = Searcher(x, [0], [60], backend=backend, end_exclude=5)
+    q = np.array([20.0], dtype=np.float32)
+    never = -np.inf  # bias -inf: the current frame never wins, so we see the best other frame
+    assert s.search(q, current=40, skip=0) == (20, 0.0)
+    assert s.search(q, current=20, skip=0, bias=never) == (19, 1.0)  # only current itself excluded
+    assert s.search(q, current=20, skip=3, bias=never) == (16, 16.0)  # 17..23 excluded
+    assert s.search(q, current=20, skip=3) == (20, 0.0)  # the current frame itself still counts
+    assert s.search(q, current=22, skip=3, bias=never) == (18, 4.0)  # 19..25 excluded
+    assert s.search(q, current=22, skip=3) == (22, 4.0)  # ties with 18: the current frame wins
+    assert s.search(q, current=2, skip=30, bias=never) == (33, 169.0)  # window clipped at frame 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mask(backend):
+    x = line()
+    s = Searcher(x, [0], [60], backend=backend, end_exclude=5)
+    mask = np.zeros(60, bool)
+    mask[[3, 40, 41]] = True
+    s.set_mask(mask)
+    assert s.search(np.array([20.0])) == (3, 289.0)
+    assert s.search(np.array([20.0]), current=10, bias=1000.0) == (3, 289.0)  # masked current never counts
+    assert s.search(np.array([20.0]), current=41, bias=200.0) == (41, 441.0)  # allowed current counts
+    s.set_mask(None)
+    assert s.search(np.array([20.0])) == (20, 0.0)
+
+
+def test_mask_structures_are_cached_by_content():
+    x, starts, stops = synthetic_features(3000, seed=9)
+    s = Searcher(x, starts, stops)
+    mask = np.arange(len(x)) % 3 != 0
+    s.set_mask(mask)
+    first = s._index
+    s.set_mask(None)
+    s.set_mask(mask.copy())
+    assert s._index is first
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+def test_errors():
+    x = line()
+    with pytest.raises(ValueError, match="unknown search backend"):
+        Searcher(x, [0], [60], backend="faiss")
+    with pytest.raises(ValueError, match="overlap"):
+        Searcher(x, [0, 10], [20, 30])
+    with pytest.raises(ValueError):
+        Searcher(x, [0], [61])
+    x_bad = x.copy()
+    x_bad[3, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        Searcher(x_bad, [0], [60])
+    for b in BACKENDS:
+        s = Searcher(x, [0], [60], backend=b)
+        with pytest.raises(ValueError, match="shape"):
+            s.search(np.zeros(2))
+        with pytest.raises(ValueError, match="non-finite"):
+            s.search(np.array([np.nan]))
+        with pytest.raises(ValueError, match="current"):
+            s.search(np.zeros(1), current=60)
+        with pytest.raises(ValueError):
+            s.search(np.zeros(1), skip=-1)
+        with pytest.raises(ValueError, match="mask"):
+            s.set_mask(np.ones(5, bool))
+        with pytest.raises(ValueError, match="non-finite"):
+            s.search_batch(np.array([[np.inf]]))
+
+
+# ---------------------------------------------------------------------------------------------
+# real data, when a database is at hand
+
+def _database_path():
+    for p in (os.environ.get("MOTIONMATCH_TEST_DB"),):
+        if p and Path(p).exists():
+            return Path(p)
+    try:
+        from motionmatch.database import default_database_path
+    except ImportError:
+        return None
+    p = default_database_path()
+    return p if p.exists() else None
+
+
+def test_backends_agree_on_real_database():
+    path = _database_path()
+    if path is None:
+        pytest.skip("no database (set MOTIONMATCH_TEST_DB or build the default one)")
+    from motionmatch.database import load_database
+    from motionmatch.search.bench import trajectory_columns
+    db = load_database(path)
+    x = db.features.normalized
+    x, starts, stops = x[:20000], db.range_starts, db.range_stops
+    keep = starts < len(x)
+    starts, stops = starts[keep], np.minimum(stops[keep], len(x))
+    s = all_searchers(x, starts, stops)
+    q, cur = make_queries(x, starts, stops, trajectory_columns(db.features.channel_slices), 40, noise=0.5)
+    assert_all_agree(s, q, cur, 0, 0.0)
+    assert_all_agree(s, q, np.full(len(q), -1), 2, 0.2)
+
+
+# ---------------------------------------------------------------------------------------------
+# export and bench
+
+def test_export_round_trip(tmp_path):
+    x, starts, stops = synthetic_features(1000, seed=10)
+    q, cur = make_queries(x, starts, stops, np.arange(15, 27), 16)
+    meta = write_export(tmp_path, x, starts, stops, q, cur)
+    assert meta["N"] == 1000 and meta["F"] == 27 and meta["Q"] == 16
+    assert (tmp_path / "features.f32").stat().st_size == 1000 * 27 * 4
+    back = read_export(tmp_path)
+    np.testing.assert_array_equal(back["features"], x)
+    np.testing.assert_array_equal(back["queries"], q)
+    np.testing.assert_array_equal(back["queries_cur"], cur)
+    np.testing.assert_array_equal(back["range_starts"], starts)
+    np.testing.assert_array_equal(back["range_stops"], stops)
+
+
+def test_make_queries_perturbs_only_trajectory_columns():
+    x, starts, stops = synthetic_features(2000, seed=11)
+    q, cur = make_queries(x, starts, stops, np.arange(15, 27), 50, noise=0.5)
+    np.testing.assert_array_equal(q[:, :15], x[cur, :15])
+    assert np.all(np.abs(q[:, 15:] - x[cur, 15:]).max(axis=1) > 0)
+
+
+def test_bench_runs_on_an_export(tmp_path, capsys):
+    x, starts, stops = synthetic_features(3000, seed=12)
+    q, cur = make_queries(x, starts, stops, np.arange(15, 27), 20)
+    write_export(tmp_path, x, starts, stops, q, cur)
+    parser = argparse.ArgumentParser()
+    add_bench_search_args(parser)
+    assert run_bench_search(parser.parse_args(["--queries", str(tmp_path), "--json"])) == 0
+    out = capsys.readouterr().out
+    assert '"aabb"' in out and '"current_median_us"' in out and '"disagreements"' not in out

@@ -1,0 +1,104 @@
+"""Touch-ups in the running character: foot locking with leg IK, terrain, retargeted synthesis."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bvh_fixtures import write_lafan1_bvh
+from motionmatch.cli import main
+from motionmatch.io.bvh import read_bvh
+from motionmatch.metrics import compute_metrics, source_foot_sliding_cm_s
+from motionmatch.runtime.character import CharacterSettings
+from motionmatch.runtime.terrain import Heightfield
+from motionmatch.scenario import parse_scenario
+from motionmatch.skeleton import find_roles
+from motionmatch.synth import change_frames, run_scenario
+
+SCEN = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def _metrics(db, scen, **kw):
+    rec = run_scenario(db, scen, CharacterSettings(**kw))
+    return rec, compute_metrics(rec, db.fps, source_foot_sliding_cm_s(db), change_frames(scen, db.fps))
+
+
+def _source_accel_p99(db):
+    accs = []
+    for r in range(len(db.range_starts)):
+        g, _ = db.global_transforms(slice(int(db.range_starts[r]), int(db.range_stops[r])))
+        accs.append(np.linalg.norm(np.diff(g, 2, axis=0), axis=2).ravel() * db.fps ** 2)
+    return np.percentile(np.concatenate(accs), 99)
+
+
+def test_foot_locking_brings_sliding_below_the_source(jlpm_db):
+    scen = parse_scenario(json.loads((SCEN / "turn90.json").read_text()))
+    rec0, off = _metrics(jlpm_db, scen)
+    rec1, on = _metrics(jlpm_db, scen, foot_locking=True)
+    assert on["nan_frames"] == 0
+    assert on["foot_sliding_cm_s"] < 0.6 * off["foot_sliding_cm_s"]
+    assert on["foot_sliding_cm_s"] <= on["foot_sliding_source_cm_s"]
+    assert rec1["locked"].any(axis=0).all()                  # both feet locked at some point
+    # No pops: the largest joint acceleration at transitions stays under the source's p99.
+    g = rec1["global_positions"]
+    acc = np.linalg.norm(np.diff(g, 2, axis=0), axis=2).max(axis=1) * 60 ** 2
+    tf = rec1["transition_frames"]
+    tf = tf[(tf >= 1) & (tf < len(acc))]
+    assert np.percentile(acc[tf - 1], 90) < _source_accel_p99(jlpm_db)
+
+
+def test_locked_toe_stays_put(jlpm_db):
+    scen = parse_scenario(json.loads((SCEN / "walk.json").read_text()))
+    rec = run_scenario(jlpm_db, scen, CharacterSettings(foot_locking=True))
+    toe = jlpm_db.roles["left_toe"]
+    locked = rec["locked"][:, 0]
+    p = rec["global_positions"][:, toe]
+    both = locked[1:] & locked[:-1]
+    step = np.linalg.norm(np.diff(p[:, [0, 2]], axis=0), axis=1)[both]
+    assert both.sum() > 60
+    assert np.median(step) < 1e-3        # metres per frame while locked
+
+
+@pytest.mark.parametrize("spec", [{"kind": "slope", "angle_deg": 12}, {"kind": "steps", "step_height": 0.08,
+                                                                         "step_length": 0.6, "start": 1.0}])
+def test_terrain_feet_on_ground_no_hyperextension(jlpm_db, spec):
+    scen = parse_scenario({"duration": 6.0, "terrain": spec, "inputs": [
+        {"t": 0.0, "move": [0.0, 1.0], "run": False, "strafe": False, "look": None}]})
+    terrain = Heightfield.from_spec(spec)
+    rec = run_scenario(jlpm_db, scen, CharacterSettings(foot_locking=True), terrain=terrain)
+    m = compute_metrics(rec, jlpm_db.fps, 1.0, change_frames(scen, jlpm_db.fps))
+    assert m["nan_frames"] == 0
+    assert m["foot_penetration_cm"]["mean"] < 0.5 and m["foot_penetration_cm"]["max"] < 3.0
+    assert m["foot_float_cm"]["mean"] < 4.0
+    # The character climbed: its root follows the terrain height.
+    root = rec["root_pos"][-1]
+    assert abs(root[1] - terrain.height(root[0], root[2])) < 0.1
+    assert root[1] > 0.3
+    # Knees never straighten fully (IK keeps a reach buffer).
+    r = jlpm_db.roles
+    g = rec["global_positions"]
+    for side in ("left", "right"):
+        a, b, c = g[:, r[f"{side}_upper_leg"]], g[:, r[f"{side}_lower_leg"]], g[:, r[f"{side}_foot"]]
+        u, l = b - a, c - b
+        cos = (u * l).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(l, axis=1)
+        assert np.degrees(np.arccos(np.clip(cos, -1, 1))).min() > 2.0
+
+
+def test_synth_with_terrain_and_retarget(jlpm_db_path, tmp_path):
+    target = write_lafan1_bvh(tmp_path / "lafan_target.bvh")
+    out = tmp_path / "o"
+    rc = main(["synth", "--db", str(jlpm_db_path), "--scenario", str(SCEN / "terrain_slope.json"), "--out", str(out),
+               "--quiet", "--foot-locking", "--retarget-to", str(target)])
+    assert rc == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert "foot_penetration_cm" in m and "foot_float_cm" in m
+    assert (out / "terrain.npy").exists()
+    anim = read_bvh(out / "motion.bvh")
+    roles = find_roles(anim.skeleton.names)
+    assert "LeftUpLeg" in anim.skeleton.names and anim.num_frames == 720
+    g, _ = anim.global_transforms()
+    assert np.isfinite(g).all()
+    # The retargeted character walked forward (+z) for the first 4 s, up the slope.
+    hips = g[:, roles["hips"]]
+    assert hips[239, 2] - hips[0, 2] > 1.5
+    assert hips[239, 1] > hips[0, 1] + 0.2
