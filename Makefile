@@ -15,10 +15,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-demo: install
+demo: install node_modules
 	$(BIN)/motionmatch demo
 
-test: install
+test: install node_modules browser-deps
 	$(BIN)/python -m pytest
 
 clean:

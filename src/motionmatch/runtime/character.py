@@ -143,6 +143,13 @@ class Character:
             for fl in self.foot_lockers:
                 fl.reset()
         self.terrain = getattr(self, "terrain", None)
+        # Per leg: upper leg, foot, toe joints and the reach (with a small buffer) from bone lengths.
+        roles, off = self.db.roles, self.db.skeleton.offsets
+        self._legs = []
+        for side in ("left", "right"):
+            up, lo, ft = roles[f"{side}_upper_leg"], roles[f"{side}_lower_leg"], roles[f"{side}_foot"]
+            reach = 0.995 * float(np.linalg.norm(self.db.positions[0, lo]) + np.linalg.norm(self.db.positions[0, ft]))
+            self._legs.append((up, ft, roles[f"{side}_toe"], reach))
         if getattr(self, "_hips_drop", None) is None:
             self._hips_drop = GroundSmoother(0.08, 0.0)
             self._ground = GroundSmoother(0.15)
@@ -398,33 +405,34 @@ class Character:
         from .ik import apply_leg_ik
         roles = self.db.roles
         base = float(lp[0, 1])              # the root's height: the animation's ground level now
+        terrain = self.terrain
         targets, ground = [], []
-        for i, side in enumerate(("left", "right")):
-            toe = gp[roles[f"{side}_toe"]]
-            foot = gp[roles[f"{side}_foot"]]
-            lift = 0.0
-            g_toe = None
-            if self.terrain is not None:
-                # Animated heights are relative to flat ground at the root's height; move each foot
-                # to the terrain under it instead.
-                lift = float(self.terrain.height(toe[0], toe[2])) - base
-                g_toe = float(self.terrain.height(toe[0], toe[2]))
-            toe_t = toe + np.array((0.0, lift, 0.0))
-            if self.settings.foot_locking:
-                toe_t = self.foot_lockers[i].update(bool(self.contacts[i]), toe_t, dt)
-                self.locked[i] = bool(self.foot_lockers[i].locked)
-            targets.append(foot + (toe_t - toe))
-            ground.append(g_toe)
-        # Hips come down when a target is out of reach (never hyper-extend a knee).
         drop = 0.0
-        for i, side in enumerate(("left", "right")):
-            up, lo, ft = roles[f"{side}_upper_leg"], roles[f"{side}_lower_leg"], roles[f"{side}_foot"]
-            reach = 0.995 * (np.linalg.norm(gp[lo] - gp[up]) + np.linalg.norm(gp[ft] - gp[lo]))
-            d = targets[i] - gp[up]
-            horiz = d[0] ** 2 + d[2] ** 2
-            if d @ d > reach * reach and horiz < reach * reach:
-                drop = max(drop, -d[1] - math.sqrt(reach * reach - horiz))
-        drop = self._hips_drop.update(max(drop, 0.0), dt) if dt > 0 else self._hips_drop.height or 0.0
+        # Scalar maths on purpose: numpy calls on 3-vectors cost more than the IK itself.
+        for i, (up, ft, toe_j, reach) in enumerate(self._legs):
+            tx, ty, tz = float(gp[toe_j, 0]), float(gp[toe_j, 1]), float(gp[toe_j, 2])
+            g_toe = None
+            if terrain is not None:
+                # Animated heights are relative to flat ground at the root's height; move each foot
+                # onto the terrain under it instead.
+                g_toe = float(terrain.height(tx, tz))
+                ty += g_toe - base
+            if self.settings.foot_locking:
+                locker = self.foot_lockers[i]
+                t = locker.update(bool(self.contacts[i]), (tx, ty, tz), dt)
+                self.locked[i] = bool(locker.locked)
+                dx, dy, dz = float(t[0]) - float(gp[toe_j, 0]), float(t[1]) - float(gp[toe_j, 1]), float(t[2]) - float(gp[toe_j, 2])
+            else:
+                dx, dy, dz = 0.0, ty - float(gp[toe_j, 1]), 0.0
+            target = (float(gp[ft, 0]) + dx, float(gp[ft, 1]) + dy, float(gp[ft, 2]) + dz)
+            targets.append(target)
+            ground.append(g_toe)
+            # Hips come down when a target is out of reach (never hyper-extend a knee).
+            hx, hy, hz = target[0] - float(gp[up, 0]), target[1] - float(gp[up, 1]), target[2] - float(gp[up, 2])
+            horiz = hx * hx + hz * hz
+            if hx * hx + hy * hy + hz * hz > reach * reach and horiz < reach * reach:
+                drop = max(drop, -hy - math.sqrt(reach * reach - horiz))
+        drop = self._hips_drop.update(max(drop, 0.0), dt) if dt > 0 else (self._hips_drop.height or 0.0)
         if drop > 1e-5:
             lp = lp.copy()
             lp[0, 1] -= drop
