@@ -142,7 +142,8 @@ def _add_character_options(p):
     p.add_argument("--bias", type=float, default=None, help="continuing-pose bias (normalized cost)")
     p.add_argument("--no-adjustment", action="store_true")
     p.add_argument("--no-clamping", action="store_true")
-    p.add_argument("--foot-locking", action="store_true", help="lock feet in contact (leg IK)")
+    p.add_argument("--foot-locking", action=argparse.BooleanOptionalAction, default=None,
+                   help="lock feet in contact with leg IK (default on)")
     p.add_argument("--backend", default=None, help="search back-end (aabb, brute, brute_numpy)")
 
 
@@ -156,7 +157,8 @@ def character_settings_from_args(args):
             setattr(s, attr, v)
     s.adjustment = not getattr(args, "no_adjustment", False)
     s.clamping = not getattr(args, "no_clamping", False)
-    s.foot_locking = bool(getattr(args, "foot_locking", False))
+    if getattr(args, "foot_locking", None) is not None:
+        s.foot_locking = bool(args.foot_locking)
     return s
 
 

@@ -46,7 +46,7 @@ class CharacterSettings:
     clamping: bool = True
     clamp_radius: float = 0.15
     clamp_angle_deg: float = 90.0
-    foot_locking: bool = False
+    foot_locking: bool = True
     foot_unlock_radius: float = 0.2
     foot_lock_halflife: float = 0.1
     ik: bool = True                                  # leg IK when foot locking or terrain needs it
@@ -446,39 +446,47 @@ class Character:
         return self.out_local_pos.copy(), self.out_local_rot.copy()
 
     def debug(self) -> dict:
-        """State for overlays and HUDs (lists of floats, JSON-ready)."""
+        """State for overlays and HUDs (lists of floats, JSON-ready). Called every frame by the app,
+        so it is plain-float maths."""
         db = self.db
         roles = db.roles
         ctrl = self.controller
-        fwd = quat_rotate(ctrl.rotation, np.array([0.0, 0.0, 1.0]))
+        st = ctrl._s
+        c, sn = math.cos(self.root_yaw), math.sin(self.root_yaw)
+        rx, ry, rz = (float(v) for v in self.root_pos)
+
+        def to_world(x, y, z):
+            return [round(rx + x * c + z * sn, 4), round(ry + y, 4), round(rz - x * sn + z * c, 4)]
+
+        raw = db.features.raw[self.frame].tolist()
         matched = []
-        fs = db.features
         for name, sl in self._traj:
             if self._schema_channels[name].kind == "trajectory_position":
-                xz = fs.raw[self.frame, sl].reshape(-1, 2)
-                local = np.stack([xz[:, 0], np.zeros(len(xz)), xz[:, 1]], axis=1)
-                matched = (self.root_pos + quat_rotate(self.root_rot, local)).round(4).tolist()
+                v = raw[sl]
+                matched = [to_world(v[k], 0.0, v[k + 1]) for k in range(0, len(v), 2)]
         feet = {}
         for i, side in enumerate(("left", "right")):
-            j = roles[f"{side}_foot"]
-            feet[side] = {"position": self.global_positions[j].round(4).tolist(),
-                          "velocity": quat_rotate(self.root_rot, fs.raw[self.frame, self.slices.get(f"{side}_foot_velocity", slice(0, 0))].astype(np.float64)).round(3).tolist()
-                          if f"{side}_foot_velocity" in self.slices else [0.0, 0.0, 0.0],
-                          "contact": bool(self.contacts[i]), "locked": bool(self.locked[i])}
+            sl = self.slices.get(f"{side}_foot_velocity")
+            if sl is not None:
+                vx, vy, vz = raw[sl]
+                vel = [round(vx * c + vz * sn, 3), round(vy, 3), round(-vx * sn + vz * c, 3)]
+            else:
+                vel = [0.0, 0.0, 0.0]
+            feet[side] = {"position": [round(float(x), 4) for x in self.global_positions[roles[f"{side}_foot"]]],
+                          "velocity": vel, "contact": bool(self.contacts[i]), "locked": bool(self.locked[i])}
         desired = getattr(self, "desired_trajectory", None)
         r = int(self._range_of[self.frame])
-        tags = db.range_tags[r]
         return {
-            "sim_position": ctrl.position.round(4).tolist(),
-            "sim_direction": fwd.round(4).tolist(),
-            "desired_trajectory": [] if desired is None else np.asarray(desired).round(4).tolist(),
+            "sim_position": [round(st.px, 4), round(st.py, 4), round(st.pz, 4)],
+            "sim_direction": [round(math.sin(st.yaw), 4), 0.0, round(math.cos(st.yaw), 4)],
+            "desired_trajectory": [] if desired is None else [[round(float(x), 4) for x in p] for p in desired],
             "matched_trajectory": matched,
             "feet": feet,
             "clip": db.range_names[r],
             "frame": int(self.frame),
             "clip_frame": int(self.frame - db.range_starts[r]),
             "style": self.settings.tag_filter,
-            "tags": tags,
+            "tags": db.range_tags[r],
             "search_us": round(self.last_search_us, 1),
             "frame_us": round(self.last_frame_us, 1),
             "channel_costs": {k: round(v, 4) for k, v in self.channel_costs.items()},

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["validate_features", "validate_ranges", "searchable_frames", "segments_of", "canonical_costs",
-           "decide", "prepare_query"]
+           "decide", "validate_mask"]
 
 
 def validate_features(features) -> np.ndarray:
@@ -80,15 +80,6 @@ def validate_mask(mask, n_frames: int) -> np.ndarray | None:
     if m.dtype != np.bool_ or m.shape != (n_frames,):
         raise ValueError(f"mask must be bool ({n_frames},), got {m.dtype} {m.shape}")
     return np.ascontiguousarray(m)
-
-
-def prepare_query(query, n_features: int) -> np.ndarray:
-    q = np.ascontiguousarray(query, dtype=np.float32)
-    if q.shape != (n_features,):
-        raise ValueError(f"query must have shape ({n_features},), got {q.shape}")
-    if not np.isfinite(q).all():
-        raise ValueError("query holds a non-finite value")
-    return q
 
 
 def canonical_costs(features_t: np.ndarray, query: np.ndarray) -> np.ndarray:
