@@ -260,31 +260,13 @@ def test_errors():
 
 
 # ---------------------------------------------------------------------------------------------
-# real data, when a database is at hand
+# real data: the default database built from ../shared/mocap (conftest fixture)
 
-def _database_path():
-    for p in (os.environ.get("MOTIONMATCH_TEST_DB"),):
-        if p and Path(p).exists():
-            return Path(p)
-    try:
-        from motionmatch.database import default_database_path
-    except ImportError:
-        return None
-    p = default_database_path()
-    return p if p.exists() else None
-
-
-def test_backends_agree_on_real_database():
-    path = _database_path()
-    if path is None:
-        pytest.skip("no database (set MOTIONMATCH_TEST_DB or build the default one)")
-    from motionmatch.database import load_database
+def test_backends_agree_on_real_database(jlpm_db):
     from motionmatch.search.bench import trajectory_columns
-    db = load_database(path)
+    db = jlpm_db
     x = db.features.normalized
-    x, starts, stops = x[:20000], db.range_starts, db.range_stops
-    keep = starts < len(x)
-    starts, stops = starts[keep], np.minimum(stops[keep], len(x))
+    starts, stops = db.range_starts, db.range_stops
     s = all_searchers(x, starts, stops)
     q, cur = make_queries(x, starts, stops, trajectory_columns(db.features.channel_slices), 40, noise=0.5)
     assert_all_agree(s, q, cur, 0, 0.0)

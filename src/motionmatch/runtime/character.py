@@ -207,23 +207,25 @@ class Character:
 
     def _query(self) -> np.ndarray:
         """Raw query: the playing frame's pose features, trajectory from the controller relative to the
-        character root (so a lagging character asks to catch up)."""
-        fs = self.db.features
-        q = fs.raw[self.frame].astype(np.float64).copy()
+        character root (so a lagging character asks to catch up). Plain-float maths: it runs at 10 Hz+
+        per character and numpy calls on 3-vectors cost more than the search."""
+        q = self.db.features.raw[self.frame].astype(np.float64)
         if self.driver is not None:
             pos, rot = self.driver.predict(self.controller, self._traj_offsets, self.db.fps)
         else:
             pos, rot = self.controller.predict(self._traj_offsets, self.db.fps)
-        inv = quat_inv(self.root_rot)
-        rel = quat_rotate(inv, pos - self.root_pos)
-        fwd = quat_rotate(quat_mul(inv[None], rot), np.array([0.0, 0.0, 1.0]))
-        index = {o: i for i, o in enumerate(self._traj_offsets)}
+        c, sn = math.cos(self.root_yaw), math.sin(self.root_yaw)
+        rx, rz = float(self.root_pos[0]), float(self.root_pos[2])
+        rel, fwd = {}, {}
+        for i, o in enumerate(self._traj_offsets):
+            dx, dz = float(pos[i, 0]) - rx, float(pos[i, 2]) - rz
+            rel[o] = (dx * c - dz * sn, dx * sn + dz * c)          # into the root's frame
+            yaw = 2.0 * math.atan2(float(rot[i, 2]), float(rot[i, 0])) - self.root_yaw
+            fwd[o] = (math.sin(yaw), math.cos(yaw))
         for name, sl in self._traj:
-            c = self._schema_channels[name]
-            vals = []
-            for o in c.offsets:
-                i = index[o]
-                vals.extend((rel[i, 0], rel[i, 2]) if c.kind == "trajectory_position" else (fwd[i, 0], fwd[i, 2]))
+            ch = self._schema_channels[name]
+            src = rel if ch.kind == "trajectory_position" else fwd
+            vals = [v for o in ch.offsets for v in src[o]]
             q[sl] = vals
         self.desired_trajectory = pos
         return q
@@ -254,8 +256,9 @@ class Character:
         self._force_search = False
         if best < 0:
             return
-        f = self.db.features.normalized[best]
-        self.channel_costs = {n: float(((q[sl] - f[sl]) ** 2).sum()) for n, sl in self.slices.items()}
+        d = q - self.db.features.normalized[best]
+        d *= d
+        self.channel_costs = {n: float(d[sl].sum()) for n, sl in self.slices.items()}
         self.last_cost = cost
         if best != self.frame:
             self._transition(best)
