@@ -317,7 +317,8 @@ def save_database(db: Database, path) -> int:
             np.savez(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
                      parents=skel.parents, offsets=skel.offsets, positions=db.positions,
                      rotations=db.rotations, contacts=db.contacts, range_starts=db.range_starts,
-                     range_stops=db.range_stops, features=db.features.raw)
+                     range_stops=db.range_stops, features=db.features.raw,
+                     feature_offset=db.features.offset, feature_dim_std=db.features.dim_std)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -327,13 +328,41 @@ def save_database(db: Database, path) -> int:
     return size
 
 
+def _map_npz(path) -> dict:
+    """Arrays of an uncompressed .npz, memory-mapped read-only: opening a 500 MB database costs
+    milliseconds (zipfile's CRC check alone would take 0.2 s), and pages load as they are used."""
+    import zipfile
+    out = {}
+    with zipfile.ZipFile(path) as zf, open(path, "rb") as f:
+        for info in zf.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
+                raise DatabaseError(f"{path}: member {info.filename} is compressed; rebuild the database")
+            f.seek(info.header_offset)
+            local = f.read(30)
+            name_len = int.from_bytes(local[26:28], "little")
+            extra_len = int.from_bytes(local[28:30], "little")
+            f.seek(info.header_offset + 30 + name_len + extra_len)
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            offset = f.tell()
+            name = info.filename[:-4]
+            if int(np.prod(shape)) == 0:
+                out[name] = np.zeros(shape, dtype=dtype)
+            else:
+                out[name] = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                                      order="F" if fortran else "C")
+    return out
+
+
 def load_database(path) -> Database:
     """Load a database written by save_database; checks the format version."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such database (build one with `motionmatch build DATA -o {path}`)")
     try:
-        z = np.load(path, allow_pickle=False)
+        z = _map_npz(path)
         header = json.loads(bytes(z["header"]).decode())
     except Exception as e:  # a zip/npz that is not ours
         raise DatabaseError(f"{path}: not a motionmatch database ({e})") from None
@@ -344,7 +373,8 @@ def load_database(path) -> Database:
     skel = Skeleton(names=header["names"], parents=z["parents"], offsets=z["offsets"],
                     end_sites={int(k): np.array(v) for k, v in header["end_sites"].items()},
                     channels=[tuple(c) for c in header["channels"]])
-    fs = FeatureSet(schema_from_dict(header["schema"]), z["features"])
+    fs = FeatureSet(schema_from_dict(header["schema"]), np.asarray(z["features"]),
+                    offset=z.get("feature_offset"), dim_std=z.get("feature_dim_std"))
     meta = dict(header["meta"])
     meta["bytes"] = path.stat().st_size
     return Database(skeleton=skel, roles=header["roles"], fps=header["fps"], positions=z["positions"],

@@ -213,15 +213,18 @@ class FeatureSet:
 
     schema: FeatureSchema
     raw: np.ndarray                       # (N, F) float32
-    offset: np.ndarray = field(init=False)
+    offset: np.ndarray = None             # mean per dimension (computed when not given)
+    dim_std: np.ndarray = None            # std per dimension (computed when not given)
     std: np.ndarray = field(init=False)   # per channel (before weights), broadcast per dimension
     scale: np.ndarray = field(init=False)
     normalized: np.ndarray = field(init=False)
 
     def __post_init__(self):
-        raw64 = self.raw.astype(np.float64)
-        self.offset = raw64.mean(0)
-        dim_std = raw64.std(0)
+        if self.offset is None or self.dim_std is None:
+            raw64 = self.raw.astype(np.float64)
+            self.offset = raw64.mean(0)
+            self.dim_std = raw64.std(0)
+        dim_std = self.dim_std
         std = np.empty(self.raw.shape[1])
         for c in self.schema.channels:
             s = self.schema.slices()[c.name]
