@@ -1,4 +1,5 @@
 import argparse
+import json
 import os
 from pathlib import Path
 
@@ -306,3 +307,26 @@ def test_bench_runs_on_an_export(tmp_path, capsys):
     assert run_bench_search(parser.parse_args(["--queries", str(tmp_path), "--json"])) == 0
     out = capsys.readouterr().out
     assert '"aabb"' in out and '"current_median_us"' in out and '"disagreements"' not in out
+
+
+def test_features_export_with_runtime_queries_and_bench(jlpm_db_path, tmp_path, capsys):
+    from motionmatch.cli import main
+    from motionmatch.database import load_database
+    out = tmp_path / "exp"
+    assert main(["features", "export", str(jlpm_db_path), "--out", str(out), "--queries", "60"]) == 0
+    db = load_database(jlpm_db_path)
+    n, f = db.features.normalized.shape
+    feats = np.fromfile(out / "features.f32", dtype="<f4").reshape(n, f)
+    assert np.array_equal(feats, db.features.normalized)
+    ranges = np.fromfile(out / "ranges.i32", dtype="<i4").reshape(-1, 2)
+    assert np.array_equal(ranges[:, 0], db.range_starts) and np.array_equal(ranges[:, 1], db.range_stops)
+    q = np.fromfile(out / "queries.f32", dtype="<f4").reshape(-1, f)
+    cur = np.fromfile(out / "queries_cur.i32", dtype="<i4")
+    assert q.shape == (60, f) and cur.shape == (60,)
+    assert ((cur >= 0) & (cur < n)).all()          # a running character always has a current frame
+    # Pose columns of a runtime query are the current frame's own features.
+    assert np.allclose(q[:, :15], feats[cur, :15], atol=1e-4)
+    capsys.readouterr()
+    assert main(["bench", "search", "--queries", str(out), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res["backends"]) == {"brute_numpy", "brute", "aabb"}

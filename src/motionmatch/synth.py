@@ -152,3 +152,21 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     plot_trajectory(out / "trajectory.png", rec, scenario, db.fps)
     return metrics
+
+
+def recorded_queries(db, n: int, seed: int = 0, settings: CharacterSettings | None = None):
+    """Real queries: the normalized query vectors and current frames of a character driven by random
+    input (walk, run, turns, stops) until `n` searches happened. Returns (queries (n,F) float32,
+    current (n,) int32)."""
+    from .scenario import random_scenario
+    ch = Character(db, settings or CharacterSettings(foot_locking=False))
+    ch.set_driver(random_scenario(max(10.0, n * 0.12), seed=seed).make_driver())
+    qs, cur = [], []
+    dt = 1.0 / db.fps
+    while len(qs) < n:
+        frame = ch.frame            # the frame playing when this step searches
+        ch.step(None, dt)
+        if ch.t_search_us > 0:
+            qs.append(ch.last_query.copy())
+            cur.append(frame)
+    return np.asarray(qs, dtype=np.float32), np.asarray(cur, dtype=np.int32)

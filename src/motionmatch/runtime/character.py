@@ -250,6 +250,7 @@ class Character:
         t0 = time.perf_counter()
         raw = self._query()
         q = self.db.features.normalize(raw)
+        self.last_query = q
         best, cost = self.searcher.search(q, current=self.frame, bias=s.bias)
         self.last_search_us = (time.perf_counter() - t0) * 1e6
         self._search_timer = s.search_interval

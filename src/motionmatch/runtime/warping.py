@@ -74,10 +74,12 @@ class WarpSettings:
     play_rate: bool = True
     rate_min: float = 0.8
     rate_max: float = 1.2
+    rate_share: float = 1.0                 # share of the speed ratio (in log) given to the play rate first
     stride: bool = True
     stride_min: float = 0.5
     stride_max: float = 1.2
     speed_halflife: float = 0.2             # smoothing of play rate and stride scale
+    query_speed_floor: float = 0.8          # slower requests ask the matcher for this speed (0: off)
     slope: bool = True
     slope_max_deg: float = 30.0             # steepest tilt given to a foot
     hips_halflife: float = 0.1
@@ -286,15 +288,18 @@ def warp_pose_orientation(local_rot, roles, parents, angle_rad: float, rig: Pose
 # Play rate and stride
 
 
-def playback_rate(desired_speed: float, anim_speed: float, bounds=(0.8, 1.2), min_speed: float = 0.1) -> float:
+def playback_rate(desired_speed: float, anim_speed: float, bounds=(0.8, 1.2), min_speed: float = 0.1,
+                  share: float = 1.0) -> float:
     """Play rate (x real time) bringing the animation's speed toward the desired one, within bounds.
 
-    1 when either speed is below `min_speed` (m/s): standing, turning on the spot and stopping
-    clips play as captured.
+    share (0..1): the part of the speed ratio, in log, the rate takes (1: all it can, the stride
+    only takes what is left; 0.5: rate and stride split it). 1 when either speed is below
+    `min_speed` (m/s): standing, turning on the spot and stopping clips play as captured.
     """
     if desired_speed < min_speed or anim_speed < min_speed:
         return 1.0
-    return _clamp(desired_speed / anim_speed, float(bounds[0]), float(bounds[1]))
+    ratio = desired_speed / anim_speed
+    return _clamp(ratio ** share if share != 1.0 else ratio, float(bounds[0]), float(bounds[1]))
 
 
 def stride_scale(desired_speed: float, anim_speed: float, rate: float = 1.0, bounds=(0.5, 1.2),
@@ -337,15 +342,38 @@ class SpeedWarper:
         self.rate, self.rate_vel = 1.0, 0.0
         self.scale, self.scale_vel = 1.0, 0.0
 
+    def query_scale(self, desired_speed: float) -> float:
+        """Factor (>= 1) for the query's trajectory displacements: a request slower than
+        `query_speed_floor` asks the matcher for that speed (real walking, not shuffling on the spot)
+        as far as the rate and stride can slow it back down (see scale_trajectory)."""
+        s = self.settings
+        if s.query_speed_floor <= 0.0 or desired_speed < 0.1 or desired_speed >= s.query_speed_floor:
+            return 1.0
+        slowest = (s.rate_min if s.play_rate else 1.0) * (s.stride_min if s.stride else 1.0)
+        return max(1.0, min(s.query_speed_floor / desired_speed, 1.0 / max(slowest, 1e-3)))
+
     def update(self, desired_speed: float, anim_speed: float, dt: float) -> tuple[float, float]:
         """(rate, scale) after dt seconds, springing toward playback_rate / stride_scale of the speeds
         (m/s): desired = the simulation's speed, anim = the playing clip's (e.g. from clip_speeds)."""
         s = self.settings
-        r = playback_rate(desired_speed, anim_speed, (s.rate_min, s.rate_max)) if s.play_rate else 1.0
-        k = stride_scale(desired_speed, anim_speed, r, (s.stride_min, s.stride_max)) if s.stride else 1.0
+        rb, sb = (s.rate_min, s.rate_max), (s.stride_min, s.stride_max)
+        r = playback_rate(desired_speed, anim_speed, rb, share=s.rate_share) if s.play_rate else 1.0
+        k = stride_scale(desired_speed, anim_speed, r, sb) if s.stride else 1.0
+        if s.play_rate and s.rate_share < 1.0:
+            r = playback_rate(desired_speed, anim_speed * k, rb)   # the rate takes what the stride cannot
         self.rate, self.rate_vel = _spring(self.rate, self.rate_vel, r, s.speed_halflife, dt)
         self.scale, self.scale_vel = _spring(self.scale, self.scale_vel, k, s.speed_halflife, dt)
         return self.rate, self.scale
+
+
+def scale_trajectory(positions, origin, factor: float) -> np.ndarray:
+    """Trajectory positions (K, 3) with their displacement from `origin` (3,) scaled by factor (the
+    query asks for a faster motion than the prediction; heights unchanged)."""
+    p = np.array(positions, dtype=np.float64)
+    if factor != 1.0:
+        p[:, 0] = origin[0] + (p[:, 0] - origin[0]) * factor
+        p[:, 2] = origin[2] + (p[:, 2] - origin[2]) * factor
+    return p
 
 
 def stride_warp_targets(foot_positions, center, travel_yaw: float, scale: float) -> np.ndarray:

@@ -145,15 +145,32 @@ def add_features_export_args(parser) -> None:
     parser.add_argument("--subset", type=int, metavar="N", help="only the first N frames")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-current", action="store_true", help="write -1 as every query's current frame")
+    parser.add_argument("--query-source", choices=("runtime", "perturbed"), default="runtime",
+                        help="runtime: queries a character made while driven by random input (default); "
+                             "perturbed: real frames with noisy trajectory columns")
+
+
+def _runtime_queries(db_path, n: int, seed: int, n_frames: int):
+    """Queries recorded from the runtime character on the full database; current frames beyond a
+    subset become -1."""
+    from ..database import load_database
+    from ..synth import recorded_queries
+    q, cur = recorded_queries(load_database(db_path), n, seed)
+    return q, np.where(cur < n_frames, cur, -1).astype(np.int32)
 
 
 def run_features_export(args) -> int:
     x, starts, stops, traj = _load_db_features(args.db, args.subset)
-    q, cur = make_queries(x, starts, stops, traj, args.queries, args.noise, args.end_exclude, args.seed)
+    if args.query_source == "runtime":
+        q, cur = _runtime_queries(args.db, args.queries, args.seed, len(x))
+    else:
+        q, cur = make_queries(x, starts, stops, traj, args.queries, args.noise, args.end_exclude, args.seed)
     if args.no_current:
         cur[:] = -1
     meta = write_export(args.out, x, starts, stops, q, cur,
-                        {"source": str(args.db), "noise": args.noise, "trajectory_columns": traj.tolist(),
+                        {"source": str(args.db), "query_source": args.query_source,
+                         "noise": args.noise if args.query_source == "perturbed" else None,
+                         "trajectory_columns": traj.tolist(),
                          "end_exclude": args.end_exclude})
     print(f"wrote {args.out}: {meta['N']} frames x {meta['F']} features, {meta['R']} ranges, "
           f"{meta['Q']} queries")
@@ -173,6 +190,9 @@ def add_bench_search_args(parser) -> None:
     parser.add_argument("-n", "--n-queries", type=int, default=2000, help="generated queries (default 2000)")
     parser.add_argument("--noise", type=float, default=0.5,
                         help="trajectory noise of generated queries, in column std (default 0.5)")
+    parser.add_argument("--query-source", choices=("runtime", "perturbed"), default="runtime",
+                        help="with --db: queries a character made while driven by random input (default), "
+                             "or real frames with noisy trajectory columns")
     parser.add_argument("--end-exclude", type=int, default=20)
     parser.add_argument("--skip", type=int, default=0)
     parser.add_argument("--bias", type=float, default=0.0)
@@ -225,6 +245,9 @@ def run_bench_search(args) -> int:
             raise ValueError(f"queries have {queries.shape[1]} features, the database {x.shape[1]}")
         cur = np.where(cur < len(x), cur, -1)
         qsource = f"{len(queries)} queries from {args.queries}"
+    elif args.db and args.query_source == "runtime":
+        queries, cur = _runtime_queries(args.db, args.n_queries, args.seed, len(x))
+        qsource = f"{len(queries)} queries recorded from a character driven by random input"
     else:
         queries, cur = make_queries(x, starts, stops, traj, args.n_queries, args.noise, args.end_exclude,
                                     args.seed)
