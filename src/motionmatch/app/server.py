@@ -692,25 +692,10 @@ def _run(app: web.Application, host: str, port: int) -> int:
 
 
 def _main(argv=None) -> int:
-    """`python -m motionmatch.app.server`: like `motionmatch serve`; `--standin` plays a BVH loop instead
-    of the runtime character (development only)."""
+    """`python -m motionmatch.app.server`: the same as `motionmatch serve`."""
     parser = argparse.ArgumentParser(prog="python -m motionmatch.app.server")
     add_serve_args(parser)
-    parser.add_argument("--standin", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if not args.standin:
-        return run_serve(args)
-    from . import _standin
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    backend = standin_backend()
-    return _run(make_app(backend, node_modules=args.node_modules), args.host, args.port)
-
-
-def standin_backend() -> Backend:
-    """The BVH-loop stand-in (tests and development only)."""
-    from . import _standin
-    return Backend(new_character=_standin.Character, make_input=_standin.GamepadInput,
-                   load_scenario=parse_scenario, description="stand-in (BVH loop)")
+    return run_serve(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
