@@ -21,30 +21,7 @@ from .springs import halflife_to_damping
 # Scalar helpers (numba). Vectors are passed as separate floats to stay allocation free.
 
 
-@numba.njit(cache=True, inline="always")
-def _norm3(x, y, z):
-    return math.sqrt(x * x + y * y + z * z)
-
-
-@numba.njit(cache=True, inline="always")
-def _cross(ax, ay, az, bx, by, bz):
-    return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
-
-
-@numba.njit(cache=True, inline="always")
-def _qmul(aw, ax, ay, az, bw, bx, by, bz):
-    return (aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw)
-
-
-@numba.njit(cache=True, inline="always")
-def _qrot(qw, qx, qy, qz, vx, vy, vz):
-    tx, ty, tz = _cross(qx, qy, qz, vx, vy, vz)
-    tx, ty, tz = 2.0 * tx, 2.0 * ty, 2.0 * tz
-    cx, cy, cz = _cross(qx, qy, qz, tx, ty, tz)
-    return vx + qw * tx + cx, vy + qw * ty + cy, vz + qw * tz + cz
+from ..scalar_quat import cross3 as _cross, norm3 as _norm3, qmul as _qmul, qrot as _qrot
 
 
 @numba.njit(cache=True)

@@ -1,0 +1,61 @@
+"""Scalar quaternion and vector kernels for numba code (w, x, y, z; components passed as floats so
+compiled loops stay allocation free). The numpy versions for arrays are in rotations.py."""
+from __future__ import annotations
+
+import math
+
+import numba
+
+
+@numba.njit(cache=True, inline="always")
+def norm3(x, y, z):
+    return math.sqrt(x * x + y * y + z * z)
+
+
+@numba.njit(cache=True, inline="always")
+def cross3(ax, ay, az, bx, by, bz):
+    return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+
+
+@numba.njit(cache=True, inline="always")
+def qmul(aw, ax, ay, az, bw, bx, by, bz):
+    """Hamilton product a * b."""
+    return (aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw)
+
+
+@numba.njit(cache=True, inline="always")
+def qrot(w, x, y, z, vx, vy, vz):
+    """Rotate (vx, vy, vz) by the unit quaternion (w, x, y, z)."""
+    tx = 2.0 * (y * vz - z * vy)
+    ty = 2.0 * (z * vx - x * vz)
+    tz = 2.0 * (x * vy - y * vx)
+    return (vx + w * tx + (y * tz - z * ty),
+            vy + w * ty + (z * tx - x * tz),
+            vz + w * tz + (x * ty - y * tx))
+
+
+@numba.njit(cache=True, inline="always")
+def qexp(rx, ry, rz):
+    """Rotation vector (axis * angle, radians) to a unit quaternion."""
+    n = math.sqrt(rx * rx + ry * ry + rz * rz)
+    if n < 1e-8:
+        w, x, y, z = 1.0, 0.5 * rx, 0.5 * ry, 0.5 * rz
+        inv = 1.0 / math.sqrt(w * w + x * x + y * y + z * z)
+        return w * inv, x * inv, y * inv, z * inv
+    s = math.sin(0.5 * n) / n
+    return math.cos(0.5 * n), rx * s, ry * s, rz * s
+
+
+@numba.njit(cache=True, inline="always")
+def qlog(w, x, y, z):
+    """Unit quaternion to a rotation vector (radians), the short way round."""
+    if w < 0.0:
+        w, x, y, z = -w, -x, -y, -z
+    s = math.sqrt(x * x + y * y + z * z)
+    if s < 1e-8:
+        return 2.0 * x, 2.0 * y, 2.0 * z
+    k = 2.0 * math.atan2(s, w) / s
+    return x * k, y * k, z * k
