@@ -145,6 +145,8 @@ def _add_character_options(p):
     p.add_argument("--foot-locking", action=argparse.BooleanOptionalAction, default=None,
                    help="lock feet in contact with leg IK (default on)")
     p.add_argument("--backend", default=None, help="search back-end (aabb, brute, brute_numpy)")
+    p.add_argument("--warping", action=argparse.BooleanOptionalAction, default=None,
+                   help="orientation, play-rate, stride and slope warping (default on)")
 
 
 def character_settings_from_args(args):
@@ -159,6 +161,9 @@ def character_settings_from_args(args):
     s.clamping = not getattr(args, "no_clamping", False)
     if getattr(args, "foot_locking", None) is not None:
         s.foot_locking = bool(args.foot_locking)
+    if getattr(args, "warping", None) is not None:
+        for flag in ("orientation", "play_rate", "stride", "slope"):
+            setattr(s.warp, flag, bool(args.warping))
     return s
 
 
@@ -249,7 +254,7 @@ def run_bench_quality(args) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
-            "trans/s", "search med", "frame med", "frame p99"]
+            "trans/s", "vel ok", "face ok", "search med", "frame med", "frame p99"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, m in rows.items():
@@ -258,6 +263,8 @@ def run_bench_quality(args) -> int:
                 f"{m['trajectory_error_cm']['mean']:.1f}", f"{m['trajectory_error_cm']['p95']:.1f}",
                 f"{m['trajectory_error_cm']['max']:.1f}", f"{m['heading_error_deg']['p95']:.1f}",
                 "-" if r is None else f"{r:.2f}", f"{m['transitions_per_s']:.2f}",
+                "-" if not m.get("tracking") else f"{m['tracking']['velocity']['mean']:.2f}",
+                "-" if not m.get("tracking") else f"{m['tracking']['facing']['mean']:.2f}",
                 f"{m['search_us']['median']:.0f}", f"{m['frame_us']['median']:.0f}", f"{m['frame_us']['p99']:.0f}"]
         print("| " + " | ".join(map(str, vals)) + " |")
     return 0

@@ -107,6 +107,37 @@ def responsiveness_s(change_frames: list[int], desired_vel: np.ndarray, root_vel
     return round(float(np.mean(times)), 3) if times else None
 
 
+def tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.ndarray, facing_err_deg: np.ndarray,
+             fps: float, settle_s: float = 0.4) -> dict | None:
+    """For each held input (from a change to the next), skipping its first `settle_s` seconds: the
+    fraction of frames whose root velocity is within 15 degrees and 20 % of the desired velocity
+    (`velocity`), and whose facing is within 20 degrees of the desired facing (`facing`).
+    Mean and minimum over held inputs; None without changes."""
+    if not change_frames:
+        return None
+    F = len(root_vel)
+    bounds = list(change_frames) + [F]
+    vel_ok, face_ok = [], []
+    for k, f0 in enumerate(change_frames):
+        a, b = f0 + int(round(settle_s * fps)), min(bounds[k + 1], F)
+        if b - a < 10:
+            continue
+        want = desired_vel[a:b][:, [0, 2]]
+        ws = np.linalg.norm(want, axis=1)
+        v = root_vel[a:b][:, [0, 2]]
+        speed = np.linalg.norm(v, axis=1)
+        cosang = (v * want).sum(1) / np.maximum(speed * ws, 1e-9)
+        moving = (cosang >= math.cos(math.radians(RESPONSE_ANGLE_DEG))) & \
+                 (np.abs(speed - ws) <= RESPONSE_SPEED_FRACTION * np.maximum(ws, 1e-9))
+        ok = np.where(ws < 0.1, speed < STOP_SPEED, moving)
+        vel_ok.append(ok.mean())
+        face_ok.append((facing_err_deg[a:b] <= 20.0).mean())
+    if not vel_ok:
+        return None
+    return {"velocity": {"mean": round(float(np.mean(vel_ok)), 3), "min": round(float(np.min(vel_ok)), 3)},
+            "facing": {"mean": round(float(np.mean(face_ok)), 3), "min": round(float(np.min(face_ok)), 3)}}
+
+
 def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames: list[int]) -> dict:
     """The metrics.json dictionary from a synthesis record (see synth.py for the record's arrays)."""
     gpos = rec["global_positions"]
@@ -131,6 +162,9 @@ def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames:
         "search_us": _stats(search, ("median", "p99")),
         "frame_us": _stats(rec["frame_us"], ("median", "p99")),
     }
+    if "desired_yaw" in rec:
+        face_err = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["desired_yaw"] + np.pi, 2 * np.pi) - np.pi))
+        out["tracking"] = tracking(change_frames, rec["desired_vel"], rec["root_vel"], face_err, fps)
     if grounds is not None:
         out.update(terrain_metrics(toes, grounds, fps, rec.get("foot_ground")))
     return out

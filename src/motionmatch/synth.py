@@ -35,7 +35,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     F = int(round(scenario.duration * fps))
     J = db.num_joints
     rec = {k: np.zeros((F, 3)) for k in ("root_pos", "sim_pos", "desired_vel", "root_vel")}
-    rec.update(root_yaw=np.zeros(F), sim_yaw=np.zeros(F), frame_us=np.zeros(F),
+    rec.update(root_yaw=np.zeros(F), sim_yaw=np.zeros(F), desired_yaw=np.zeros(F), frame_us=np.zeros(F),
                global_positions=np.zeros((F, J, 3)), local_pos=np.zeros((F, J, 3)),
                local_rot=np.zeros((F, J, 4)), frames=np.zeros(F, dtype=np.int64),
                contacts=np.zeros((F, 2), dtype=bool), locked=np.zeros((F, 2), dtype=bool),
@@ -50,8 +50,9 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
             transitions_at.append(k)
         rec["root_pos"][k] = ch.root_pos
         rec["sim_pos"][k] = ch.controller.position
-        rec["root_yaw"][k] = ch.root_yaw
+        rec["root_yaw"][k] = ch.facing_yaw       # displayed facing: root yaw + orientation warp
         rec["sim_yaw"][k] = ch.controller.yaw
+        rec["desired_yaw"][k] = ch.controller.desired_yaw
         rec["desired_vel"][k] = ch.controller.desired_velocity
         rec["root_vel"][k] = ch.root_velocity
         rec["frame_us"][k] = ch.last_frame_us

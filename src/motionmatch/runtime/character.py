@@ -25,6 +25,9 @@ from ..rotations import (quat_from_scaled_angle_axis, quat_inv, quat_mul, quat_r
 from ..search import Searcher, frame_mask
 from .controller import Controller, ControllerSettings, GamepadInput, PathFollower
 from .inertialization import Inertializer
+from .warping import (OrientationWarper, PoseWarpRig, SpeedWarper, WarpSettings, advance_frame, clip_speeds,
+                      sample_pose, sample_values, scale_trajectory, slope_warp, stride_warp_targets,
+                      terrain_normal, warp_pose_orientation)
 
 INERTIALIZATION_METHODS = ("spring", "quintic", "off")
 
@@ -55,6 +58,9 @@ class CharacterSettings:
     search_backend: str = "aabb"
     sharp_change_speed: float = 0.6                  # m/s change of desired velocity forcing a search
     sharp_change_angle_deg: float = 35.0             # change of desired facing forcing a search
+    # Orientation, stride and slope warping on; play-rate warping off by default: on the jlpm22 data it
+    # raised foot sliding on runs (11 -> 16 cm/s) without better velocity tracking.
+    warp: WarpSettings = field(default_factory=lambda: WarpSettings(play_rate=False))
 
 
 class Character:
@@ -102,6 +108,10 @@ class Character:
         chans = {c.name: c for c in db.features.schema.channels}
         self._traj_offsets = sorted({o for c in chans.values() if c.kind.startswith("trajectory") for o in c.offsets})
         self._schema_channels = chans
+        self.orient_warper = OrientationWarper(self.settings.warp)
+        self.speed_warper = SpeedWarper(self.settings.warp)
+        self.pose_rig = PoseWarpRig(db.roles, db.skeleton.parents)
+        self.clip_speed = clip_speeds(self.root_vel_local, db.range_starts, db.range_stops, fps)
 
     def apply_settings(self) -> None:
         """Apply changed settings (weights re-normalize the features and rebuild the search index)."""
@@ -128,6 +138,7 @@ class Character:
             self.inertializer = Inertializer(self.db.num_joints, method, max(s.halflife, 1e-3), max(s.blend_time, 1e-3))
         else:
             old.halflife, old.blend_time = max(s.halflife, 1e-3), max(s.blend_time, 1e-3)
+        self.orient_warper.settings = self.speed_warper.settings = s.warp
         self._applied.update(weights=weights, backend=s.search_backend, end_exclude=s.end_exclude,
                              tag_filter=s.tag_filter)
         self._setup_touchups()
@@ -161,6 +172,11 @@ class Character:
             searchable = np.flatnonzero(self.searcher.searchable)
             start_frame = int(searchable[0]) if len(searchable) else 0
         self.frame = int(start_frame)
+        self.frame_frac = 0.0        # fractional playback position (play-rate warping)
+        self.rate, self.stride, self.warp_angle = 1.0, 1.0, 0.0
+        self.root_velocity = np.zeros(3)
+        self.orient_warper.reset()
+        self.speed_warper.reset()
         self.time = 0.0
         self.controller.reset(position, yaw)
         self.driver = None
@@ -214,11 +230,23 @@ class Character:
             pos, rot = self.driver.predict(self.controller, self._traj_offsets, self.db.fps)
         else:
             pos, rot = self.controller.predict(self._traj_offsets, self.db.fps)
+        self.desired_trajectory = pos
+        w = self.settings.warp
+        qpos = pos
+        if w.orientation:
+            # Strafing: ask for motion facing the travel direction; the pose warp turns it back.
+            rot = self.orient_warper.query_rotations(pos, rot, self.controller.position,
+                                                     [o / self.db.fps for o in self._traj_offsets])
+        if w.play_rate or w.stride:
+            # Slow requests ask for the slowest well-covered speed; play rate and stride slow it down.
+            st = self.controller._s
+            qpos = scale_trajectory(pos, self.controller.position,
+                                    self.speed_warper.query_scale(math.hypot(st.goal_vx, st.goal_vz)))
         c, sn = math.cos(self.root_yaw), math.sin(self.root_yaw)
         rx, rz = float(self.root_pos[0]), float(self.root_pos[2])
         rel, fwd = {}, {}
         for i, o in enumerate(self._traj_offsets):
-            dx, dz = float(pos[i, 0]) - rx, float(pos[i, 2]) - rz
+            dx, dz = float(qpos[i, 0]) - rx, float(qpos[i, 2]) - rz
             rel[o] = (dx * c - dz * sn, dx * sn + dz * c)          # into the root's frame
             yaw = 2.0 * math.atan2(float(rot[i, 2]), float(rot[i, 0])) - self.root_yaw
             fwd[o] = (math.sin(yaw), math.cos(yaw))
@@ -227,7 +255,6 @@ class Character:
             src = rel if ch.kind == "trajectory_position" else fwd
             vals = [v for o in ch.offsets for v in src[o]]
             q[sl] = vals
-        self.desired_trajectory = pos
         return q
 
     def _needs_search(self, dt) -> bool:
@@ -265,8 +292,9 @@ class Character:
             self._transition(best)
 
     def _transition(self, to: int):
-        src_pos, src_rot, src_vel, src_ang = self._anim_pose(self.frame)
-        dst_pos, dst_rot, dst_vel, dst_ang = self._anim_pose(to)
+        # Source and destination as they would play: fractional frame, velocities at the play rate.
+        src_pos, src_rot, src_vel, src_ang = self._anim_pose(self.frame + self.frame_frac, self.rate)
+        dst_pos, dst_rot, dst_vel, dst_ang = self._anim_pose(float(to), self.rate)
         if self.settings.inertialization == "off":
             self.inertializer.reset()
         else:
@@ -275,18 +303,32 @@ class Character:
         self.last_transition = {"time": round(self.time, 4), "from": int(self.frame), "to": int(to)}
         self.transitions += 1
         self.frame = int(to)
+        self.frame_frac = 0.0
 
-    def _anim_pose(self, f: int):
-        """Local pose of database frame f, with the root expressed as motion in its own frame
-        (position 0, identity rotation, local velocities) so clips far apart in the world blend."""
-        pos = self.db.positions[f].astype(np.float64)
-        rot = self.db.rotations[f].astype(np.float64)
-        vel = self.vel[f].astype(np.float64)
-        ang = self.angvel[f].astype(np.float64)
+    def _anim_pose(self, f: float, rate: float = 1.0):
+        """Local pose at (fractional) database frame f, with the root expressed as motion in its own
+        frame (position 0, identity rotation, local velocities) so clips far apart in the world blend.
+        Velocities are scaled by the play rate."""
+        i = int(f)
+        stop = int(self.db.range_stops[self._range_of[i]])
+        if f == i:
+            pos = self.db.positions[i].astype(np.float64)
+            rot = self.db.rotations[i].astype(np.float64)
+            vel = self.vel[i].astype(np.float64)
+            ang = self.angvel[i].astype(np.float64)
+            vel[0] = self.root_vel_local[i]
+            ang[0] = self.root_angvel_local[i]
+        else:
+            pos, rot = sample_pose(self.db.positions, self.db.rotations, f, stop)
+            vel = sample_values(self.vel, f, stop)
+            ang = sample_values(self.angvel, f, stop)
+            vel[0] = sample_values(self.root_vel_local, f, stop)
+            ang[0] = sample_values(self.root_angvel_local, f, stop)
         pos[0] = 0.0
         rot[0] = (1.0, 0.0, 0.0, 0.0)
-        vel[0] = self.root_vel_local[f]
-        ang[0] = self.root_angvel_local[f]
+        if rate != 1.0:
+            vel *= rate
+            ang *= rate
         return pos, rot, vel, ang
 
     def step(self, inp: GamepadInput | None = None, dt: float = 1.0 / 60.0) -> None:
@@ -299,6 +341,10 @@ class Character:
             self.driver.step(ctrl, self.time, dt)
         else:
             ctrl.update(inp or GamepadInput(), dt)
+        st = ctrl._s
+        w = s.warp
+        if w.orientation:
+            self.orient_warper.plan(st.goal_yaw, st.goal_vx, st.goal_vz, st.yaw, st.vx, st.vz)
         self.t_controller_us = (time.perf_counter() - tc0) * 1e6
 
         self.t_search_us = 0.0
@@ -306,12 +352,18 @@ class Character:
             self._search()
             self.t_search_us = self.last_search_us
 
-        # Play one frame forward (stay on the last frame of a clip; the search above moves on).
+        # Play forward at the play rate (stay on the last frame of a clip; the search above moves on).
         ti0 = time.perf_counter()
-        r = self._range_of[self.frame]
-        if self.frame + 1 < self.db.range_stops[r]:
-            self.frame += 1
-        pos, rot, vel, ang = self._anim_pose(self.frame)
+        sim_speed = math.hypot(st.vx, st.vz)
+        if w.play_rate or w.stride:
+            rate, stride = self.speed_warper.update(sim_speed, float(self.clip_speed[self.frame]), dt)
+            self.rate = rate if w.play_rate else 1.0
+            self.stride = stride if w.stride else 1.0
+        else:
+            self.rate = self.stride = 1.0
+        stop = int(self.db.range_stops[self._range_of[self.frame]])
+        self.frame, self.frame_frac = advance_frame(self.frame, self.frame_frac, self.rate, stop)
+        pos, rot, vel, ang = self._anim_pose(self.frame + self.frame_frac, self.rate)
         if s.inertialization == "off":
             out_p, out_v, out_r, out_w = pos, vel, rot, ang
         else:
@@ -323,7 +375,7 @@ class Character:
         # would cost more than the rest of the frame.
         tp0 = time.perf_counter()
         c, sn = math.cos(self.root_yaw), math.sin(self.root_yaw)
-        lvx, lvz = float(out_v[0, 0]), float(out_v[0, 2])
+        lvx, lvz = float(out_v[0, 0]) * self.stride, float(out_v[0, 2]) * self.stride
         vx, vz = lvx * c + lvz * sn, -lvx * sn + lvz * c
         yaw_rate = float(out_w[0, 1])
         self.root_pos[0] += vx * dt
@@ -331,6 +383,7 @@ class Character:
         self.root_yaw = math.remainder(self.root_yaw + yaw_rate * dt, 2 * math.pi)
         self.root_velocity = np.array((vx, 0.0, vz))
         self._synchronize(math.hypot(vx, vz), yaw_rate, dt)
+        self.warp_angle = self.orient_warper.update(st.yaw, self.root_yaw, sim_speed, dt) if w.orientation else 0.0
 
         self.local_pos, self.local_rot = out_p, out_r
         self.local_vel, self.local_angvel = out_v, out_w
@@ -345,6 +398,8 @@ class Character:
         standing character is never dragged) and clamping of the simulation to a radius around it."""
         s = self.settings
         st = self.controller._s   # scalar state of the simulation object
+        # The root turns toward the travel-matched facing when strafing (the warp shows the rest).
+        goal = self.orient_warper.root_goal_yaw if s.warp.orientation else st.yaw
         if s.adjustment:
             dx, dz = st.px - self.root_pos[0], st.pz - self.root_pos[2]
             k = 1.0 - 0.5 ** (dt / max(s.adjustment_position_halflife, 1e-4))
@@ -355,7 +410,7 @@ class Character:
                 sx, sz = sx * limit / n, sz * limit / n
             self.root_pos[0] += sx
             self.root_pos[2] += sz
-            dyaw = math.remainder(st.yaw - self.root_yaw, 2 * math.pi)
+            dyaw = math.remainder(goal - self.root_yaw, 2 * math.pi)
             kr = 1.0 - 0.5 ** (dt / max(s.adjustment_rotation_halflife, 1e-4))
             ylimit = s.adjustment_max_ratio * (abs(yaw_rate) + speed) * dt
             self.root_yaw = math.remainder(self.root_yaw + max(-ylimit, min(ylimit, dyaw * kr)), 2 * math.pi)
@@ -365,10 +420,15 @@ class Character:
             if dist > s.clamp_radius:
                 st.px = self.root_pos[0] + dx * s.clamp_radius / dist
                 st.pz = self.root_pos[2] + dz * s.clamp_radius / dist
-            dyaw = math.remainder(st.yaw - self.root_yaw, 2 * math.pi)
+            dyaw = math.remainder(goal - self.root_yaw, 2 * math.pi)
             lim = math.radians(s.clamp_angle_deg)
             if abs(dyaw) > lim:
-                st.yaw = math.remainder(self.root_yaw + math.copysign(lim, dyaw), 2 * math.pi)
+                st.yaw = math.remainder(st.yaw - (dyaw - math.copysign(lim, dyaw)), 2 * math.pi)
+
+    @property
+    def facing_yaw(self) -> float:
+        """The displayed facing (radians): the root's yaw plus the orientation warp (the upper body)."""
+        return math.remainder(self.root_yaw + self.warp_angle, 2 * math.pi)
 
     @property
     def root_rot(self) -> np.ndarray:
@@ -383,13 +443,22 @@ class Character:
         lp = self.local_pos.copy()
         lr = self.local_rot.copy()
         lp[0] = self.root_pos
-        lr[0] = self.root_rot
+        angle = self.warp_angle
+        if angle != 0.0:
+            # Orientation warp: the lower body turns to the displayed facing + travel offset, the
+            # spine twists back so the upper body keeps the desired facing.
+            h = 0.5 * (self.root_yaw + angle)
+            lr[0] = (math.cos(h), 0.0, math.sin(h), 0.0)
+            lr = warp_pose_orientation(lr, None, None, -angle, self.pose_rig)
+        else:
+            lr[0] = self.root_rot
         if self.terrain is not None:
             # The root (and so the whole body) rides on the smoothed ground height under it.
             lp[0, 1] = self.root_pos[1] = self._ground.update(float(self.terrain.height(lp[0, 0], lp[0, 2])), dt)
         gp, gr = forward_kinematics(lp, lr, self.skeleton.parents)
         self.locked = np.zeros(2, dtype=bool)
-        if self.settings.ik and (self.settings.foot_locking or self.terrain is not None):
+        striding = abs(self.stride - 1.0) > 1e-3
+        if self.settings.ik and (self.settings.foot_locking or self.terrain is not None or striding):
             lp, lr, gp, gr = self._touchups(lp, lr, gp, gr, dt)
         self.out_local_pos, self.out_local_rot = lp, lr
         self.global_positions, self.global_rotations = gp, gr
@@ -412,9 +481,19 @@ class Character:
         terrain = self.terrain
         targets, ground = [], []
         drop = 0.0
+        shift = None
+        v = self.root_velocity
+        if abs(self.stride - 1.0) > 1e-3 and math.hypot(v[0], v[2]) > 0.05:
+            # Stride warping: feet displacement along the travel scaled about the root.
+            feet = gp[[self._legs[0][1], self._legs[1][1]]]
+            shift = stride_warp_targets(feet, self.root_pos, math.atan2(v[0], v[2]), self.stride) - feet
         # Scalar maths on purpose: numpy calls on 3-vectors cost more than the IK itself.
         for i, (up, ft, toe_j, reach) in enumerate(self._legs):
             tx, ty, tz = float(gp[toe_j, 0]), float(gp[toe_j, 1]), float(gp[toe_j, 2])
+            sx = sz = 0.0
+            if shift is not None:
+                sx, sz = float(shift[i, 0]), float(shift[i, 2])
+                tx, tz = tx + sx, tz + sz
             g_toe = None
             if terrain is not None:
                 # Animated heights are relative to flat ground at the root's height; move each foot
@@ -427,7 +506,7 @@ class Character:
                 self.locked[i] = bool(locker.locked)
                 dx, dy, dz = float(t[0]) - float(gp[toe_j, 0]), float(t[1]) - float(gp[toe_j, 1]), float(t[2]) - float(gp[toe_j, 2])
             else:
-                dx, dy, dz = 0.0, ty - float(gp[toe_j, 1]), 0.0
+                dx, dy, dz = sx, ty - float(gp[toe_j, 1]), sz
             target = (float(gp[ft, 0]) + dx, float(gp[ft, 1]) + dy, float(gp[ft, 2]) + dz)
             targets.append(target)
             ground.append(g_toe)
