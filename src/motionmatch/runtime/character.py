@@ -56,6 +56,7 @@ class CharacterSettings:
     tag_filter: str | None = None
     end_exclude: int = 20
     search_backend: str = "aabb"
+    no_rewind_frames: int = 30                       # never jump 1..N frames back in the playing clip
     sharp_change_speed: float = 0.6                  # m/s change of desired velocity forcing a search
     sharp_change_angle_deg: float = 35.0             # change of desired facing forcing a search
     # Orientation, stride and slope warping on; play-rate warping off by default: on the jlpm22 data it
@@ -175,6 +176,7 @@ class Character:
         self.frame_frac = 0.0        # fractional playback position (play-rate warping)
         self.rate, self.stride, self.warp_angle = 1.0, 1.0, 0.0
         self.root_velocity = np.zeros(3)
+        self._slope_weight = [0.0, 0.0]
         self.orient_warper.reset()
         self.speed_warper.reset()
         self.time = 0.0
@@ -288,7 +290,10 @@ class Character:
         d *= d
         self.channel_costs = {n: float(d[sl].sum()) for n, sl in self.slices.items()}
         self.last_cost = cost
-        if best != self.frame:
+        # A small jump back in the same clip replays what was just shown: a stutter loop (seen on
+        # slow walks, where a decelerating clip keeps matching its own earlier frames).
+        rewind = 0 < self.frame - best <= s.no_rewind_frames and self._range_of[best] == self._range_of[self.frame]
+        if best != self.frame and not rewind:
             self._transition(best)
 
     def _transition(self, to: int):
@@ -520,6 +525,18 @@ class Character:
             lp = lp.copy()
             lp[0, 1] -= drop
             gp, gr = forward_kinematics(lp, lr, self.skeleton.parents)
+        w = self.settings.warp
+        if terrain is not None and w.slope:
+            # Slope warping: planted feet tilt to the ground normal (blended in and out with contact).
+            gr = gr.copy()
+            k = 1.0 - 0.5 ** (dt / 0.05) if dt > 0 else 1.0
+            for i, (_, ft, toe_j, _) in enumerate(self._legs):
+                self._slope_weight[i] += (float(self.contacts[i]) - self._slope_weight[i]) * k
+                n = terrain_normal(terrain.height, float(targets[i][0]), float(targets[i][2]))
+                gr[ft] = slope_warp(gr[ft], n, self._slope_weight[i], math.radians(w.slope_max_deg))
+                # Keep the toe where it was aimed (locked or on the ground): the tilt pivots about it.
+                toe_target = np.asarray(targets[i]) + (gp[toe_j] - gp[ft])
+                targets[i] = toe_target - quat_rotate(gr[ft], lp[toe_j])
         new_lr = apply_leg_ik(gp, gr, self.skeleton.parents, roles, targets[0], targets[1], (ground[0], ground[1]))
         gp2, gr2 = forward_kinematics(lp, new_lr, self.skeleton.parents)
         return lp, new_lr, gp2, gr2
