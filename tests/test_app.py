@@ -235,6 +235,12 @@ def test_settings_are_validated_and_applied_live(server):
             st = (await c.next_text("settings"))["settings"]
             assert st["bias"] == 1.5 and st["weights"][ch0] == 2.5 and st["inertialization"] == "off"
             assert st["foot_locking"] is False
+            assert st["warp_orientation"] is True
+            await c.ws.send_str(json.dumps({"type": "settings", "warp_orientation": False, "warp_limit_deg": 45}))
+            st = (await c.next_text("settings"))["settings"]
+            assert st["warp_orientation"] is False and st["warp_limit_deg"] == 45
+            await c.ws.send_str(json.dumps({"type": "settings", "warp_limit_deg": 400}))
+            assert "warp_limit_deg" in (await c.next_text("error"))["message"]
             await c.ws.send_str(json.dumps({"type": "settings", "weights": {"no_such_channel": 1.0}}))
             assert "no_such_channel" in (await c.next_text("error"))["message"]
             await c.ws.send_str(json.dumps({"type": "settings", "tag_filter": "walk & (("}))

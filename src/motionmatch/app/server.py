@@ -115,6 +115,11 @@ _SETTINGS_FIELDS = {
     "adjustment": _boolean,
     "clamping": _boolean,
     "foot_locking": _boolean,
+    "warp_orientation": _boolean,
+    "warp_stride": _boolean,
+    "warp_play_rate": _boolean,
+    "warp_slope": _boolean,
+    "warp_limit_deg": _number(0.0, 120.0),
     "tag_filter": _optional(_text(200)),
 }
 

@@ -64,6 +64,18 @@ class CharacterSettings:
     warp: WarpSettings = field(default_factory=lambda: WarpSettings(play_rate=False))
 
 
+def _warp_flag(name: str, doc: str):
+    """A flat alias of a WarpSettings field, so UIs and command lines can set it like the others."""
+    return property(lambda self: getattr(self.warp, name), lambda self, v: setattr(self.warp, name, v), doc=doc)
+
+
+CharacterSettings.warp_orientation = _warp_flag("orientation", "orientation warping (strafe, backward)")
+CharacterSettings.warp_stride = _warp_flag("stride", "stride warping (speed between the data's speeds)")
+CharacterSettings.warp_play_rate = _warp_flag("play_rate", "play-rate warping")
+CharacterSettings.warp_slope = _warp_flag("slope", "feet tilted to the ground normal on terrain")
+CharacterSettings.warp_limit_deg = _warp_flag("orientation_limit_deg", "largest upper-body twist (degrees)")
+
+
 class Character:
     """One motion-matched character over a Database (see module docstring)."""
 
