@@ -190,10 +190,12 @@ THREE_DIR = web.AppKey("three_dir", object)   # Path of node_modules/three, or N
 
 
 def runtime_backend(db) -> Backend:
-    """The library's runtime character over a loaded database."""
-    from ..runtime.character import Character, CharacterSettings
+    """The library's runtime character over a loaded database (its kernels compiled up front, so the
+    first client's stream does not stall on JIT compilation)."""
+    from ..runtime.character import Character, CharacterSettings, warm_up
     from ..runtime.controller import GamepadInput
 
+    warm_up(db)
     return Backend(new_character=lambda: Character(db, CharacterSettings()), make_input=GamepadInput,
                    load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")))
 

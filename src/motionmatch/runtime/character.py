@@ -604,3 +604,14 @@ class Character:
             "channel_costs": {k: round(v, 4) for k, v in self.channel_costs.items()},
             "last_transition": self.last_transition,
         }
+
+
+def warm_up(db, frames: int = 120) -> None:
+    """Compile (or load from numba's cache) every kernel a character uses, so the first live frame
+    does not stall: walk, strafe, run and stop for `frames` frames on a throw-away character."""
+    ch = Character(db)
+    moves = (GamepadInput(move=(0.0, 1.0)), GamepadInput(move=(1.0, 0.0), strafe=True),
+             GamepadInput(move=(0.0, 0.5)), GamepadInput(move=(-1.0, 0.0), run=True), GamepadInput())
+    for k in range(frames):
+        ch.step(moves[(k * len(moves)) // frames])
+    ch.debug()
