@@ -50,7 +50,7 @@ class CharacterSettings:
     clamp_radius: float = 0.15
     clamp_angle_deg: float = 90.0
     foot_locking: bool = True
-    foot_unlock_radius: float = 0.2
+    foot_unlock_radius: float = 0.35                 # m; 0.2 let transitions unlock most Bandai steps
     foot_lock_halflife: float = 0.1
     ik: bool = True                                  # leg IK when foot locking or terrain needs it
     tag_filter: str | None = None
