@@ -351,8 +351,10 @@ def _map_npz(path) -> dict:
             if int(np.prod(shape)) == 0:
                 out[name] = np.zeros(shape, dtype=dtype)
             else:
-                out[name] = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
-                                      order="F" if fortran else "C")
+                # A plain ndarray view of the map: memmap's subclass hooks cost ~5 us per indexing,
+                # which the runtime does many times a frame.
+                out[name] = np.asarray(np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                                                 order="F" if fortran else "C"))
     return out
 
 

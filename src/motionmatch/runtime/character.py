@@ -115,6 +115,7 @@ class Character:
         inv0 = quat_inv(rot[:, 0])
         self.root_vel_local = quat_rotate(inv0, self.vel[:, 0].astype(np.float64)).astype(np.float32)
         self.root_angvel_local = quat_rotate(inv0, self.angvel[:, 0].astype(np.float64)).astype(np.float32)
+        self._parents = np.asarray(db.skeleton.parents, dtype=np.int64)
         self._range_of = np.repeat(np.arange(len(db.range_starts)), db.range_stops - db.range_starts)
         self.slices = db.features.channel_slices
         self._traj = [(n_, s) for n_, s in self.slices.items() if n_.startswith("trajectory")]
@@ -472,7 +473,7 @@ class Character:
         if self.terrain is not None:
             # The root (and so the whole body) rides on the smoothed ground height under it.
             lp[0, 1] = self.root_pos[1] = self._ground.update(float(self.terrain.height(lp[0, 0], lp[0, 2])), dt)
-        gp, gr = forward_kinematics(lp, lr, self.skeleton.parents)
+        gp, gr = forward_kinematics(lp, lr, self._parents)
         self.locked = np.zeros(2, dtype=bool)
         striding = abs(self.stride - 1.0) > 1e-3
         if self.settings.ik and (self.settings.foot_locking or self.terrain is not None or striding):
@@ -504,9 +505,13 @@ class Character:
             # Stride warping: feet displacement along the travel scaled about the root.
             feet = gp[[self._legs[0][1], self._legs[1][1]]]
             shift = stride_warp_targets(feet, self.root_pos, math.atan2(v[0], v[2]), self.stride) - feet
-        # Scalar maths on purpose: numpy calls on 3-vectors cost more than the IK itself.
+        # Scalar maths on plain lists on purpose: numpy calls and indexing on 3-vectors cost more
+        # than the IK itself.
+        P = gp.tolist()
+        contacts = self.contacts.tolist()
         for i, (up, ft, toe_j, reach) in enumerate(self._legs):
-            tx, ty, tz = float(gp[toe_j, 0]), float(gp[toe_j, 1]), float(gp[toe_j, 2])
+            ax, ay, az = P[toe_j]
+            tx, ty, tz = ax, ay, az
             sx = sz = 0.0
             if shift is not None:
                 sx, sz = float(shift[i, 0]), float(shift[i, 2])
@@ -519,16 +524,18 @@ class Character:
                 ty += g_toe - base
             if self.settings.foot_locking:
                 locker = self.foot_lockers[i]
-                t = locker.update(bool(self.contacts[i]), (tx, ty, tz), dt)
-                self.locked[i] = bool(locker.locked)
-                dx, dy, dz = float(t[0]) - float(gp[toe_j, 0]), float(t[1]) - float(gp[toe_j, 1]), float(t[2]) - float(gp[toe_j, 2])
+                t = locker.update(contacts[i], (tx, ty, tz), dt)
+                self.locked[i] = locker.locked
+                dx, dy, dz = float(t[0]) - ax, float(t[1]) - ay, float(t[2]) - az
             else:
-                dx, dy, dz = sx, ty - float(gp[toe_j, 1]), sz
-            target = (float(gp[ft, 0]) + dx, float(gp[ft, 1]) + dy, float(gp[ft, 2]) + dz)
+                dx, dy, dz = sx, ty - ay, sz
+            fx, fy, fz = P[ft]
+            target = (fx + dx, fy + dy, fz + dz)
             targets.append(target)
             ground.append(g_toe)
             # Hips come down when a target is out of reach (never hyper-extend a knee).
-            hx, hy, hz = target[0] - float(gp[up, 0]), target[1] - float(gp[up, 1]), target[2] - float(gp[up, 2])
+            ux, uy, uz = P[up]
+            hx, hy, hz = target[0] - ux, target[1] - uy, target[2] - uz
             horiz = hx * hx + hz * hz
             if hx * hx + hy * hy + hz * hz > reach * reach and horiz < reach * reach:
                 drop = max(drop, -hy - math.sqrt(reach * reach - horiz))
@@ -549,8 +556,9 @@ class Character:
                 # Keep the toe where it was aimed (locked or on the ground): the tilt pivots about it.
                 toe_target = np.asarray(targets[i]) + (gp[toe_j] - gp[ft])
                 targets[i] = toe_target - quat_rotate(gr[ft], lp[toe_j])
-        new_lr = apply_leg_ik(gp, gr, self.skeleton.parents, roles, targets[0], targets[1], (ground[0], ground[1]))
-        gp2, gr2 = forward_kinematics(lp, new_lr, self.skeleton.parents)
+        new_lr = apply_leg_ik(gp, gr, self._parents, roles, targets[0], targets[1], (ground[0], ground[1]),
+                              local_rot=lr)
+        gp2, gr2 = forward_kinematics(lp, new_lr, self._parents)
         return lp, new_lr, gp2, gr2
 
     def local_pose(self) -> tuple[np.ndarray, np.ndarray]:

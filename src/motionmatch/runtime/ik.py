@@ -337,19 +337,20 @@ def _solve_leg(gpos, grot, parents, up, lo, ft, toe, target, toe_ground, local):
 
 
 def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_target=None,
-                 right_target=None, toe_ground=(None, None)) -> np.ndarray:
+                 right_target=None, toe_ground=(None, None), local_rot=None) -> np.ndarray:
     """Local rotations (J, 4) of the pose with both legs solved towards their ankle targets.
 
     gpos (J, 3) / grot (J, 4): world positions and rotations of the pose; parents (J,); roles: the
     skeleton roles (left/right upper_leg, lower_leg, foot, toe). left_target / right_target: (3,) world
     ankle targets, None leaves that leg as animated. toe_ground: (left, right) ground heights (metres)
     under the toes, None skips the toe fix. Feet keep their animated world rotation (apart from the
-    toe fix); the toes keep their local rotation.
+    toe fix); the toes keep their local rotation. local_rot: the pose's local rotations when the
+    caller has them (saves recomputing them from grot; only the leg joints are overwritten).
     """
     gpos = np.asarray(gpos, dtype=np.float64)
     grot = np.asarray(grot, dtype=np.float64)
     parents = np.asarray(parents)
-    local = globals_to_locals(grot, parents)
+    local = globals_to_locals(grot, parents) if local_rot is None else np.array(local_rot, dtype=np.float64)
     for side, target, tg in (("left", left_target, toe_ground[0]), ("right", right_target, toe_ground[1])):
         if target is None and tg is None:
             continue
