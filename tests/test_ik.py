@@ -212,3 +212,26 @@ def test_apply_leg_ik_on_real_pose():
     gp3, _ = forward_kinematics(anim.positions[100], local, P)
     assert gp3[lt_toe, 1] == pytest.approx(ground, abs=1e-6)
     assert np.linalg.norm(gp3[lf] - lt) < 1e-6
+
+
+def test_in_place_leg_ik_matches_the_reference_path(jlpm_db):
+    """The compiled whole-pose path the runtime uses equals apply_leg_ik followed by FK."""
+    from motionmatch.kinematics import forward_kinematics
+    from motionmatch.runtime.ik import apply_leg_ik, apply_leg_ik_in_place, leg_chains
+    db = jlpm_db
+    parents = np.asarray(db.skeleton.parents, dtype=np.int64)
+    legs = leg_chains(db.roles)
+    rng = np.random.default_rng(4)
+    for f in rng.integers(0, db.num_frames, 12):
+        lp = db.positions[f].astype(np.float64).copy()
+        lr = db.rotations[f].astype(np.float64).copy()
+        gp, gr = forward_kinematics(lp, lr, parents)
+        lt = gp[db.roles["left_foot"]] + rng.normal(0, 0.05, 3)
+        rt = gp[db.roles["right_foot"]] + rng.normal(0, 0.05, 3)
+        ground = (float(rng.uniform(-0.05, 0.05)), None)
+        ref_lr = apply_leg_ik(gp, gr, parents, db.roles, lt, rt, ground, local_rot=lr)
+        ref_gp, ref_gr = forward_kinematics(lp, ref_lr, parents)
+        gp2, gr2, lr2 = gp.copy(), gr.copy(), lr.copy()
+        apply_leg_ik_in_place(lp.copy(), lr2, gp2, gr2, parents, legs, lt, rt, ground)
+        assert np.allclose(lr2, ref_lr, atol=1e-12)
+        assert np.allclose(gp2, ref_gp, atol=1e-12) and np.allclose(gr2, ref_gr, atol=1e-12)

@@ -53,3 +53,33 @@ def forward_kinematics(local_pos: np.ndarray, local_rot: np.ndarray, parents) ->
     gr = np.empty_like(lr)
     _fk_kernel(lp, lr, np.asarray(parents, dtype=np.int64), gp, gr)
     return gp.reshape(lead + (J, 3)), gr.reshape(lead + (J, 4))
+
+
+@numba.njit(cache=True, fastmath=False)
+def fk_pose_into(lpos, lrot, parents, gpos, grot):
+    """Forward kinematics of one pose (J, 3) / (J, 4) into preallocated gpos / grot (float64).
+
+    For compiled callers (one frame of a character): the same arithmetic as forward_kinematics without
+    its reshaping and allocations. gpos / grot may hold an older pose: each joint reads only its
+    parent's new transform."""
+    for j in range(lpos.shape[0]):
+        p = parents[j]
+        if p < 0:
+            for k in range(3):
+                gpos[j, k] = lpos[j, k]
+            for k in range(4):
+                grot[j, k] = lrot[j, k]
+            continue
+        aw, ax, ay, az = grot[p, 0], grot[p, 1], grot[p, 2], grot[p, 3]
+        bw, bx, by, bz = lrot[j, 0], lrot[j, 1], lrot[j, 2], lrot[j, 3]
+        grot[j, 0] = aw * bw - ax * bx - ay * by - az * bz
+        grot[j, 1] = aw * bx + ax * bw + ay * bz - az * by
+        grot[j, 2] = aw * by - ax * bz + ay * bw + az * bx
+        grot[j, 3] = aw * bz + ax * by - ay * bx + az * bw
+        vx, vy, vz = lpos[j, 0], lpos[j, 1], lpos[j, 2]
+        tx = 2.0 * (ay * vz - az * vy)
+        ty = 2.0 * (az * vx - ax * vz)
+        tz = 2.0 * (ax * vy - ay * vx)
+        gpos[j, 0] = gpos[p, 0] + vx + aw * tx + (ay * tz - az * ty)
+        gpos[j, 1] = gpos[p, 1] + vy + aw * ty + (az * tx - ax * tz)
+        gpos[j, 2] = gpos[p, 2] + vz + aw * tz + (ax * ty - ay * tx)

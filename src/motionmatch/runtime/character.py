@@ -25,9 +25,10 @@ from ..rotations import (quat_from_scaled_angle_axis, quat_inv, quat_mul, quat_r
 from ..search import Searcher, frame_mask
 from .controller import Controller, ControllerSettings, GamepadInput, PathFollower
 from .inertialization import Inertializer
-from .warping import (OrientationWarper, PoseWarpRig, SpeedWarper, WarpSettings, advance_frame, clip_speeds,
-                      sample_pose, sample_values, scale_trajectory, slope_warp, stride_warp_targets,
-                      terrain_normal, warp_pose_orientation)
+from .ik import FootLocker, _legs_pose_kernel, leg_chains
+from .warping import (OrientationWarper, PoseWarpRig, SpeedWarper, WarpSettings, _frame_pose_kernel, advance_frame,
+                      clip_speeds, output_pose, sample_pose, sample_values, scale_trajectory, slope_warp,
+                      terrain_normal)
 
 INERTIALIZATION_METHODS = ("spring", "quintic", "off")
 
@@ -158,7 +159,6 @@ class Character:
         self._setup_touchups()
 
     def _setup_touchups(self):
-        from .ik import FootLocker
         from .terrain import GroundSmoother
         s = self.settings
         old = getattr(self, "foot_lockers", None)
@@ -175,6 +175,7 @@ class Character:
             up, lo, ft = roles[f"{side}_upper_leg"], roles[f"{side}_lower_leg"], roles[f"{side}_foot"]
             reach = 0.995 * float(np.linalg.norm(self.db.positions[0, lo]) + np.linalg.norm(self.db.positions[0, ft]))
             self._legs.append((up, ft, roles[f"{side}_toe"], reach))
+        self._leg_chains = leg_chains(roles)
         if getattr(self, "_hips_drop", None) is None:
             self._hips_drop = GroundSmoother(0.08, 0.0)
             self._ground = GroundSmoother(0.15)
@@ -189,6 +190,7 @@ class Character:
         self.frame_frac = 0.0        # fractional playback position (play-rate warping)
         self.rate, self.stride, self.warp_angle = 1.0, 1.0, 0.0
         self.root_velocity = np.zeros(3)
+        self._root_vxz = (0.0, 0.0)
         self._slope_weight = [0.0, 0.0]
         self.orient_warper.reset()
         self.speed_warper.reset()
@@ -257,13 +259,16 @@ class Character:
             st = self.controller._s
             qpos = scale_trajectory(pos, self.controller.position,
                                     self.speed_warper.query_scale(math.hypot(st.goal_vx, st.goal_vz)))
-        c, sn = math.cos(self.root_yaw), math.sin(self.root_yaw)
+        root_yaw = self.root_yaw
+        c, sn = math.cos(root_yaw), math.sin(root_yaw)
         rx, rz = float(self.root_pos[0]), float(self.root_pos[2])
         rel, fwd = {}, {}
+        qp, qr = np.asarray(qpos, dtype=np.float64).tolist(), np.asarray(rot, dtype=np.float64).tolist()
         for i, o in enumerate(self._traj_offsets):
-            dx, dz = float(qpos[i, 0]) - rx, float(qpos[i, 2]) - rz
+            p, r = qp[i], qr[i]
+            dx, dz = p[0] - rx, p[2] - rz
             rel[o] = (dx * c - dz * sn, dx * sn + dz * c)          # into the root's frame
-            yaw = 2.0 * math.atan2(float(rot[i, 2]), float(rot[i, 0])) - self.root_yaw
+            yaw = 2.0 * math.atan2(r[2], r[0]) - root_yaw
             fwd[o] = (math.sin(yaw), math.cos(yaw))
         for name, sl in self._traj:
             ch = self._schema_channels[name]
@@ -275,12 +280,21 @@ class Character:
     def _needs_search(self, dt) -> bool:
         s = self.settings
         self._search_timer -= dt
-        goal = (self.controller.desired_velocity, self.controller.desired_yaw)
+        st = self.controller._s
+        goal = (st.goal_vx, st.goal_vz, st.goal_yaw)    # desired velocity (x, z) and facing
         sharp = False
-        if self._last_goal is not None:
-            dv = float(np.linalg.norm(goal[0] - self._last_goal[0]))
-            dyaw = abs(math.remainder(goal[1] - self._last_goal[1], 2 * math.pi))
-            sharp = dv > s.sharp_change_speed or math.degrees(dyaw) > s.sharp_change_angle_deg
+        if self._last_goal is not None and not (self._force_search or self._search_timer <= 0.0):
+            last = self._last_goal
+            dx, dz = goal[0] - last[0], goal[1] - last[1]
+            # |dv| exactly as numpy's norm, computed only near the threshold (rounding differs).
+            d2, v = dx * dx + dz * dz, s.sharp_change_speed
+            if v > 0.0 and d2 > 1.01 * v * v:
+                sharp = True
+            elif v <= 0.0 or d2 >= 0.99 * v * v:
+                sharp = float(np.linalg.norm(np.array((dx, 0.0, dz)))) > v
+            if not sharp:
+                dyaw = abs(math.remainder(goal[2] - last[2], 2 * math.pi))
+                sharp = math.degrees(dyaw) > s.sharp_change_angle_deg
         if self._force_search or sharp or self._search_timer <= 0.0:
             self._last_goal = goal
             return True
@@ -328,20 +342,18 @@ class Character:
         frame (position 0, identity rotation, local velocities) so clips far apart in the world blend.
         Velocities are scaled by the play rate."""
         i = int(f)
-        stop = int(self.db.range_stops[self._range_of[i]])
         if f == i:
-            pos = self.db.positions[i].astype(np.float64)
-            rot = self.db.rotations[i].astype(np.float64)
-            vel = self.vel[i].astype(np.float64)
-            ang = self.angvel[i].astype(np.float64)
-            vel[0] = self.root_vel_local[i]
-            ang[0] = self.root_angvel_local[i]
-        else:
-            pos, rot = sample_pose(self.db.positions, self.db.rotations, f, stop)
-            vel = sample_values(self.vel, f, stop)
-            ang = sample_values(self.angvel, f, stop)
-            vel[0] = sample_values(self.root_vel_local, f, stop)
-            ang[0] = sample_values(self.root_angvel_local, f, stop)
+            J = self.db.num_joints
+            pos, rot, vel, ang = np.empty((J, 3)), np.empty((J, 4)), np.empty((J, 3)), np.empty((J, 3))
+            _frame_pose_kernel(self.db.positions, self.db.rotations, self.vel, self.angvel, self.root_vel_local,
+                               self.root_angvel_local, i, float(rate), pos, rot, vel, ang)
+            return pos, rot, vel, ang
+        stop = int(self.db.range_stops[self._range_of[i]])
+        pos, rot = sample_pose(self.db.positions, self.db.rotations, f, stop)
+        vel = sample_values(self.vel, f, stop)
+        ang = sample_values(self.angvel, f, stop)
+        vel[0] = sample_values(self.root_vel_local, f, stop)
+        ang[0] = sample_values(self.root_angvel_local, f, stop)
         pos[0] = 0.0
         rot[0] = (1.0, 0.0, 0.0, 0.0)
         if rate != 1.0:
@@ -396,11 +408,15 @@ class Character:
         lvx, lvz = float(out_v[0, 0]) * self.stride, float(out_v[0, 2]) * self.stride
         vx, vz = lvx * c + lvz * sn, -lvx * sn + lvz * c
         yaw_rate = float(out_w[0, 1])
-        self.root_pos[0] += vx * dt
-        self.root_pos[2] += vz * dt
+        rp = self.root_pos
+        rx, ry, rz = rp.tolist()
+        rx += vx * dt
+        rz += vz * dt
         self.root_yaw = math.remainder(self.root_yaw + yaw_rate * dt, 2 * math.pi)
         self.root_velocity = np.array((vx, 0.0, vz))
-        self._synchronize(math.hypot(vx, vz), yaw_rate, dt)
+        self._root_vxz = (vx, vz)
+        rx, rz = self._synchronize(math.hypot(vx, vz), yaw_rate, dt, rx, rz)
+        rp[0], rp[2] = rx, rz
         self.warp_angle = self.orient_warper.update(st.yaw, self.root_yaw, sim_speed, dt) if w.orientation else 0.0
 
         self.local_pos, self.local_rot = out_p, out_r
@@ -411,37 +427,40 @@ class Character:
         self.time += dt
         self.last_frame_us = (time.perf_counter() - t0) * 1e6
 
-    def _synchronize(self, speed: float, yaw_rate: float, dt: float):
+    def _synchronize(self, speed: float, yaw_rate: float, dt: float, rx: float, rz: float) -> tuple[float, float]:
         """Adjustment of the character toward the simulation (limited by the root's own speed, so a
-        standing character is never dragged) and clamping of the simulation to a radius around it."""
+        standing character is never dragged) and clamping of the simulation to a radius around it.
+        rx, rz: the root's ground position (metres); returns the adjusted one (plain floats: this runs
+        every frame and numpy scalars cost more than the maths)."""
         s = self.settings
         st = self.controller._s   # scalar state of the simulation object
         # The root turns toward the travel-matched facing when strafing (the warp shows the rest).
         goal = self.orient_warper.root_goal_yaw if s.warp.orientation else st.yaw
         if s.adjustment:
-            dx, dz = st.px - self.root_pos[0], st.pz - self.root_pos[2]
+            dx, dz = st.px - rx, st.pz - rz
             k = 1.0 - 0.5 ** (dt / max(s.adjustment_position_halflife, 1e-4))
             sx, sz = dx * k, dz * k
             n = math.hypot(sx, sz)
             limit = s.adjustment_max_ratio * speed * dt
             if n > limit:
                 sx, sz = sx * limit / n, sz * limit / n
-            self.root_pos[0] += sx
-            self.root_pos[2] += sz
+            rx += sx
+            rz += sz
             dyaw = math.remainder(goal - self.root_yaw, 2 * math.pi)
             kr = 1.0 - 0.5 ** (dt / max(s.adjustment_rotation_halflife, 1e-4))
             ylimit = s.adjustment_max_ratio * (abs(yaw_rate) + speed) * dt
             self.root_yaw = math.remainder(self.root_yaw + max(-ylimit, min(ylimit, dyaw * kr)), 2 * math.pi)
         if s.clamping:
-            dx, dz = st.px - self.root_pos[0], st.pz - self.root_pos[2]
+            dx, dz = st.px - rx, st.pz - rz
             dist = math.hypot(dx, dz)
             if dist > s.clamp_radius:
-                st.px = self.root_pos[0] + dx * s.clamp_radius / dist
-                st.pz = self.root_pos[2] + dz * s.clamp_radius / dist
+                st.px = rx + dx * s.clamp_radius / dist
+                st.pz = rz + dz * s.clamp_radius / dist
             dyaw = math.remainder(goal - self.root_yaw, 2 * math.pi)
             lim = math.radians(s.clamp_angle_deg)
             if abs(dyaw) > lim:
                 st.yaw = math.remainder(st.yaw - (dyaw - math.copysign(lim, dyaw)), 2 * math.pi)
+        return rx, rz
 
     @property
     def facing_yaw(self) -> float:
@@ -458,22 +477,19 @@ class Character:
     # output
 
     def _pose_output(self, dt: float = 0.0):
-        lp = self.local_pos.copy()
-        lr = self.local_rot.copy()
-        lp[0] = self.root_pos
-        angle = self.warp_angle
-        if angle != 0.0:
-            # Orientation warp: the lower body turns to the displayed facing + travel offset, the
-            # spine twists back so the upper body keeps the desired facing.
-            h = 0.5 * (self.root_yaw + angle)
-            lr[0] = (math.cos(h), 0.0, math.sin(h), 0.0)
-            lr = warp_pose_orientation(lr, None, None, -angle, self.pose_rig)
-        else:
-            lr[0] = self.root_rot
+        rp = self.root_pos
         if self.terrain is not None:
             # The root (and so the whole body) rides on the smoothed ground height under it.
-            lp[0, 1] = self.root_pos[1] = self._ground.update(float(self.terrain.height(lp[0, 0], lp[0, 2])), dt)
-        gp, gr = forward_kinematics(lp, lr, self._parents)
+            rp[1] = self._ground.update(float(self.terrain.height(rp[0], rp[2])), dt)
+        angle = self.warp_angle
+        # Orientation warp: the lower body turns to the displayed facing + travel offset, the spine
+        # twists back so the upper body keeps the desired facing. One compiled call with the FK.
+        if angle != 0.0:
+            lp, lr, gp, gr = output_pose(self.local_pos, self.local_rot, rp, 0.5 * (self.root_yaw + angle),
+                                         angle, self.pose_rig, self._parents)
+        else:
+            lp, lr, gp, gr = output_pose(self.local_pos, self.local_rot, rp, 0.5 * self.root_yaw, None,
+                                         self.pose_rig, self._parents)
         self.locked = np.zeros(2, dtype=bool)
         striding = abs(self.stride - 1.0) > 1e-3
         if self.settings.ik and (self.settings.foot_locking or self.terrain is not None or striding):
@@ -492,29 +508,37 @@ class Character:
         """Foot locking and terrain: ankle targets for the leg IK, hips lowered when a leg cannot reach.
 
         The lock holds the toe (the joint the contact labels and the sliding metric look at); the
-        ankle target keeps the animated foot's shape: ankle + (toe target - toe)."""
-        from .ik import apply_leg_ik
-        roles = self.db.roles
+        ankle target keeps the animated foot's shape: ankle + (toe target - toe).
+        lp, lr, gp, gr are this frame's own arrays: they are updated in place and returned."""
         base = float(lp[0, 1])              # the root's height: the animation's ground level now
         terrain = self.terrain
+        locking = self.settings.foot_locking
         targets, ground = [], []
         drop = 0.0
         shift = None
-        v = self.root_velocity
-        if abs(self.stride - 1.0) > 1e-3 and math.hypot(v[0], v[2]) > 0.05:
-            # Stride warping: feet displacement along the travel scaled about the root.
-            feet = gp[[self._legs[0][1], self._legs[1][1]]]
-            shift = stride_warp_targets(feet, self.root_pos, math.atan2(v[0], v[2]), self.stride) - feet
         # Scalar maths on plain lists on purpose: numpy calls and indexing on 3-vectors cost more
         # than the IK itself.
         P = gp.tolist()
+        vx, vz = self._root_vxz
+        if abs(self.stride - 1.0) > 1e-3 and math.hypot(vx, vz) > 0.05:
+            # Stride warping: feet displacement along the travel scaled about the root (as
+            # stride_warp_targets, on floats).
+            yaw = math.atan2(vx, vz)
+            tx, tz = math.sin(yaw), math.cos(yaw)
+            cx, cz = self.root_pos[[0, 2]].tolist()
+            k = self.stride - 1.0
+            shift = []
+            for leg in self._legs:
+                fx, _, fz = P[leg[1]]
+                along = (fx - cx) * tx + (fz - cz) * tz
+                shift.append(((fx + k * along * tx) - fx, (fz + k * along * tz) - fz))
         contacts = self.contacts.tolist()
         for i, (up, ft, toe_j, reach) in enumerate(self._legs):
             ax, ay, az = P[toe_j]
             tx, ty, tz = ax, ay, az
             sx = sz = 0.0
             if shift is not None:
-                sx, sz = float(shift[i, 0]), float(shift[i, 2])
+                sx, sz = shift[i]
                 tx, tz = tx + sx, tz + sz
             g_toe = None
             if terrain is not None:
@@ -522,11 +546,11 @@ class Character:
                 # onto the terrain under it instead.
                 g_toe = float(terrain.height(tx, tz))
                 ty += g_toe - base
-            if self.settings.foot_locking:
+            if locking:
                 locker = self.foot_lockers[i]
-                t = locker.update(contacts[i], (tx, ty, tz), dt)
+                t = locker.update_xyz(contacts[i], tx, ty, tz, dt)
                 self.locked[i] = locker.locked
-                dx, dy, dz = float(t[0]) - ax, float(t[1]) - ay, float(t[2]) - az
+                dx, dy, dz = t[0] - ax, t[1] - ay, t[2] - az
             else:
                 dx, dy, dz = sx, ty - ay, sz
             fx, fy, fz = P[ft]
@@ -540,14 +564,14 @@ class Character:
             if hx * hx + hy * hy + hz * hz > reach * reach and horiz < reach * reach:
                 drop = max(drop, -hy - math.sqrt(reach * reach - horiz))
         drop = self._hips_drop.update(max(drop, 0.0), dt) if dt > 0 else (self._hips_drop.height or 0.0)
-        if drop > 1e-5:
-            lp = lp.copy()
-            lp[0, 1] -= drop
-            gp, gr = forward_kinematics(lp, lr, self.skeleton.parents)
+        drop = drop if drop > 1e-5 else 0.0
         w = self.settings.warp
         if terrain is not None and w.slope:
+            if drop:
+                lp[0, 1] -= drop
+                gp, gr = forward_kinematics(lp, lr, self._parents)
+                drop = 0.0
             # Slope warping: planted feet tilt to the ground normal (blended in and out with contact).
-            gr = gr.copy()
             k = 1.0 - 0.5 ** (dt / 0.05) if dt > 0 else 1.0
             for i, (_, ft, toe_j, _) in enumerate(self._legs):
                 self._slope_weight[i] += (float(self.contacts[i]) - self._slope_weight[i]) * k
@@ -555,11 +579,14 @@ class Character:
                 gr[ft] = slope_warp(gr[ft], n, self._slope_weight[i], math.radians(w.slope_max_deg))
                 # Keep the toe where it was aimed (locked or on the ground): the tilt pivots about it.
                 toe_target = np.asarray(targets[i]) + (gp[toe_j] - gp[ft])
-                targets[i] = toe_target - quat_rotate(gr[ft], lp[toe_j])
-        new_lr = apply_leg_ik(gp, gr, self._parents, roles, targets[0], targets[1], (ground[0], ground[1]),
-                              local_rot=lr)
-        gp2, gr2 = forward_kinematics(lp, new_lr, self._parents)
-        return lp, new_lr, gp2, gr2
+                targets[i] = (toe_target - quat_rotate(gr[ft], lp[toe_j])).tolist()
+        # Both legs' IK and the pose's forward kinematics (after the hips drop) in one compiled call.
+        (lx, ly, lz), (rx, ry, rz) = targets
+        lg, rg = ground
+        _legs_pose_kernel(lp, lr, gp, gr, self._parents, self._leg_chains, lx, ly, lz, rx, ry, rz,
+                          (lg is not None) | ((rg is not None) << 1), 0.0 if lg is None else lg,
+                          0.0 if rg is None else rg, drop)
+        return lp, lr, gp, gr
 
     def local_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Output local pose (J,3)/(J,4) with joint 0 the character root in the world."""

@@ -14,6 +14,7 @@ import math
 import numba
 import numpy as np
 
+from ..kinematics import fk_pose_into
 from ..rotations import quat_inv, quat_mul
 from .springs import halflife_to_damping
 
@@ -275,7 +276,10 @@ class FootLocker:
     def update(self, contact: bool, animated_foot_pos, dt: float) -> np.ndarray:
         """Target world position (3,) for the foot this frame."""
         p = animated_foot_pos
-        ax, ay, az = float(p[0]), float(p[1]), float(p[2])
+        return np.array(self.update_xyz(contact, float(p[0]), float(p[1]), float(p[2]), dt))
+
+    def update_xyz(self, contact: bool, ax: float, ay: float, az: float, dt: float) -> tuple[float, float, float]:
+        """update() on plain floats: the target (x, y, z) as a tuple (no arrays in the frame loop)."""
         prev = self._prev_anim
         if prev is None or dt <= 0.0:
             vx = vy = vz = 0.0
@@ -306,12 +310,13 @@ class FootLocker:
         if dt > 0.0:
             y = 0.5 * halflife_to_damping(self.halflife)
             e = math.exp(-y * dt)
-            for k in range(3):
-                j1 = ov[k] + off[k] * y
-                off[k], ov[k] = e * (off[k] + j1 * dt), e * (ov[k] - j1 * y * dt)
+            (o0, o1, o2), (v0, v1, v2) = off, ov
+            j0, j1, j2 = v0 + o0 * y, v1 + o1 * y, v2 + o2 * y
+            off[0], off[1], off[2] = e * (o0 + j0 * dt), e * (o1 + j1 * dt), e * (o2 + j2 * dt)
+            ov[0], ov[1], ov[2] = e * (v0 - j0 * y * dt), e * (v1 - j1 * y * dt), e * (v2 - j2 * y * dt)
         if self.locked:
-            return np.array((lp[0] + off[0], lp[1] + off[1], lp[2] + off[2]))
-        return np.array((ax + off[0], ay + off[1], az + off[2]))
+            return lp[0] + off[0], lp[1] + off[1], lp[2] + off[2]
+        return ax + off[0], ay + off[1], az + off[2]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -359,3 +364,78 @@ def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_
         tgt = gpos[ft] if target is None else np.asarray(target, dtype=np.float64)
         _solve_leg(gpos, grot, parents, up, lo, ft, toe, tgt, tg, local)
     return local
+
+
+# ----------------------------------------------------------------------------------------------
+# Both legs and the pose's forward kinematics in one compiled call (the character's frame loop)
+
+
+@numba.njit(cache=True)
+def _solve_leg_kernel(gpos, grot, parents, up, lo, ft, toe, tx, ty, tz, has_ground, toe_ground, local):
+    """_solve_leg with a toe joint, compiled: the same arithmetic, local rotations written in place."""
+    c = gpos[ft]
+    toe_vec = np.empty(3)
+    target = np.empty(3)
+    for k in range(3):
+        toe_vec[k] = gpos[toe, k] - c[k]
+    target[0], target[1], target[2] = tx, ty, tz
+    out_a = np.empty(4)
+    out_b = np.empty(4)
+    out_c = np.empty(3)
+    _two_joint_ik_kernel(gpos[up], gpos[lo], c, target, toe_vec, grot[up], grot[lo], 0.01, out_a, out_b, out_c)
+    foot_gr = grot[ft]
+    if has_ground:
+        toe_pos = np.empty(3)
+        for k in range(3):
+            toe_pos[k] = out_c[k] + toe_vec[k]
+        fixed = np.empty(4)
+        _toe_fix_kernel(out_c, foot_gr, toe_pos, toe_ground, fixed, np.empty(3))
+        foot_gr = fixed
+    p = parents[up]
+    if p >= 0:
+        _inv_mul_into(grot[p], out_a, local[up])
+    else:
+        for k in range(4):
+            local[up, k] = out_a[k]
+    _inv_mul_into(out_a, out_b, local[lo])
+    _inv_mul_into(out_b, foot_gr, local[ft])
+
+
+@numba.njit(cache=True)
+def _legs_pose_kernel(lpos, lrot, gpos, grot, parents, legs, ltx, lty, ltz, rtx, rty, rtz,
+                      ground_mask, left_ground, right_ground, drop):
+    if drop != 0.0:
+        lpos[0, 1] -= drop
+        fk_pose_into(lpos, lrot, parents, gpos, grot)
+    _solve_leg_kernel(gpos, grot, parents, legs[0, 0], legs[0, 1], legs[0, 2], legs[0, 3], ltx, lty, ltz,
+                      (ground_mask & 1) != 0, left_ground, lrot)
+    _solve_leg_kernel(gpos, grot, parents, legs[1, 0], legs[1, 1], legs[1, 2], legs[1, 3], rtx, rty, rtz,
+                      (ground_mask & 2) != 0, right_ground, lrot)
+    fk_pose_into(lpos, lrot, parents, gpos, grot)
+
+
+def leg_chains(roles: dict) -> np.ndarray:
+    """(2, 4) int64 joint indices (upper leg, lower leg, foot, toe) of the left and right legs, for
+    apply_leg_ik_in_place."""
+    return np.array([[roles[f"{side}_{part}"] for part in ("upper_leg", "lower_leg", "foot", "toe")]
+                     for side in ("left", "right")], dtype=np.int64)
+
+
+def apply_leg_ik_in_place(local_pos: np.ndarray, local_rot: np.ndarray, gpos: np.ndarray, grot: np.ndarray,
+                          parents: np.ndarray, legs: np.ndarray, left_target, right_target,
+                          toe_ground=(None, None), drop: float = 0.0) -> None:
+    """apply_leg_ik on a whole pose in place, followed by its forward kinematics, in one compiled call.
+
+    local_pos (J, 3) / local_rot (J, 4) with gpos (J, 3) / grot (J, 4) their forward kinematics, all
+    C-contiguous float64; parents (J,) int64; legs from leg_chains. When drop != 0 the root is first
+    lowered by `drop` metres (local_pos[0, 1] -= drop) and the world pose recomputed. Both legs are then
+    solved toward their world ankle targets (3,) exactly as apply_leg_ik does (toe_ground: per leg the
+    ground height under the toe or None), local_rot gets the new hip, knee and foot rotations and
+    gpos / grot the new world pose.
+    """
+    lg, rg = toe_ground
+    mask = (lg is not None) | ((rg is not None) << 1)
+    _legs_pose_kernel(local_pos, local_rot, gpos, grot, parents, legs,
+                      float(left_target[0]), float(left_target[1]), float(left_target[2]),
+                      float(right_target[0]), float(right_target[1]), float(right_target[2]),
+                      int(mask), 0.0 if lg is None else float(lg), 0.0 if rg is None else float(rg), float(drop))

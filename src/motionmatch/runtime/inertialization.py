@@ -119,6 +119,14 @@ def _apply_kernel(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p,
         out_w[j, 0], out_w[j, 1], out_w[j, 2] = off_w[j, 0] + rx, off_w[j, 1] + ry, off_w[j, 2] + rz
 
 
+@numba.njit(cache=True)
+def _spring_update_kernel(off_p, off_v, off_r, off_w, y, dt, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
+    """Spring decay of all offsets and their application in one call (one character frame)."""
+    _spring_decay(off_p, off_v, y, dt)
+    _spring_decay(off_r, off_w, y, dt)
+    _apply_kernel(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w)
+
+
 class Inertializer:
     """Per-joint inertialization of local positions, rotations and their velocities.
 
@@ -177,17 +185,18 @@ class Inertializer:
     def update(self, dst_pos, dst_vel, dst_rot, dst_angvel, dt: float):
         """Decay the offsets by dt seconds and return the inertialized (pos, vel, rot, angvel)."""
         dt = float(dt)
-        if self.method == "spring":
-            y = halflife_to_damping(self.halflife) * 0.5
-            _spring_decay(self.off_pos, self.off_vel, y, dt)
-            _spring_decay(self.off_rot, self.off_angvel, y, dt)
-        else:
-            self._time += dt
-            _quintic_eval(self._pos_params, self._time, self.off_pos, self.off_vel)
-            _quintic_eval(self._rot_params, self._time, self.off_rot, self.off_angvel)
         J = self.num_joints
         out_p, out_v, out_w = np.empty((J, 3)), np.empty((J, 3)), np.empty((J, 3))
         out_r = np.empty((J, 4))
+        if self.method == "spring":
+            y = halflife_to_damping(self.halflife) * 0.5
+            _spring_update_kernel(self.off_pos, self.off_vel, self.off_rot, self.off_angvel, y, dt,
+                                  np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot),
+                                  np.asarray(dst_angvel), out_p, out_v, out_r, out_w)
+            return out_p, out_v, out_r, out_w
+        self._time += dt
+        _quintic_eval(self._pos_params, self._time, self.off_pos, self.off_vel)
+        _quintic_eval(self._rot_params, self._time, self.off_rot, self.off_angvel)
         _apply_kernel(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
                       np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot), np.asarray(dst_angvel),
                       out_p, out_v, out_r, out_w)

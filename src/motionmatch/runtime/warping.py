@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ..kinematics import fk_pose_into
+
 _TWO_PI = 2.0 * math.pi
 _LN2 = math.log(2.0)
 
@@ -166,20 +168,23 @@ class OrientationWarper:
         s = self.settings
         limit = math.radians(s.orientation_limit_deg)
         px, pz, t_prev = float(origin[0]), float(origin[2]), 0.0
-        for i in range(len(rot)):
-            x, z, t = float(positions[i][0]), float(positions[i][2]), float(times[i])
+        # Plain floats: numpy scalar indexing would cost more than the maths.
+        pts = np.asarray(positions, dtype=np.float64).tolist()
+        rows = rot.tolist()
+        for i in range(len(rows)):
+            x, z, t = pts[i][0], pts[i][2], float(times[i])
             dx, dz = x - px, z - pz
             speed = math.hypot(dx, dz) / max(t - t_prev, 1e-6)
             px, pz, t_prev = x, z, t
             k = self.weight * _ramp(speed, 0.0, s.min_travel_speed)
             if k <= 0.0:
                 continue
-            q = rot[i]
+            q = rows[i]
             facing = 2.0 * math.atan2(q[2], q[0])
             _, w = orientation_offsets(facing, math.atan2(dx, dz), limit, self.backward)
             h = 0.5 * _wrap(facing - k * w)
-            rot[i] = (math.cos(h), 0.0, math.sin(h), 0.0)
-        return rot
+            rows[i] = [math.cos(h), 0.0, math.sin(h), 0.0]
+        return np.array(rows, dtype=np.float64).reshape(rot.shape)
 
     def update(self, sim_yaw: float, root_yaw: float, speed: float, dt: float) -> float:
         """Advance the twist toward `sim_yaw - root_yaw` (limited, and faded out below
@@ -253,6 +258,73 @@ def _warp_pose_kernel(lr, ancestors, chain, angle, out):
         out[j, 3] = qw * bz + qx * by - qy * bx + qz * bw
         gw, gx, gy, gz = (gw * bw - gx * bx - gy * by - gz * bz, gw * bx + gx * bw + gy * bz - gz * by,
                           gw * by - gx * bz + gy * bw + gz * bx, gw * bz + gx * by - gy * bx + gz * bw)
+
+
+@numba.njit(cache=True)
+def _output_pose_kernel(local_pos, local_rot, rx, ry, rz, qw, qy, warp, angle, ancestors, chain, parents,
+                        lp, lr, gp, gr):
+    """A character's displayed pose in one call: the root placed at (rx, ry, rz) with the yaw rotation
+    (qw, 0, qy, 0), the orientation warp by `angle` when `warp` (as warp_pose_orientation), then
+    forward kinematics into gp / gr."""
+    for j in range(local_pos.shape[0]):
+        for k in range(3):
+            lp[j, k] = local_pos[j, k]
+    lp[0, 0], lp[0, 1], lp[0, 2] = rx, ry, rz
+    if warp:
+        src = np.empty_like(lr)
+        for j in range(local_rot.shape[0]):
+            for k in range(4):
+                src[j, k] = local_rot[j, k]
+        src[0, 0], src[0, 1], src[0, 2], src[0, 3] = qw, 0.0, qy, 0.0
+        _warp_pose_kernel(src, ancestors, chain, angle, lr)
+    else:
+        for j in range(local_rot.shape[0]):
+            for k in range(4):
+                lr[j, k] = local_rot[j, k]
+        lr[0, 0], lr[0, 1], lr[0, 2], lr[0, 3] = qw, 0.0, qy, 0.0
+    fk_pose_into(lp, lr, parents, gp, gr)
+
+
+def output_pose(local_pos, local_rot, root_pos, root_half_yaw: float, warp_angle: float | None,
+                rig: PoseWarpRig, parents):
+    """Displayed pose of a character: returns (lp (J,3), lr (J,4), gp (J,3), gr (J,4)) float64.
+
+    local_pos / local_rot: the animation pose (joint 0 is replaced); root_pos (3,) world metres;
+    root_half_yaw: half the root's yaw (radians). warp_angle: None for no orientation warp, else the
+    root is given the yaw 2 * root_half_yaw and the pose is warped by -warp_angle (warp_pose_orientation),
+    so the lower body faces 2 * root_half_yaw - warp_angle. parents (J,) int64.
+    """
+    J = len(parents)
+    lp, lr, gp, gr = np.empty((J, 3)), np.empty((J, 4)), np.empty((J, 3)), np.empty((J, 4))
+    _output_pose_kernel(local_pos, local_rot, float(root_pos[0]), float(root_pos[1]), float(root_pos[2]),
+                        math.cos(root_half_yaw), math.sin(root_half_yaw), warp_angle is not None,
+                        0.0 if warp_angle is None else -float(warp_angle), rig.ancestors, rig.chain, parents,
+                        lp, lr, gp, gr)
+    return lp, lr, gp, gr
+
+
+@numba.njit(cache=True)
+def _frame_pose_kernel(positions, rotations, vel, angvel, root_vel, root_angvel, i, rate,
+                       out_p, out_r, out_v, out_w):
+    """One database frame as float64 with the root as its own-frame motion (position 0, identity
+    rotation, root_vel / root_angvel velocities), velocities scaled by `rate` when it is not 1."""
+    for j in range(positions.shape[1]):
+        for k in range(3):
+            out_p[j, k] = positions[i, j, k]
+            out_v[j, k] = vel[i, j, k]
+            out_w[j, k] = angvel[i, j, k]
+        for k in range(4):
+            out_r[j, k] = rotations[i, j, k]
+    for k in range(3):
+        out_v[0, k] = root_vel[i, k]
+        out_w[0, k] = root_angvel[i, k]
+        out_p[0, k] = 0.0
+    out_r[0, 0], out_r[0, 1], out_r[0, 2], out_r[0, 3] = 1.0, 0.0, 0.0, 0.0
+    if rate != 1.0:
+        for j in range(out_v.shape[0]):
+            for k in range(3):
+                out_v[j, k] *= rate
+                out_w[j, k] *= rate
 
 
 class PoseWarpRig:
