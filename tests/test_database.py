@@ -1,6 +1,7 @@
 """Database build, save/load, errors and the build command on real data."""
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,3 +114,18 @@ def test_missing_data_gives_a_clear_message(tmp_path, capsys):
     rc = main(["build", str(tmp_path / "nowhere"), "-o", str(tmp_path / "x.npz")])
     assert rc == 1
     assert "nowhere" in capsys.readouterr().err
+
+
+def test_demo_builds_the_default_database_and_serves_it(jlpm_dir, tmp_path, monkeypatch, capsys):
+    """`make demo` runs `motionmatch demo`: build (cached) then serve with every serve option set."""
+    import motionmatch.app.server as server
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("MOTIONMATCH_DATA", str(jlpm_dir.parent))
+    seen = {}
+    monkeypatch.setattr(server, "run_serve", lambda ns: seen.setdefault("ns", ns) and 0)
+    assert main(["demo", "--port", "8123"]) == 0
+    ns = seen["ns"]
+    assert Path(ns.db).exists() and ns.port == 8123 and ns.host == "127.0.0.1"
+    assert hasattr(ns, "node_modules")
+    assert "frames:" in capsys.readouterr().out
+    assert main(["demo", "--no-serve"]) == 0       # cached: no rebuild, summary printed

@@ -124,11 +124,11 @@ def run_demo(args) -> int:
     print_summary(db.summary())
     if args.no_serve:
         return 0
-    try:
-        from .app.server import run_serve
-    except ImportError:
-        return 0
-    ns = argparse.Namespace(db=str(path), host=args.host, port=args.port)
+    from .app.server import add_serve_args, run_serve
+    # The serve command's own defaults, so every option it reads is present.
+    serve = argparse.ArgumentParser()
+    add_serve_args(serve)
+    ns = serve.parse_args(["--db", str(path), "--host", args.host, "--port", str(args.port)])
     return run_serve(ns)
 
 

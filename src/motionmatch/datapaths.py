@@ -31,11 +31,17 @@ def project_root(start: Path | None = None) -> Path:
 def candidate_paths(name: str = DEFAULT_NAME, data: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
     """(origin, path) in the order find_data tries them."""
     out: list[tuple[str, Path]] = []
+
+    def given(p) -> Path:
+        # Either the set's own folder or a mocap root holding it (like ../shared/mocap).
+        p = Path(p).expanduser()
+        return p / name if (p / name).is_dir() else p
+
     if data:
-        out.append(("--data", Path(data).expanduser()))
+        out.append(("--data", given(data)))
     env = os.environ.get(ENV_VAR)
     if env:
-        out.append((f"${ENV_VAR}", Path(env).expanduser()))
+        out.append((f"${ENV_VAR}", given(env)))
     roots = [project_root()]
     if Path.cwd().resolve() != roots[0]:
         roots.append(Path.cwd().resolve())
@@ -48,7 +54,8 @@ def candidate_paths(name: str = DEFAULT_NAME, data: str | os.PathLike | None = N
 def find_data(name: str = DEFAULT_NAME, data: str | os.PathLike | None = None) -> Path:
     """Path of the data set `name` (a folder, or a file when `data` names one).
 
-    Order: `data` (the --data argument), $MOTIONMATCH_DATA, `<project root>/../shared/mocap/<name>`,
+    Order: `data` (the --data argument), $MOTIONMATCH_DATA (each either the set's folder or a folder
+    holding `<name>`), `<project root>/../shared/mocap/<name>`,
     the fetch cache (`~/.cache/motionmatch/<name>`). An explicit --data path that does not exist is an
     error at once rather than a silent fall-back. Raises DataNotFoundError listing the places looked.
     """
