@@ -110,3 +110,25 @@ def test_style_filter_switches_at_runtime(bandai_walk_db):
     assert np.isfinite(ch.global_positions).all()
     with pytest.raises(TagExpressionError):
         ch.set_tag_filter("exhaustd")
+
+
+def test_characters_share_database_work_but_not_settings(jlpm_db):
+    a = Character(jlpm_db)
+    b = Character(jlpm_db, CharacterSettings(weights={"trajectory_position": 3.0}))
+    assert a.vel is b.vel                                  # per-database arrays computed once
+    assert a.searcher is not b.searcher                   # different weights, different normalization
+    c = Character(jlpm_db)
+    assert c.searcher is a.searcher
+    before = jlpm_db.features.normalized.copy()
+    inp = GamepadInput(move=(0.7, 0.7))
+    for _ in range(120):
+        a.step(inp)
+        b.step(inp)
+    # b's weights never leak into a's queries nor into the database's own normalization.
+    ref = Character(jlpm_db)
+    for _ in range(120):
+        ref.step(inp)
+    assert np.array_equal(ref.global_positions, a.global_positions)
+    assert np.array_equal(jlpm_db.features.normalized, before)
+    hv = a.slices["trajectory_position"]
+    assert np.allclose(b._features_norm[:, hv], 3.0 * a._features_norm[:, hv], rtol=1e-5, atol=1e-5)

@@ -17,12 +17,15 @@ import math
 import time
 from dataclasses import dataclass, field, asdict
 
+import numba
 import numpy as np
 
 from ..kinematics import forward_kinematics
+from ..scalar_quat import qlog, qmul, qrot
 from ..rotations import (quat_from_scaled_angle_axis, quat_inv, quat_mul, quat_rotate,
                          quat_to_scaled_angle_axis, quat_normalize, quat_from_yaw)
 from ..search import Searcher, frame_mask
+from ..search.common import searchable_frames
 from .controller import Controller, ControllerSettings, GamepadInput, PathFollower
 from .inertialization import Inertializer
 from .ik import FootLocker, _legs_pose_kernel, leg_chains
@@ -31,6 +34,48 @@ from .warping import (OrientationWarper, PoseWarpRig, SpeedWarper, WarpSettings,
                       terrain_normal)
 
 INERTIALIZATION_METHODS = ("spring", "quintic", "off")
+
+
+def _shared(db, key, build):
+    """A value computed once per database and shared by its characters."""
+    cache = db.__dict__.setdefault("_runtime_cache", {})
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
+
+
+@numba.njit(cache=True)
+def _velocity_kernel(pos, rot, last, fps, vel, ang, root_vel, root_ang):
+    n, J = pos.shape[0], pos.shape[1]
+    for f in range(n):
+        # Forward difference inside the clip; backward at its last frame.
+        a, b = (max(f - 1, 0), f) if last[f] else (f, f + 1)
+        for j in range(J):
+            for k in range(3):
+                vel[f, j, k] = (pos[b, j, k] - pos[a, j, k]) * fps
+            w, x, y, z = qmul(rot[b, j, 0], rot[b, j, 1], rot[b, j, 2], rot[b, j, 3],
+                              rot[a, j, 0], -rot[a, j, 1], -rot[a, j, 2], -rot[a, j, 3])
+            rx, ry, rz = qlog(w, x, y, z)
+            ang[f, j, 0], ang[f, j, 1], ang[f, j, 2] = rx * fps, ry * fps, rz * fps
+        # Root (simulation bone) motion in its own frame: what the character root integrates.
+        qw, qx, qy, qz = rot[f, 0, 0], -rot[f, 0, 1], -rot[f, 0, 2], -rot[f, 0, 3]
+        root_vel[f, 0], root_vel[f, 1], root_vel[f, 2] = qrot(qw, qx, qy, qz, vel[f, 0, 0], vel[f, 0, 1], vel[f, 0, 2])
+        root_ang[f, 0], root_ang[f, 1], root_ang[f, 2] = qrot(qw, qx, qy, qz, ang[f, 0, 0], ang[f, 0, 1], ang[f, 0, 2])
+
+
+def database_velocities(db):
+    """Local linear (N,J,3) m/s and angular (N,J,3) rad/s velocities of every database frame, and the
+    simulation bone's velocity and angular velocity in its own frame (N,3), float32."""
+    n, J = db.positions.shape[:2]
+    last = np.zeros(n, dtype=np.bool_)
+    last[np.asarray(db.range_stops) - 1] = True
+    vel = np.empty((n, J, 3), dtype=np.float32)
+    ang = np.empty((n, J, 3), dtype=np.float32)
+    root_vel = np.empty((n, 3), dtype=np.float32)
+    root_ang = np.empty((n, 3), dtype=np.float32)
+    _velocity_kernel(np.asarray(db.positions), np.asarray(db.rotations), last, float(db.fps), vel, ang,
+                     root_vel, root_ang)
+    return vel, ang, root_vel, root_ang
 
 
 @dataclass
@@ -100,22 +145,9 @@ class Character:
         """Per-frame arrays the loop reads: local velocities and the root's own-frame motion."""
         db = self.db
         fps = db.fps
-        pos = db.positions.astype(np.float64)
-        rot = db.rotations.astype(np.float64)
-        n = len(pos)
-        nxt = np.arange(1, n + 1)
-        last = np.zeros(n, dtype=bool)
-        last[db.range_stops - 1] = True
-        nxt[last] = np.arange(n)[last]
-        prv = np.arange(n)
-        prv[last] = np.maximum(prv[last] - 1, 0)
-        a, b = np.where(last, prv, np.arange(n)), nxt
-        self.vel = ((pos[b] - pos[a]) * fps).astype(np.float32)
-        self.angvel = (quat_to_scaled_angle_axis(quat_mul(rot[b], quat_inv(rot[a]))) * fps).astype(np.float32)
-        # Root (simulation bone) motion in its own frame: what the character root integrates.
-        inv0 = quat_inv(rot[:, 0])
-        self.root_vel_local = quat_rotate(inv0, self.vel[:, 0].astype(np.float64)).astype(np.float32)
-        self.root_angvel_local = quat_rotate(inv0, self.angvel[:, 0].astype(np.float64)).astype(np.float32)
+        # Shared by every character on this database (the app runs one per tab).
+        self.vel, self.angvel, self.root_vel_local, self.root_angvel_local = _shared(
+            db, "velocities", lambda: database_velocities(db))
         self._parents = np.asarray(db.skeleton.parents, dtype=np.int64)
         self._range_of = np.repeat(np.arange(len(db.range_starts)), db.range_stops - db.range_starts)
         self.slices = db.features.channel_slices
@@ -126,7 +158,8 @@ class Character:
         self.orient_warper = OrientationWarper(self.settings.warp)
         self.speed_warper = SpeedWarper(self.settings.warp)
         self.pose_rig = PoseWarpRig(db.roles, db.skeleton.parents)
-        self.clip_speed = clip_speeds(self.root_vel_local, db.range_starts, db.range_stops, fps)
+        self.clip_speed = _shared(db, "clip_speed",
+                                  lambda: clip_speeds(self.root_vel_local, db.range_starts, db.range_stops, fps))
 
     def apply_settings(self) -> None:
         """Apply changed settings (weights re-normalize the features and rebuild the search index)."""
@@ -134,18 +167,21 @@ class Character:
         if s.inertialization not in INERTIALIZATION_METHODS:
             raise ValueError(f"inertialization: expected one of {INERTIALIZATION_METHODS}, got {s.inertialization!r}")
         fs = self.db.features
-        weights = {c.name: s.weights.get(c.name, c.weight) for c in fs.schema.channels}
-        rebuild = getattr(self, "searcher", None) is None or self._applied.get("weights") != weights \
-            or self._applied.get("backend") != s.search_backend or self._applied.get("end_exclude") != s.end_exclude
-        if rebuild:
-            fs.set_weights(weights)
-            self.searcher = Searcher(fs.normalized, self.db.range_starts, self.db.range_stops,
-                                     backend=s.search_backend, end_exclude=s.end_exclude)
+        weights = {c.name: float(s.weights.get(c.name, c.weight)) for c in fs.schema.channels}
+        unknown = set(s.weights) - set(weights)
+        if unknown:
+            raise ValueError(f"unknown feature channel(s) {sorted(unknown)}; channels are {sorted(weights)}")
+        key = (tuple(sorted(weights.items())), s.search_backend, int(s.end_exclude))
+        if self._applied.get("key") != key:
+            # Each character normalizes with its own weights (the database's FeatureSet is shared and
+            # left alone); characters with the same weights share the normalized matrix and searcher.
+            self._norm_scale, self._features_norm, self.searcher = _shared(
+                self.db, ("search",) + key, lambda: self._build_search(weights, s.search_backend, s.end_exclude))
+            self._norm_offset = fs.offset
             self._applied["tag_filter"] = object()  # force the mask below
         if self._applied.get("tag_filter") != s.tag_filter:
-            mask = frame_mask(s.tag_filter, self.db.range_tags, self.db.range_starts, self.db.range_stops,
-                              self.db.num_frames) if s.tag_filter else None
-            self.searcher.set_mask(mask)
+            self._mask = frame_mask(s.tag_filter, self.db.range_tags, self.db.range_starts, self.db.range_stops,
+                                    self.db.num_frames) if s.tag_filter else None
             self._force_search = True
         method = s.inertialization if s.inertialization != "off" else "spring"
         old = getattr(self, "inertializer", None)
@@ -154,9 +190,22 @@ class Character:
         else:
             old.halflife, old.blend_time = max(s.halflife, 1e-3), max(s.blend_time, 1e-3)
         self.orient_warper.settings = self.speed_warper.settings = s.warp
-        self._applied.update(weights=weights, backend=s.search_backend, end_exclude=s.end_exclude,
-                             tag_filter=s.tag_filter)
+        self._applied.update(key=key, tag_filter=s.tag_filter)
         self._setup_touchups()
+
+    def _build_search(self, weights: dict, backend: str, end_exclude: int):
+        """(scale per dimension, normalized features (N,F) float32, Searcher) for channel weights."""
+        fs = self.db.features
+        w = np.empty(fs.raw.shape[1])
+        for name, sl in fs.channel_slices.items():
+            w[sl] = weights[name]
+        scale = fs.std / w
+        normalized = ((fs.raw - fs.offset) / scale).astype(np.float32)
+        return scale, normalized, Searcher(normalized, self.db.range_starts, self.db.range_stops,
+                                           backend=backend, end_exclude=end_exclude)
+
+    def _normalize(self, raw: np.ndarray) -> np.ndarray:
+        return ((raw - self._norm_offset) / self._norm_scale).astype(np.float32)
 
     def _setup_touchups(self):
         from .terrain import GroundSmoother
@@ -184,7 +233,8 @@ class Character:
         """Stand at `position` facing `yaw`, playing `start_frame` (default: the first searchable frame)."""
         db = self.db
         if start_frame is None:
-            searchable = np.flatnonzero(self.searcher.searchable)
+            searchable = np.flatnonzero(searchable_frames(db.range_starts, db.range_stops, db.num_frames,
+                                                          self.settings.end_exclude, self._mask))
             start_frame = int(searchable[0]) if len(searchable) else 0
         self.frame = int(start_frame)
         self.frame_frac = 0.0        # fractional playback position (play-rate warping)
@@ -305,15 +355,15 @@ class Character:
         s = self.settings
         t0 = time.perf_counter()
         raw = self._query()
-        q = self.db.features.normalize(raw)
+        q = self._normalize(raw)
         self.last_query = q
-        best, cost = self.searcher.search(q, current=self.frame, bias=s.bias)
+        best, cost = self.searcher.search(q, current=self.frame, bias=s.bias, mask=self._mask)
         self.last_search_us = (time.perf_counter() - t0) * 1e6
         self._search_timer = s.search_interval
         self._force_search = False
         if best < 0:
             return
-        d = q - self.db.features.normalized[best]
+        d = q - self._features_norm[best]
         d *= d
         self.channel_costs = {n: float(d[sl].sum()) for n, sl in self.slices.items()}
         self.last_cost = cost
