@@ -217,7 +217,7 @@ class FeatureSet:
     dim_std: np.ndarray = None            # std per dimension (computed when not given)
     std: np.ndarray = field(init=False)   # per channel (before weights), broadcast per dimension
     scale: np.ndarray = field(init=False)
-    normalized: np.ndarray = field(init=False)
+    _normalized: np.ndarray | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         if self.offset is None or self.dim_std is None:
@@ -241,7 +241,15 @@ class FeatureSet:
         for c in self.schema.channels:
             w[self.schema.slices()[c.name]] = c.weight
         self.scale = self.std / w
-        self.normalized = ((self.raw - self.offset) / self.scale).astype(np.float32)
+        self._normalized = None
+
+    @property
+    def normalized(self) -> np.ndarray:
+        """(N, F) float32, computed on first use: opening a database stays cheap (the runtime
+        normalizes with each character's own weights)."""
+        if self._normalized is None:
+            self._normalized = ((self.raw - self.offset) / self.scale).astype(np.float32)
+        return self._normalized
 
     @property
     def channel_slices(self) -> dict[str, slice]:
