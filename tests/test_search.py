@@ -330,3 +330,15 @@ def test_features_export_with_runtime_queries_and_bench(jlpm_db_path, tmp_path, 
     assert main(["bench", "search", "--queries", str(out), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert set(res["backends"]) == {"brute_numpy", "brute", "aabb"}
+
+
+def test_prepared_mask_equals_plain_mask():
+    x, starts, stops = synthetic_features(3000, seed=5)
+    s = Searcher(x, starts, stops)
+    rng = np.random.default_rng(2)
+    mask = rng.random(len(x)) < 0.4
+    handle = s.prepare(mask)
+    for q in x[rng.integers(0, len(x), 30)] + rng.normal(0, 0.3, (30, x.shape[1])).astype(np.float32):
+        assert s.search(q, mask=handle) == s.search(q, mask=mask)
+        f, _ = s.search(q, mask=handle)
+        assert mask[f]

@@ -182,6 +182,7 @@ class Character:
         if self._applied.get("tag_filter") != s.tag_filter:
             self._mask = frame_mask(s.tag_filter, self.db.range_tags, self.db.range_starts, self.db.range_stops,
                                     self.db.num_frames) if s.tag_filter else None
+            self._prepared = None if self._mask is None else self.searcher.prepare(self._mask)
             self._force_search = True
         method = s.inertialization if s.inertialization != "off" else "spring"
         old = getattr(self, "inertializer", None)
@@ -357,7 +358,7 @@ class Character:
         raw = self._query()
         q = self._normalize(raw)
         self.last_query = q
-        best, cost = self.searcher.search(q, current=self.frame, bias=s.bias, mask=self._mask)
+        best, cost = self.searcher.search(q, current=self.frame, bias=s.bias, mask=self._prepared)
         self.last_search_us = (time.perf_counter() - t0) * 1e6
         self._search_timer = s.search_interval
         self._force_search = False

@@ -39,6 +39,15 @@ class _NumpyIndex:
                                                       skip, bias)
 
 
+class PreparedMask:
+    """A mask bound to its search structure (see Searcher.prepare)."""
+
+    __slots__ = ("valid", "index")
+
+    def __init__(self, valid, index):
+        self.valid, self.index = valid, index
+
+
 class Searcher:
     """Exact nearest-frame search.
 
@@ -116,12 +125,19 @@ class Searcher:
             raise ValueError("bias must not be NaN")
         return skip, bias
 
+    def prepare(self, mask) -> "PreparedMask":
+        """A handle for `mask` to pass as search(..., mask=handle): the per-mask index is looked up
+        once instead of hashing the mask on every call (what a character with a style filter wants)."""
+        valid, index = self._structure(mask)
+        return PreparedMask(valid, index)
+
     def search(self, query, current: int = -1, skip: int = 0, bias: float = 0.0, *, mask=None):
         """Best frame for one query (F,): returns (frame, cost) with cost the squared distance.
 
         current: the playing frame or -1. skip: frames with 0 < |f - current| <= skip are excluded.
         bias: the current frame is kept unless another frame's cost is lower by more than bias.
-        mask: optional bool (N,) for this call only (default: the mask given to set_mask).
+        mask: optional bool (N,) or a prepare()d handle, for this call only (default: the mask given to
+        set_mask).
         Returns (-1, inf) when no frame is searchable.
         """
         q = query
@@ -133,7 +149,12 @@ class Searcher:
         if not -1 <= current < self.n_frames:
             raise ValueError(f"current frame {current} outside [-1, {self.n_frames})")
         skip, bias = self._check_options(skip, bias)
-        valid, index = (self._valid, self._index) if mask is None else self._structure(mask)
+        if mask is None:
+            valid, index = self._valid, self._index
+        elif type(mask) is PreparedMask:
+            valid, index = mask.valid, mask.index
+        else:
+            valid, index = self._structure(mask)
         frame, cost = index.search(self.features, valid, q, current, skip, bias)
         if frame == -2:
             raise ValueError("query holds a non-finite value")
