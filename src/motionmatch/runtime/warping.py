@@ -80,7 +80,7 @@ class WarpSettings:
     stride: bool = True
     stride_min: float = 0.5
     stride_max: float = 1.2
-    speed_halflife: float = 0.2             # smoothing of play rate and stride scale
+    speed_halflife: float = 0.1             # smoothing of play rate and stride scale (0.2 lagged turns)
     query_speed_floor: float = 0.8          # slower requests ask the matcher for this speed (0: off)
     slope: bool = True
     slope_max_deg: float = 30.0             # steepest tilt given to a foot
