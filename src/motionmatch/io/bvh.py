@@ -221,6 +221,25 @@ def _euler_kernel(data, joints, cols, axes, rot):
 _POW10 = np.array([10.0 ** k for k in range(23)])
 
 
+@numba.njit(cache=True, inline="always")
+def _scan_digits(buf, i, n, mant, ndig, exp10, fraction):
+    """Digits from buf[i]: up to 18 significant ones go into mant; the decimal exponent counts the
+    integer digits dropped, or the fraction digits kept. Returns (i, mant, ndig, exp10, any digit)."""
+    seen = False
+    while i < n and buf[i] >= 48 and buf[i] <= 57:
+        seen = True
+        if ndig < 18:
+            if mant != 0 or buf[i] != 48:
+                mant = mant * 10 + (buf[i] - 48)
+                ndig += 1
+            if fraction:
+                exp10 -= 1
+        elif not fraction:
+            exp10 += 1
+        i += 1
+    return i, mant, ndig, exp10, seen
+
+
 @numba.njit(cache=True)
 def _scan_floats(buf, out, pow10):
     """Parse whitespace-separated decimal numbers from ASCII bytes into out.
@@ -242,29 +261,11 @@ def _scan_floats(buf, out, pow10):
         if buf[i] == 45 or buf[i] == 43:  # - +
             neg = buf[i] == 45
             i += 1
-        mant = 0
-        ndig = 0      # significant digits kept in mant
-        exp10 = 0
-        seen = False
-        while i < n and buf[i] >= 48 and buf[i] <= 57:
-            seen = True
-            if ndig < 18:
-                if mant != 0 or buf[i] != 48:
-                    mant = mant * 10 + (buf[i] - 48)
-                    ndig += 1
-            else:
-                exp10 += 1
-            i += 1
+        # ndig: significant digits kept in mant
+        i, mant, ndig, exp10, seen = _scan_digits(buf, i, n, 0, 0, 0, False)
         if i < n and buf[i] == 46:  # .
-            i += 1
-            while i < n and buf[i] >= 48 and buf[i] <= 57:
-                seen = True
-                if ndig < 18:
-                    if mant != 0 or buf[i] != 48:
-                        mant = mant * 10 + (buf[i] - 48)
-                        ndig += 1
-                    exp10 -= 1
-                i += 1
+            i, mant, ndig, exp10, seen_frac = _scan_digits(buf, i + 1, n, mant, ndig, exp10, True)
+            seen = seen or seen_frac
         if not seen:
             return -1
         if i < n and (buf[i] == 101 or buf[i] == 69):  # e E
