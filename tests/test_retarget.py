@@ -8,19 +8,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bvh_fixtures import lafan1_bvh_text  # noqa: E402
+from bvh_fixtures import lafan1_bvh_text, write_lafan1_bvh  # noqa: E402
 
 from motionmatch.animation import Animation, Skeleton
 from motionmatch.io.bvh import parse_bvh_text, read_bvh, write_bvh
-from motionmatch.retarget import (RetargetError, add_retarget_args, auto_mapping, name_key,
-                                  retarget_animation, run_retarget)
+from motionmatch.retarget import (RetargetError, add_retarget_args, auto_mapping, find_source_bind, name_key,
+                                  pose_uprightness, rest_pose_is_standing, retarget_animation, run_retarget)
 from motionmatch.rotations import quat_from_scaled_angle_axis, quat_from_yaw, quat_inv, quat_mul, quat_rotate
 from motionmatch.skeleton import find_roles
 
 MOCAP = Path("/work/shared/mocap")
 BANDAI = MOCAP / "bandai-namco/dataset-1/dataset-1_walk_normal_002.bvh"
 JLPM = MOCAP / "jlpm22-locomotion/locomotion_take1.bvh"
-pytestmark = pytest.mark.skipif(not (BANDAI.exists() and JLPM.exists()), reason="mocap not available")
 
 # A made-up rig in T-pose (world positions in metres, facing +Z, left = +X): longer thighs, shorter
 # shins and arms than the captures, an extra spine joint and twist bones in the chains.
@@ -185,9 +184,99 @@ def test_retarget_between_real_skeletons_and_lafan_layout():
     assert max(_direction_errors(lafan, authored_target(), out).values()) < 2.0
 
 
-def test_source_rest_pose_must_be_tpose():
+CMU = MOCAP / "cmu-locomotion/143_40.bvh"
+
+
+def test_bind_pose_found_from_roles():
+    """Rest poses that show a body are used as they are; rests that do not (jlpm22, Bandai: every bone
+    along one local axis) fall back to the clip's most upright frame."""
+    bandai, jlpm, cmu = _clip(BANDAI), _clip(JLPM, 300), _clip(CMU, 60)
+    lafan = parse_bvh_text(lafan1_bvh_text())
+    for anim, standing in ((bandai, False), (jlpm, False), (cmu, True), (lafan, True)):
+        roles = find_roles(anim.skeleton.names)
+        assert rest_pose_is_standing(anim.skeleton, roles) is standing
+        bind = find_source_bind(anim, roles)
+        assert (bind is None) is standing
+        if bind is not None:
+            gp, _ = anim.global_transforms()
+            body, _ = pose_uprightness(anim.skeleton, roles, gp)
+            assert body[bind] == body.min() or body[bind] < 30.0
+    # A-pose and arms-down rests count as standing; a rest lying on its back with the legs bent forward
+    # does not, and with no other frame there is nothing to bind to.
+    for arm_y in (-0.3, -0.62):
+        rig = rest_rig(arm_drop=arm_y)
+        assert rest_pose_is_standing(rig, find_roles(rig.names))
+    bent = rest_rig(knee_forward=True)
+    assert not rest_pose_is_standing(bent, find_roles(bent.names))
+    one = Animation(bent, bent.offsets[None].copy(), quat_from_scaled_angle_axis(np.zeros((1, bent.num_joints, 3))), 60.0)
     with pytest.raises(RetargetError, match="source-bind-frame"):
-        retarget_animation(_clip(BANDAI), authored_target())
+        retarget_animation(one, authored_target())
+
+
+def rest_rig(arm_drop=0.0, knee_forward=False) -> Skeleton:
+    """The made-up rig as a rest pose (identity rotations, offsets = bone vectors): arms lowered by
+    `arm_drop` metres at the hands (an A-pose, or hanging down), or the shins pointing forward."""
+    rig = _dfs_order()
+    names = [r[0] for r in rig]
+    parents = np.array([-1 if r[1] is None else names.index(r[1]) for r in rig])
+    pos = np.array([r[2] for r in rig], dtype=np.float64)
+    for j, n in enumerate(names):
+        if any(k in n for k in ("Arm", "Hand")):
+            reach = abs(pos[j, 0]) - 0.17
+            if reach > 0:   # rotate the arm about the shoulder, keeping its length
+                a = np.arcsin(min(1.0, -arm_drop / 0.49 * 0.999)) if arm_drop else 0.0
+                pos[j, 0] = np.sign(pos[j, 0]) * (0.17 + reach * np.cos(a))
+                pos[j, 1] = 1.5 - reach * np.sin(a)
+        if knee_forward and ("Foot" in n or "Toe" in n):
+            pos[j, 1] += 0.4
+            pos[j, 2] += 0.4
+    offsets = np.array([pos[j] if p < 0 else pos[j] - pos[p] for j, p in enumerate(parents)])
+    ends = {names.index(n): np.array(d, dtype=np.float64) for n, d in
+            {"Head": (0, 0.1, 0), "LeftToe": (0, 0, 0.05), "RightToe": (0, 0, 0.05)}.items()}
+    channels = [("Xposition", "Yposition", "Zposition", "Zrotation", "Xrotation", "Yrotation") if p < 0
+                else ("Zrotation", "Xrotation", "Yrotation") for p in parents]
+    return Skeleton(names, parents, offsets, ends, channels)
+
+
+def test_round_trip_without_bind_frames_jlpm_lafan_bandai():
+    """jlpm22 -> LAFAN1 layout -> Bandai layout with no bind frame given anywhere: every mapped bone
+    points like the jlpm22 original within 3 degrees, the feet stay on the ground."""
+    jlpm = _clip(JLPM, 400)
+    lafan_t, bandai_t = parse_bvh_text(lafan1_bvh_text()), _clip(BANDAI, 2)
+    mid = retarget_animation(jlpm, lafan_t)
+    out = retarget_animation(mid, bandai_t)
+    assert out.skeleton is bandai_t.skeleton
+    for a, t, b in ((jlpm, lafan_t, mid), (mid, bandai_t, out), (jlpm, bandai_t, out)):
+        errors = _direction_errors(a, t, b)
+        assert len(errors) >= 14
+        assert max(errors.values()) < 3.0, errors
+    assert abs(_lowest_toe(out) - _lowest_toe(jlpm)) < 0.015
+    assert abs(_lowest_toe(out)) < 0.04
+    # An arms-down rest as a source: no bind frame either.
+    rig = rest_rig(arm_drop=-0.62)
+    posed = retarget_animation(jlpm, Animation(rig, rig.offsets[None].copy(),
+                                               quat_from_scaled_angle_axis(np.zeros((1, rig.num_joints, 3))), 60.0))
+    back = retarget_animation(posed, jlpm)
+    assert max(_direction_errors(posed, jlpm, back).values()) < 3.0
+
+
+def test_cli_retargets_database_output_without_bind_frame(jlpm_db, tmp_path):
+    """The project's own output (the database skeleton with its simulation bone, as `synth` writes it)
+    retargets onto the LAFAN1 layout with no bind frame."""
+    frames = slice(int(jlpm_db.range_starts[1]) + 200, int(jlpm_db.range_starts[1]) + 500)
+    own = Animation(jlpm_db.skeleton, jlpm_db.positions[frames].astype(np.float64),
+                    jlpm_db.rotations[frames].astype(np.float64), jlpm_db.fps)
+    write_bvh(tmp_path / "motion.bvh", own)
+    write_lafan1_bvh(tmp_path / "lafan_layout.bvh")
+    parser = argparse.ArgumentParser()
+    add_retarget_args(parser)
+    args = parser.parse_args([str(tmp_path / "motion.bvh"), "--to", str(tmp_path / "lafan_layout.bvh"),
+                              "-o", str(tmp_path / "out.bvh")])
+    assert run_retarget(args) == 0
+    src, out = read_bvh(tmp_path / "motion.bvh"), read_bvh(tmp_path / "out.bvh")
+    assert out.num_frames == 300
+    assert max(_direction_errors(src, parse_bvh_text(lafan1_bvh_text()), out).values()) < 3.0
+    assert abs(_lowest_toe(out) - _lowest_toe(src)) < 0.015
 
 
 def test_auto_mapping_pairs_arm_chains_by_name():

@@ -11,9 +11,13 @@ of the bind pose), the hips and chest are fully aligned (up and left-right axes)
 
 - a bind pose only needs to be an upright pose with a natural twist of the limbs (a T-pose, an A-pose or
   a standing/walking frame all work); the bone directions of mapped joints then match the source exactly.
-- The source's default bind pose is its rest pose (skeleton offsets, identity rotations) only if that is
-  already a T-pose (every canonical bone within 25 degrees); otherwise `source_bind_frame` must be given
-  (a frame index of the source clip, e.g. 0) and `retarget_animation` raises a RetargetError saying so.
+- No bind frame is needed for a source (`source_bind_frame=None`): `find_source_bind` looks at the bone
+  directions of the roles. A rest pose (skeleton offsets, identity rotations) that shows a standing
+  human (spine and head up, legs down, toes forward, arms anywhere between down and sideways without
+  reaching forward: T-pose, A-pose, arms down) is used as it is. Many files' rest poses are not a body
+  pose at all (jlpm22 and Bandai-Namco point every bone along one local axis; the twist about each bone
+  is then arbitrary), so otherwise the most upright frame of the clip is used (spine closest to vertical,
+  legs closest to straight down, arms least forward). `source_bind_frame` stays as an override.
 - The target's bind pose is a frame of the target BVH (default 0), or the rest pose for a bare Skeleton.
 
 Joint correspondence: by default the roles of both skeletons (skeleton.find_roles) are paired role by
@@ -46,7 +50,12 @@ from .rotations import quat_angle, quat_between, quat_from_matrix, quat_identity
 from .skeleton import SkeletonError, find_roles
 
 LEG_ROLES = ("upper_leg", "lower_leg", "foot", "toe")
-TPOSE_TOLERANCE_DEG = 25.0
+# A rest pose passes as a standing body when, in the hips' frame, the spine and head are within this of
+# up, the thighs and shins within this of down (A-poses and real rests spread the legs by ~20 degrees).
+REST_UPRIGHT_DEG = 35.0
+# The most upright frame must be at least this upright (worst spine/leg bone off vertical): a clip lying
+# on the floor has no usable bind frame.
+UPRIGHT_FRAME_DEG = 45.0
 
 
 class RetargetError(ValueError):
@@ -197,6 +206,101 @@ def canonical_tpose(skel: Skeleton, roles: dict, local_pos: np.ndarray, local_ro
 
 
 # ----------------------------------------------------------------------------------------------
+# Finding a bind pose from the roles
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+
+
+def _angle_to(v: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Angle in degrees between vectors v (..., 3) and the unit direction d (3,)."""
+    return np.degrees(np.arccos(np.clip((_unit(v) * d).sum(-1), -1.0, 1.0)))
+
+
+def _arm_bases(skel: Skeleton, roles: dict) -> dict[str, int]:
+    """Per side, the first joint of the arm: where the chains from the chest to the two hands part."""
+    if not all(r in roles for r in ("chest", "left_hand", "right_hand")):
+        return {}
+    paths = {s: _path(skel.parents, roles["chest"], roles[f"{s}_hand"]) for s in ("left", "right")}
+    if paths["left"] is None or paths["right"] is None:
+        return {}
+    k = 0
+    while k < min(len(paths["left"]), len(paths["right"])) and paths["left"][k] == paths["right"][k]:
+        k += 1
+    if k >= len(paths["left"]) or k >= len(paths["right"]):
+        return {}
+    return {s: paths[s][k] for s in ("left", "right")}
+
+
+def pose_uprightness(skel: Skeleton, roles: dict, gpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How far global poses gpos (F, J, 3) are from standing upright, in degrees per frame.
+
+    Returns (body, arms): body is the worst of the spine (hips to chest) and head (chest to head) off
+    vertical and each thigh and shin off straight down; arms is the larger angle by which an arm (its
+    base to the hand) leans forward or backward out of the body's side plane (0 for T-, A- and
+    arms-down poses). Facing comes from the hip line. Missing roles are left out.
+    """
+    up = np.array([0.0, 1.0, 0.0])
+    worst = np.zeros(gpos.shape[0])
+    for a, b in (("hips", "chest"), ("chest", "head")):
+        if a in roles and b in roles:
+            worst = np.maximum(worst, _angle_to(gpos[:, roles[b]] - gpos[:, roles[a]], up))
+    for side in ("left", "right"):
+        for a, b in (("upper_leg", "lower_leg"), ("lower_leg", "foot")):
+            worst = np.maximum(worst, _angle_to(gpos[:, roles[f"{side}_{b}"]] - gpos[:, roles[f"{side}_{a}"]], -up))
+    arms = np.zeros(gpos.shape[0])
+    across = gpos[:, roles["left_upper_leg"]] - gpos[:, roles["right_upper_leg"]]
+    fwd = _unit(np.cross(across, up))
+    for side, base in _arm_bases(skel, roles).items():
+        v = _unit(gpos[:, roles[f"{side}_hand"]] - gpos[:, base])
+        arms = np.maximum(arms, np.degrees(np.arcsin(np.clip(np.abs((v * fwd).sum(-1)), 0.0, 1.0))))
+    return worst, arms
+
+
+def rest_pose_is_standing(skel: Skeleton, roles: dict) -> bool:
+    """True when the skeleton's rest pose (offsets, identity rotations) shows a standing human (module
+    docstring): then it serves as a bind pose as it is."""
+    lpos = np.asarray(skel.offsets, np.float64)
+    gpos, _ = forward_kinematics(lpos, quat_identity(skel.num_joints), skel.parents)
+    # Judge the pose in the hips' own frame (a rest pose may lie on its side or face anywhere).
+    spine = roles.get("spine", roles.get("chest"))
+    if spine is None:
+        return False
+    frame = _frame_quat(gpos[spine] - gpos[roles["hips"]],
+                        gpos[roles["left_upper_leg"]] - gpos[roles["right_upper_leg"]])
+    if frame is None:
+        return False
+    local = quat_rotate(quat_inv(frame), gpos - gpos[roles["hips"]])[None]
+    body, arms = pose_uprightness(skel, roles, local)
+    toes_forward = all(local[0, roles[f"{s}_toe"], 2] > local[0, roles[f"{s}_foot"], 2]
+                       for s in ("left", "right") if f"{s}_toe" in roles)
+    sides_right = all(np.sign(local[0, roles[f"{s}_hand"], 0] - local[0, j, 0]) != -sgn
+                      for (s, j), sgn in zip(_arm_bases(skel, roles).items(), (1.0, -1.0)))
+    return bool(body[0] <= REST_UPRIGHT_DEG and arms[0] <= 30.0 and toes_forward and sides_right)
+
+
+def find_source_bind(anim: Animation, roles: dict | None = None) -> int | None:
+    """The bind pose `retarget_animation` uses for a source without `source_bind_frame`: None for the
+    rest pose (when `rest_pose_is_standing`), else the index of the clip's most upright frame (body
+    angle of `pose_uprightness` plus half the arms' lean). Raises RetargetError when no frame stands
+    within 45 degrees of upright."""
+    skel = anim.skeleton
+    roles = roles if roles is not None else _roles(skel, None, "source")
+    if rest_pose_is_standing(skel, roles):
+        return None
+    gpos, _ = anim.global_transforms()
+    body, arms = pose_uprightness(skel, roles, gpos)
+    best = int(np.argmin(body + 0.5 * arms))
+    if body[best] > UPRIGHT_FRAME_DEG:
+        raise RetargetError(
+            f"no bind pose found for the source skeleton: its rest pose is not a standing body and no frame "
+            f"stands upright (best frame {best} is {body[best]:.0f} degrees off); give source_bind_frame "
+            f"(--source-bind-frame N), a frame where the character stands upright")
+    return best
+
+
+# ----------------------------------------------------------------------------------------------
 # Joint correspondence
 
 _SYNONYMS = {"clavicle": "shoulder", "collar": "shoulder", "forearm": "lowerarm", "arm": "upperarm",
@@ -318,7 +422,8 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
     target: an Animation (frame `target_bind_frame` is its bind pose) or a Skeleton (rest pose).
     mapping: None (automatic, see module docstring), a dict target joint name -> source joint name,
     a path to a TOML mapping file, or a dict as load_joint_mapping returns. source_bind_frame: frame of
-    `anim` used as the source bind pose; None uses the rest pose, which must then be a T-pose.
+    `anim` used as the source bind pose; None finds one (`find_source_bind`: the rest pose when it
+    shows a standing body, else the clip's most upright frame).
     fit_ground: shift the hips vertically so the feet rest on the ground like the source's.
     """
     src = anim.skeleton
@@ -371,15 +476,11 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
 
     # Bind poses, normalised to the canonical T-pose.
     if source_bind_frame is None:
+        source_bind_frame = find_source_bind(anim, src_roles)
+    if source_bind_frame is None:
         s_lpos, s_lrot = np.asarray(src.offsets, np.float64), quat_identity(src.num_joints)
         s_lpos = s_lpos.copy()
         s_lpos[0] = anim.positions[0, 0]
-        _, _, _, swing = canonical_tpose(src, src_roles, s_lpos, s_lrot)
-        if swing > TPOSE_TOLERANCE_DEG:
-            raise RetargetError(
-                f"the source skeleton's rest pose is not a T-pose (a bone is {swing:.0f} degrees off): give "
-                f"source_bind_frame (--source-bind-frame N), a frame where the character stands upright; "
-                f"it is normalised to a T-pose")
     else:
         if not -anim.num_frames <= source_bind_frame < anim.num_frames:
             raise RetargetError(f"source bind frame {source_bind_frame} out of range (0..{anim.num_frames - 1})")
@@ -465,8 +566,8 @@ def add_retarget_args(parser: argparse.ArgumentParser) -> None:
                              "[target_roles]); default pairs the detected roles and the joints between them")
     parser.add_argument("--target-bind-frame", type=int, default=0, help="frame of TARGET.bvh that is its bind pose (default 0)")
     parser.add_argument("--source-bind-frame", "--source-bind", type=int, default=None, dest="source_bind_frame",
-                        help="frame of IN.bvh used as the source bind pose (any upright frame; needed unless the "
-                             "source's rest pose is a T-pose)")
+                        help="frame of IN.bvh used as the source bind pose (any upright frame; default: the rest "
+                             "pose when it shows a standing body, else the clip's most upright frame)")
     parser.add_argument("--no-fit-ground", action="store_true", help="do not shift the hips to keep the feet on the ground")
     parser.add_argument("--unit", default="m", choices=("m", "cm", "mm"), help="length unit of the output BVH")
 
