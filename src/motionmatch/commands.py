@@ -50,28 +50,49 @@ def _add_build(sub):
                    help="add a user tag to clips whose file name matches GLOB (default all)")
     p.add_argument("--strict", action="store_true", help="fail on the first bad file instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    one = p.add_mutually_exclusive_group()
+    one.add_argument("--skeleton-from", metavar="DATA",
+                     help="retarget every clip onto the skeleton of DATA (a BVH file, or the first BVH in a folder), "
+                          "so sets with different skeletons combine")
+    one.add_argument("--skeleton", metavar="T.bvh", help="retarget every clip onto the skeleton of T.bvh")
+    p.add_argument("--mixed", action="store_true",
+                   help="without DATA: the mixed default (jlpm22 takes, CMU side-steps, Bandai-Namco backward and "
+                        "slow walks, on the jlpm22 skeleton); default: jlpm22 only")
     p.set_defaults(func=run_build)
 
 
 def run_build(args) -> int:
     from .database import BuildSettings, build_database, save_database
-    from .datapaths import find_data, list_bvh_files
+    from .datapaths import find_data, list_bvh_files, mixed_default_files, source_tags
     from .features import default_schema, load_schema
     from .skeleton import load_mapping
 
     t0 = time.perf_counter()
-    roots = [Path(d) for d in args.data] if args.data else [find_data("jlpm22-locomotion", args.data_root)]
-    for r in roots:
-        if not r.exists():
-            raise FileNotFoundError(f"{r}: no such file or folder")
-    files = list_bvh_files(roots, include=args.include, exclude=args.exclude)
+    if args.mixed and args.data:
+        raise ValueError("--mixed builds the mixed default set; give either DATA or --mixed")
+    skeleton = args.skeleton
+    if args.mixed:
+        files, file_tags, skeleton = mixed_default_files(args.data_root, warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+        files = list_bvh_files(files, include=args.include, exclude=args.exclude)
+    else:
+        roots = [Path(d) for d in args.data] if args.data else [find_data("jlpm22-locomotion", args.data_root)]
+        for r in roots:
+            if not r.exists():
+                raise FileNotFoundError(f"{r}: no such file or folder")
+        files = list_bvh_files(roots, include=args.include, exclude=args.exclude)
+        file_tags = source_tags(roots, files)
+    if args.skeleton_from:
+        found = list_bvh_files([args.skeleton_from])
+        if not found:
+            raise FileNotFoundError(f"--skeleton-from {args.skeleton_from}: no BVH file there")
+        skeleton = str(found[0])
     user_tags = []
     for t in args.tag:
         tag, _, pat = t.partition("=")
         user_tags.append((tag, pat or "*"))
     settings = BuildSettings(fps=args.fps, mirror=not args.no_mirror, unit=args.unit, strict=args.strict,
                              role_mapping=load_mapping(args.mapping) if args.mapping else None,
-                             user_tags=user_tags)
+                             user_tags=user_tags, skeleton=skeleton, file_tags=file_tags)
     schema = load_schema(args.schema) if args.schema else default_schema()
     db = build_database(files, settings, schema, progress=not args.quiet)
     save_database(db, args.out)

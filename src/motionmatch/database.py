@@ -24,7 +24,8 @@ from .kinematics import forward_kinematics
 from .preprocess import (attach_simulation_bone, foot_contacts, hips_forward_axis, mirror,
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename)
-from .skeleton import find_roles, mirror_pairs
+from .retarget import RetargetError, bind_pose_of, foot_floor, retarget_onto
+from .skeleton import SkeletonError, find_roles, mirror_pairs
 
 FORMAT_VERSION = 1
 
@@ -123,11 +124,16 @@ class BuildSettings:
     strict: bool = False
     role_mapping: dict | None = None
     user_tags: list[tuple[str, str]] = field(default_factory=list)   # (tag, glob on file name)
+    # One skeleton for clips from several sources: a BVH whose skeleton every other clip is retargeted
+    # onto (its bind pose found as retarget.find_source_bind does); None keeps the first file's
+    # skeleton and refuses others.
+    skeleton: str | None = None
+    file_tags: dict[str, list[str]] = field(default_factory=dict)    # file path -> extra tags (sources)
 
     def to_dict(self) -> dict:
         return {"fps": self.fps, "mirror": self.mirror, "unit": self.unit,
                 "contact_height": self.contact_height, "contact_speed": self.contact_speed,
-                "user_tags": [list(t) for t in self.user_tags]}
+                "user_tags": [list(t) for t in self.user_tags], "skeleton": self.skeleton}
 
 
 def _same_skeleton(a: Skeleton, b: Skeleton) -> bool:
@@ -163,11 +169,17 @@ def _process_file(path: Path, ctx: dict):
     except (BVHError, OSError) as e:
         return str(e)
     if not _same_skeleton(ctx["skeleton"], anim.skeleton):
-        return DatabaseError(
-            f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "
-            f"{ctx['skeleton'].names[:4]}...): a database holds one skeleton; build the datasets into "
-            f"separate databases")
-    anim.tags = tags_from_filename(path) + [t for t, pat in s.user_tags if fnmatch.fnmatch(path.name, pat)]
+        if ctx["target"] is None:
+            return DatabaseError(
+                f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "
+                f"{ctx['skeleton'].names[:4]}...): a database holds one skeleton; retarget every clip onto "
+                f"one with --skeleton-from DATA (or --skeleton T.bvh), or build the sets separately")
+        try:
+            anim = retarget_onto(anim, ctx["target"], ctx["floor"])
+        except RetargetError as e:
+            return f"{path}: cannot retarget onto {s.skeleton}: {e}"
+    anim.tags = (tags_from_filename(path) + [t for t, pat in s.user_tags if fnmatch.fnmatch(path.name, pat)]
+                 + s.file_tags.get(str(path), []))
     anim = resample(anim, s.fps)
     if anim.num_frames < 2:
         return f"{path}: fewer than 2 frames after resampling"
@@ -195,7 +207,9 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     """Read, preprocess and concatenate clips into a Database.
 
     A bad file is reported through `warn` (default: stderr) and skipped, unless settings.strict.
-    All clips must share one skeleton (joint names and hierarchy); a second skeleton is an error.
+    All clips must share one skeleton (joint names and hierarchy); a second skeleton is an error unless
+    settings.skeleton names a BVH whose skeleton every clip is retargeted onto (retarget.retarget_onto:
+    rest pose, unit and a leading synthetic T-pose frame handled; then resampled like any clip).
     Large builds use a process per core.
     """
     from concurrent.futures import ProcessPoolExecutor
@@ -224,11 +238,23 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
             skipped.append(str(path))
     if first is None:
         raise DatabaseError("no file could be read: " + "; ".join(skipped[:5]))
+    target = None
+    if settings.skeleton:
+        try:
+            first = read_bvh(settings.skeleton, unit=settings.unit)
+        except (BVHError, OSError) as e:
+            raise DatabaseError(f"skeleton file: {e}") from None
+        try:
+            target = bind_pose_of(first, find_roles(first.skeleton.names, settings.role_mapping))
+        except (RetargetError, SkeletonError) as e:
+            raise DatabaseError(f"{settings.skeleton}: cannot serve as the database skeleton: {e}") from None
     skel0 = first.skeleton
     roles0 = find_roles(skel0.names, settings.role_mapping)
     gp, gr = first.global_transforms()
     ctx = {
-        "settings": settings, "schema": schema, "skeleton": skel0, "first": str(files[0]),
+        "settings": settings, "schema": schema, "skeleton": skel0, "first": settings.skeleton or str(files[0]),
+        # Retargeted clips rest their feet where the skeleton file's own captures do.
+        "target": target, "floor": foot_floor(gp, roles0) if target is not None else None,
         "roles": roles0, "roles_db": {k: v + 1 for k, v in roles0.items()},
         "forward_axis": hips_forward_axis(gp, gr, roles0),
         "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names)),

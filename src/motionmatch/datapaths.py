@@ -103,3 +103,52 @@ def list_bvh_files(paths, include=None, exclude=None) -> list[Path]:
             continue
         keep.append(f)
     return sorted(keep)
+
+
+def source_tags(roots, files) -> dict[str, list[str]]:
+    """file path -> [`source:NAME`]: NAME is the data argument a file came from (a folder's name, or a
+    file's folder name), so clips of mixed sets can be told apart (tag filter `source:cmu-locomotion`)."""
+    out: dict[str, list[str]] = {}
+    for r in map(Path, roots):
+        name = r.name if r.is_dir() else r.parent.name
+        for f in files:
+            f = Path(f)
+            if str(f) not in out and (f == r or r in f.parents):
+                out[str(f)] = [f"source:{name}"]
+    return out
+
+
+# The mixed default database: each set with the file-name globs it contributes (None: all). The jlpm22
+# takes give complete locomotion and the skeleton; the CMU trial adds true side-steps, Bandai-Namco real
+# backward walking (`walk-back`, 15 styles) and slow walks (the `elderly` walks, 0.6-0.9 m/s: the only
+# style slower than ~1 m/s with many clips).
+MIXED_DEFAULT_SETS = (("jlpm22-locomotion", None), ("cmu-locomotion", None),
+                      ("bandai-namco", ("dataset-1_walk-back_*", "dataset-2_walk_elderly_*")))
+LICENCES = {
+    "jlpm22-locomotion": "MIT (Jose Luis Ponton)",
+    "cmu-locomotion": "free for all uses; credit: \"The data used in this project was obtained from "
+                      "mocap.cs.cmu.edu. The database was created with funding from NSF EIA-0196217.\"",
+    "bandai-namco": "CC BY-NC 4.0 (Bandai Namco Research Inc.): non-commercial use only",
+}
+
+
+def mixed_default_files(data: str | os.PathLike | None = None, warn=None) -> tuple[list[Path], dict[str, list[str]], str]:
+    """Files of the mixed default database, their `source:` tags and the skeleton file (the first jlpm22
+    take) every clip is retargeted onto. The jlpm22 set is required; a missing optional set is reported
+    through `warn` and left out."""
+    files: list[Path] = []
+    tags: dict[str, list[str]] = {}
+    for name, include in MIXED_DEFAULT_SETS:
+        try:
+            root = find_data(name, data)
+        except DataNotFoundError as e:
+            if name == DEFAULT_NAME:
+                raise
+            if warn:
+                warn(f"left out of the mixed database: {str(e).splitlines()[0]}")
+            continue
+        found = list_bvh_files([root], include=include)
+        files += found
+        tags.update(source_tags([root], found))
+    skeleton = str(next(f for f in files if tags[str(f)] == [f"source:{DEFAULT_NAME}"]))
+    return files, tags, skeleton

@@ -300,6 +300,56 @@ def find_source_bind(anim: Animation, roles: dict | None = None) -> int | None:
     return best
 
 
+def synthetic_tpose_frames(anim: Animation, roles: dict | None = None) -> int:
+    """Number of leading frames to drop: 1 when frame 0 is a T-pose (body within 15 degrees of upright,
+    arms within 20 degrees of straight sideways) that the motion leaves at once (some joint turns more
+    than 10 degrees by frame 1), as BVH converters prepend to CMU clips; else 0."""
+    if anim.num_frames < 2:
+        return 0
+    skel = anim.skeleton
+    roles = roles if roles is not None else _roles(skel, None, "source")
+    gpos, grot = forward_kinematics(np.asarray(anim.positions[:2], np.float64),
+                                    np.asarray(anim.rotations[:2], np.float64), skel.parents)
+    body, _ = pose_uprightness(skel, roles, gpos[:1])
+    across = _unit(gpos[0, roles["left_upper_leg"]] - gpos[0, roles["right_upper_leg"]])
+    bases = _arm_bases(skel, roles)
+    if body[0] > 15.0 or not bases:
+        return 0
+    for side, base in bases.items():
+        sideways = across if side == "left" else -across
+        if _angle_to(gpos[0, roles[f"{side}_hand"]] - gpos[0, base], sideways) > 20.0:
+            return 0
+    jump = np.degrees(quat_angle(quat_mul(quat_inv(grot[0]), grot[1]))).max()
+    return 1 if jump > 10.0 else 0
+
+
+def bind_pose_of(anim: Animation, roles: dict | None = None) -> Animation:
+    """A one-frame Animation holding `anim`'s bind pose (`find_source_bind`: its rest pose or its most
+    upright frame): the form `retarget_onto` takes a target in."""
+    skel = anim.skeleton
+    frame = find_source_bind(anim, roles)
+    if frame is None:
+        pos = np.asarray(skel.offsets, np.float64)[None].copy()
+        pos[0, 0] = anim.positions[0, 0]
+        rot = quat_identity(skel.num_joints)[None]
+    else:
+        pos, rot = anim.positions[frame:frame + 1], anim.rotations[frame:frame + 1]
+    return Animation(skeleton=skel, positions=np.array(pos, np.float64), rotations=np.array(rot, np.float64),
+                     fps=anim.fps, source=anim.source, tags=list(anim.tags))
+
+
+def retarget_onto(anim: Animation, target: Animation, floor: float | None = None) -> Animation:
+    """Retarget a clip of any humanoid skeleton onto `target` (frame 0 is its bind pose, e.g. from
+    `bind_pose_of`) with no hand-holding: a synthetic leading T-pose frame is dropped, the source's
+    bind pose is found from its roles, lengths follow the target (any source unit works: the root
+    travel is scaled by the leg-length ratio); `floor` as in `retarget_animation`."""
+    drop = synthetic_tpose_frames(anim)
+    if drop:
+        anim = Animation(skeleton=anim.skeleton, positions=anim.positions[drop:], rotations=anim.rotations[drop:],
+                         fps=anim.fps, source=anim.source, tags=list(anim.tags))
+    return retarget_animation(anim, target, target_bind_frame=0, floor=floor)
+
+
 # ----------------------------------------------------------------------------------------------
 # Joint correspondence
 
@@ -415,8 +465,15 @@ def _lowest_foot(gpos: np.ndarray, roles: dict) -> np.ndarray:
     return gpos[..., js, 1].min(axis=-1)
 
 
+def foot_floor(gpos: np.ndarray, roles: dict) -> float:
+    """Where a clip's feet rest: 5th percentile over frames of the lowest foot/toe joint height
+    (gpos (F, J, 3) global positions)."""
+    return float(np.percentile(_lowest_foot(gpos, roles), 5))
+
+
 def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame: int = 0,
-                       source_bind_frame: int | None = None, fit_ground: bool = True) -> Animation:
+                       source_bind_frame: int | None = None, fit_ground: bool = True,
+                       floor: float | None = None) -> Animation:
     """Retarget `anim` onto the target skeleton; returns an Animation of the target skeleton.
 
     target: an Animation (frame `target_bind_frame` is its bind pose) or a Skeleton (rest pose).
@@ -424,7 +481,9 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
     a path to a TOML mapping file, or a dict as load_joint_mapping returns. source_bind_frame: frame of
     `anim` used as the source bind pose; None finds one (`find_source_bind`: the rest pose when it
     shows a standing body, else the clip's most upright frame).
-    fit_ground: shift the hips vertically so the feet rest on the ground like the source's.
+    fit_ground: shift the hips vertically so the feet rest on the ground like the source's, or, when
+    `floor` is given, so that the 5th percentile of the lowest foot/toe joint height is `floor` (metres;
+    e.g. the target's own captures' `foot_floor`, as toe joints sit at different heights in each rig).
     """
     src = anim.skeleton
     if isinstance(target, Animation):
@@ -514,7 +573,9 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
     _place_hips(tgt, tgt_roles["hips"], t_pos, t_grot, hips_world)
     if fit_ground:
         t_gpos, _ = forward_kinematics(t_pos, t_rot, P)
-        shift = np.percentile(_lowest_foot(s_gpos, src_roles), 5) - np.percentile(_lowest_foot(t_gpos, tgt_roles), 5)
+        # The source floor scaled like the hips (the source may be in another unit).
+        want = foot_floor(s_gpos, src_roles) * ratio if floor is None else floor
+        shift = want - foot_floor(t_gpos, tgt_roles)
         hips_world[:, 1] += shift
         _place_hips(tgt, tgt_roles["hips"], t_pos, t_grot, hips_world)
 
