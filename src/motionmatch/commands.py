@@ -34,6 +34,10 @@ def print_summary(s: dict, file=None) -> None:
 # ---------------------------------------------------------------------------------------------
 # build / info
 
+def _warn(msg: str) -> None:
+    print(f"warning: {msg}", file=sys.stderr)
+
+
 def _add_build(sub):
     p = sub.add_parser("build", help="build a pose database from BVH files or folders")
     p.add_argument("data", nargs="*", help="BVH files or folders (default: the jlpm22 locomotion set)")
@@ -55,25 +59,27 @@ def _add_build(sub):
                      help="retarget every clip onto the skeleton of DATA (a BVH file, or the first BVH in a folder), "
                           "so sets with different skeletons combine")
     one.add_argument("--skeleton", metavar="T.bvh", help="retarget every clip onto the skeleton of T.bvh")
-    p.add_argument("--mixed", action="store_true",
-                   help="without DATA: the mixed default (jlpm22 takes, CMU side-steps, Bandai-Namco backward and "
-                        "slow walks, on the jlpm22 skeleton); default: jlpm22 only")
+    p.add_argument("--jlpm22-only", action="store_true",
+                   help="without DATA: only the jlpm22 takes (default: the mixed default set: jlpm22 takes, CMU "
+                        "side-steps, Bandai-Namco backward and slow walks, retargeted onto the jlpm22 skeleton)")
     p.set_defaults(func=run_build)
 
 
 def run_build(args) -> int:
     from .database import BuildSettings, build_database, save_database
-    from .datapaths import find_data, list_bvh_files, mixed_default_files, source_tags
+    from .datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
     from .features import default_schema, load_schema
     from .skeleton import load_mapping
 
     t0 = time.perf_counter()
-    if args.mixed and args.data:
-        raise ValueError("--mixed builds the mixed default set; give either DATA or --mixed")
+    if args.jlpm22_only and args.data:
+        raise ValueError("--jlpm22-only chooses the default data; give either DATA or --jlpm22-only")
     skeleton = args.skeleton
-    if args.mixed:
-        files, file_tags, skeleton = mixed_default_files(args.data_root, warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    if not args.data and not args.jlpm22_only:
+        files, file_tags, default_skeleton = mixed_default_files(args.data_root, warn=_warn)
         files = list_bvh_files(files, include=args.include, exclude=args.exclude)
+        skeleton = skeleton or default_skeleton
+        print_licences(file_tags)
     else:
         roots = [Path(d) for d in args.data] if args.data else [find_data("jlpm22-locomotion", args.data_root)]
         for r in roots:
@@ -134,14 +140,18 @@ def _add_demo(sub):
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--data", dest="data_root", help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
     p.add_argument("--no-serve", action="store_true", help="only build the database and print its summary")
+    p.add_argument("--jlpm22-only", action="store_true",
+                   help="the jlpm22-only database instead of the mixed default (jlpm22 + CMU + Bandai-Namco clips)")
     p.set_defaults(func=run_demo)
 
 
 def run_demo(args) -> int:
     from .database import build_default_database, load_database
-    path = build_default_database(data=args.data_root, progress=True)
+    from .datapaths import print_licences
+    path = build_default_database(data=args.data_root, progress=True, mixed=not args.jlpm22_only)
     db = load_database(path)
     print(f"default database: {path}")
+    print_licences(db.range_tags)
     print_summary(db.summary())
     if args.no_serve:
         return 0
@@ -275,7 +285,8 @@ def run_bench_quality(args) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
-            "trans/s", "vel ok", "face ok", "search med", "frame med", "frame p99"]
+            "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "search med", "frame med",
+            "frame p99"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, m in rows.items():
@@ -286,6 +297,9 @@ def run_bench_quality(args) -> int:
                 "-" if r is None else f"{r:.2f}", f"{m['transitions_per_s']:.2f}",
                 "-" if not m.get("tracking") else f"{m['tracking']['velocity']['mean']:.2f}",
                 "-" if not m.get("tracking") else f"{m['tracking']['facing']['mean']:.2f}",
+                "-" if "twist_deg" not in m else f"{m['twist_deg']['p95']:.0f}",
+                "-" if "twist_deg" not in m else f"{m['twist_deg']['max']:.0f}",
+                "-" if not m.get("shoulder_facing") else f"{m['shoulder_facing']['mean']:.2f}",
                 f"{m['search_us']['median']:.0f}", f"{m['frame_us']['median']:.0f}", f"{m['frame_us']['p99']:.0f}"]
         print("| " + " | ".join(map(str, vals)) + " |")
     return 0

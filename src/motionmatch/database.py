@@ -411,23 +411,34 @@ def load_database(path) -> Database:
                     range_tags=header["range_tags"], features=fs, meta=meta)
 
 
-def default_database_path() -> Path:
+def default_database_path(mixed: bool = False) -> Path:
+    """Cache file of a default database: the jlpm22-only one, or with `mixed` the mixed default."""
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "motionmatch"
-    return base / "jlpm22-locomotion.npz"
+    return base / ("mixed-locomotion.npz" if mixed else "jlpm22-locomotion.npz")
 
 
-def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False) -> Path:
-    """Build (once) the default jlpm22 locomotion database into the cache; returns its path."""
-    from .datapaths import find_data, list_bvh_files
+def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
+                           mixed: bool = False) -> Path:
+    """Build (once) a default database into the cache; returns its path. Default: the jlpm22 locomotion
+    takes; `mixed`: the mixed default set (datapaths.MIXED_DEFAULT_SETS: jlpm22 takes, CMU side-steps,
+    Bandai-Namco backward and slow walks) retargeted onto the jlpm22 skeleton, clips tagged by source."""
+    from .datapaths import find_data, list_bvh_files, mixed_default_files, source_tags
 
-    path = Path(path) if path else default_database_path()
+    path = Path(path) if path else default_database_path(mixed)
     if path.exists() and not rebuild:
         try:
             load_database(path)
             return path
         except DatabaseError:
             pass  # stale format: rebuild below
-    root = find_data("jlpm22-locomotion", data)
-    db = build_database(list_bvh_files([root]), progress=progress)
+    if mixed:
+        warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
+        files, tags, skeleton = mixed_default_files(data, warn=warn)
+        settings = BuildSettings(skeleton=skeleton, file_tags=tags)
+    else:
+        root = find_data("jlpm22-locomotion", data)
+        files = list_bvh_files([root])
+        settings = BuildSettings(file_tags=source_tags([root], files))
+    db = build_database(files, settings, progress=progress)
     save_database(db, path)
     return path

@@ -141,6 +141,9 @@ def mixed_default_files(data: str | os.PathLike | None = None, warn=None) -> tup
     for name, include in MIXED_DEFAULT_SETS:
         try:
             root = find_data(name, data)
+            # A --data path naming one set's folder stands for that set only.
+            if name != DEFAULT_NAME and root.name != name:
+                raise DataNotFoundError(f"motion capture data {name!r} not found at {root}")
         except DataNotFoundError as e:
             if name == DEFAULT_NAME:
                 raise
@@ -152,3 +155,14 @@ def mixed_default_files(data: str | os.PathLike | None = None, warn=None) -> tup
         tags.update(source_tags([root], found))
     skeleton = str(next(f for f in files if tags[str(f)] == [f"source:{DEFAULT_NAME}"]))
     return files, tags, skeleton
+
+
+def print_licences(tags, file=None) -> None:
+    """Print the licence of every set named by a `source:` tag in `tags` (a dict file -> tags, or a list
+    of per-clip tag lists), so a user of a mixed database knows the terms (Bandai-Namco: non-commercial)."""
+    import sys
+    groups = tags.values() if isinstance(tags, dict) else tags
+    names = sorted({t[len("source:"):] for g in groups for t in g if t.startswith("source:")})
+    for n in names:
+        if n in LICENCES:
+            print(f"licence of {n}: {LICENCES[n]}", file=file or sys.stdout)

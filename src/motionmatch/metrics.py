@@ -138,6 +138,46 @@ def tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.nda
             "facing": {"mean": round(float(np.mean(face_ok)), 3), "min": round(float(np.min(face_ok)), 3)}}
 
 
+SHOULDER_FACING_DEG = 25.0
+
+
+def _line_yaw(gpos: np.ndarray, left: int, right: int) -> np.ndarray:
+    """Yaw (radians) of the body facing across the line from joint `right` to joint `left` (a body
+    facing +Z has its left side at +X; yaw 0 faces +Z)."""
+    across = gpos[:, left] - gpos[:, right]
+    # forward = across x up, on the ground: (-across_z, 0, across_x)
+    return np.arctan2(-across[:, 2], across[:, 0])
+
+
+def shoulder_facing_yaw(gpos: np.ndarray, shoulders: tuple[int, int]) -> np.ndarray:
+    """The displayed facing measured on the upper body: yaw (radians, 0 faces +Z) of the shoulder line
+    (left, right shoulder joints, e.g. skeleton.shoulder_joints) per frame of global positions (T, J, 3)."""
+    return _line_yaw(gpos, *shoulders)
+
+
+def twist_deg(gpos: np.ndarray, hips: tuple[int, int], shoulders: tuple[int, int]) -> np.ndarray:
+    """Pelvis-to-shoulder twist per frame: absolute yaw (degrees, 0..180) between the hip line (left,
+    right upper-leg joints) and the shoulder line (left, right shoulder joints), from global positions
+    (T, J, 3). Self-contained so it can be fed a whole clip or a stream of frames."""
+    d = _line_yaw(gpos, *shoulders) - _line_yaw(gpos, *hips)
+    return np.degrees(np.abs(np.remainder(d + np.pi, 2 * np.pi) - np.pi))
+
+
+def held_fraction(change_frames: list[int], ok: np.ndarray, fps: float, settle_s: float = 0.4) -> dict | None:
+    """For each held input (from a change to the next, skipping its first `settle_s` seconds), the
+    fraction of frames where `ok` (T,) bool holds; mean and min over held inputs; None without changes."""
+    F = len(ok)
+    bounds = list(change_frames) + [F]
+    fr = []
+    for k, f0 in enumerate(change_frames):
+        a, b = f0 + int(round(settle_s * fps)), min(bounds[k + 1], F)
+        if b - a >= 10:
+            fr.append(float(ok[a:b].mean()))
+    if not fr:
+        return None
+    return {"mean": round(float(np.mean(fr)), 3), "min": round(float(np.min(fr)), 3)}
+
+
 def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames: list[int]) -> dict:
     """The metrics.json dictionary from a synthesis record (see synth.py for the record's arrays)."""
     gpos = rec["global_positions"]
@@ -165,6 +205,13 @@ def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames:
     if "desired_yaw" in rec:
         face_err = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["desired_yaw"] + np.pi, 2 * np.pi) - np.pi))
         out["tracking"] = tracking(change_frames, rec["desired_vel"], rec["root_vel"], face_err, fps)
+    if rec.get("shoulder_joints") is not None:
+        hips, shoulders = rec["hip_joints"], rec["shoulder_joints"]
+        out["twist_deg"] = _stats(twist_deg(gpos, hips, shoulders), ("p95", "max"))
+        if "desired_yaw" in rec and change_frames:
+            err = shoulder_facing_yaw(gpos, shoulders) - rec["desired_yaw"]
+            err = np.degrees(np.abs(np.remainder(err + np.pi, 2 * np.pi) - np.pi))
+            out["shoulder_facing"] = held_fraction(change_frames, err <= SHOULDER_FACING_DEG, fps)
     if grounds is not None:
         out.update(terrain_metrics(toes, grounds, fps, rec.get("foot_ground")))
     return out

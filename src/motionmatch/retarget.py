@@ -47,7 +47,7 @@ import numpy as np
 from .animation import Animation, Skeleton
 from .kinematics import forward_kinematics
 from .rotations import quat_angle, quat_between, quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate
-from .skeleton import SkeletonError, find_roles
+from .skeleton import SkeletonError, arm_chains, find_roles
 
 LEG_ROLES = ("upper_leg", "lower_leg", "foot", "toe")
 # A rest pose passes as a standing body when, in the hips' frame, the spine and head are within this of
@@ -220,17 +220,7 @@ def _angle_to(v: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 def _arm_bases(skel: Skeleton, roles: dict) -> dict[str, int]:
     """Per side, the first joint of the arm: where the chains from the chest to the two hands part."""
-    if not all(r in roles for r in ("chest", "left_hand", "right_hand")):
-        return {}
-    paths = {s: _path(skel.parents, roles["chest"], roles[f"{s}_hand"]) for s in ("left", "right")}
-    if paths["left"] is None or paths["right"] is None:
-        return {}
-    k = 0
-    while k < min(len(paths["left"]), len(paths["right"])) and paths["left"][k] == paths["right"][k]:
-        k += 1
-    if k >= len(paths["left"]) or k >= len(paths["right"]):
-        return {}
-    return {s: paths[s][k] for s in ("left", "right")}
+    return {side: chain[0] for side, chain in arm_chains(skel.parents, roles).items()}
 
 
 def pose_uprightness(skel: Skeleton, roles: dict, gpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -100,6 +100,39 @@ def find_roles(names: list[str], mapping: dict[str, str] | None = None,
     return {r: roles[r] for r in list(ROLES) + sorted(set(roles) - set(ROLES)) if r in roles}
 
 
+def arm_chains(parents, roles: dict[str, int]) -> dict[str, list[int]]:
+    """Per side ('left', 'right'), the arm's joints from the first one after the chains from the chest
+    to the two hands part (the clavicle or shoulder) down to the hand; {} when the chest or a hand role
+    is missing or the hands do not hang off the chest."""
+    if not all(r in roles for r in ("chest", "left_hand", "right_hand")):
+        return {}
+    paths = {}
+    for side in ("left", "right"):
+        p = [roles[f"{side}_hand"]]
+        while p[-1] != roles["chest"]:
+            if parents[p[-1]] < 0:
+                return {}
+            p.append(int(parents[p[-1]]))
+        paths[side] = p[::-1]
+    k = 0
+    while k < min(map(len, paths.values())) and paths["left"][k] == paths["right"][k]:
+        k += 1
+    if k >= len(paths["left"]) or k >= len(paths["right"]):
+        return {}
+    return {s: p[k:] for s, p in paths.items()}
+
+
+def shoulder_joints(parents, roles: dict[str, int]) -> tuple[int, int] | None:
+    """(left, right) shoulder joints (the upper arms: the joint after the clavicle, or the first arm
+    joint when the arm has only two before the hand), whose line gives the upper body's facing; None
+    without arms."""
+    chains = arm_chains(parents, roles)
+    if not chains:
+        return None
+    pick = [c[1] if len(c) > 2 else c[0] for c in (chains["left"], chains["right"])]
+    return pick[0], pick[1]
+
+
 _SWAP_WORD = {"left": "right", "right": "left"}
 
 

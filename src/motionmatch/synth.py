@@ -16,6 +16,7 @@ from .metrics import compute_metrics, source_foot_sliding_cm_s
 from .preprocess import remove_simulation_bone
 from .runtime.character import Character, CharacterSettings
 from .scenario import Scenario, load_scenario, parse_scenario
+from .skeleton import shoulder_joints
 
 
 def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = None, progress: bool = False,
@@ -67,6 +68,8 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     rec["transitions"] = ch.transitions
     rec["transition_frames"] = np.array(transitions_at, dtype=np.int64)
     rec["toe_joints"] = [db.roles["left_toe"], db.roles["right_toe"]]
+    rec["hip_joints"] = (db.roles["left_upper_leg"], db.roles["right_upper_leg"])
+    rec["shoulder_joints"] = shoulder_joints(db.skeleton.parents, db.roles)
     if terrain is not None:
         toes = rec["global_positions"][:, rec["toe_joints"]]
         rec["toe_ground"] = [terrain.height(toes[:, i, 0], toes[:, i, 2]) for i in range(2)]

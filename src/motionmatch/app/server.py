@@ -659,6 +659,8 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="database file (default: build or reuse the cached default database)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
+    parser.add_argument("--jlpm22-only", action="store_true",
+                        help="without --db: the jlpm22-only default database instead of the mixed default")
     parser.add_argument("--node-modules", default=None,
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
 
@@ -671,7 +673,7 @@ def run_serve(args) -> int:
         print("motionmatch: three.js not found: run `make node_modules` (npm ci) in the project root, "
               "or pass --node-modules", file=sys.stderr)
         return 1
-    path = args.db or database.build_default_database(progress=True)
+    path = args.db or database.build_default_database(progress=True, mixed=not args.jlpm22_only)
     db = database.load_database(path)
     app = make_app(runtime_backend(db), node_modules=args.node_modules)
     return _run(app, args.host, args.port)
