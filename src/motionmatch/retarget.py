@@ -113,25 +113,16 @@ def _aims(skel: Skeleton, roles: dict) -> tuple[list[tuple[int, int | None, np.n
                 aims[roles[leaf]] = (None, d)
     # Arms: only the joints after the left and right chains part (joints shared with the neck chain,
     # e.g. an upper chest above the chest role, stay aimed up).
-    arms = {s: _path(P, roles["chest"], roles[f"{s}_hand"]) if "chest" in roles and f"{s}_hand" in roles else None
-            for s in ("left", "right")}
-    branch = None
-    if arms["left"] is not None and arms["right"] is not None:
-        k = 0
-        while k < min(len(arms["left"]), len(arms["right"])) and arms["left"][k] == arms["right"][k]:
-            k += 1
-        if k < len(arms["left"]) and k < len(arms["right"]):
-            branch = k
-            for s in ("left", "right"):
-                p = arms[s]
-                for j, nxt in zip(p[k:-1], p[k + 1:]):
-                    aims[j] = (nxt, side[s])
+    arms = arm_chains(P, roles)
+    for s, chain_ in arms.items():
+        for j, nxt in zip(chain_[:-1], chain_[1:]):
+            aims[j] = (nxt, side[s])
     if "head" in roles:
         aims[roles["head"]] = (None, up)
     if spine_path is not None and "left_upper_leg" in roles and "right_upper_leg" in roles:
         frames.append((roles["hips"], spine_path[1], (roles["left_upper_leg"], roles["right_upper_leg"])))
-    if head_path is not None and branch is not None:
-        frames.append((roles["chest"], head_path[1], (arms["left"][branch], arms["right"][branch])))
+    if head_path is not None and arms:
+        frames.append((roles["chest"], head_path[1], (arms["left"][0], arms["right"][0])))
         aims.pop(roles["chest"], None)
     return [(j, n, d) for j, (n, d) in sorted(aims.items())], frames
 
