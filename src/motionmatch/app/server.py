@@ -413,9 +413,19 @@ class Session:
         out = inspect_search(feats, np.asarray(f["query"], np.float32), ch.slices, db.range_starts,
                              db.range_stops, k=f.get("k", 8), current=f["current"], bias=f["bias"],
                              mask=self._masks[tags], end_exclude=ch.settings.end_exclude)
-        ranges = np.searchsorted(db.range_starts, [c["frame"] for c in out["candidates"]], side="right") - 1
-        for c, r in zip(out["candidates"], ranges.tolist()):
+        # Raw (un-normalized) features for drawing query vs match in the character's frame.
+        fs = db.features
+        weights = self.effective_weights()
+        scale = np.empty(feats.shape[1])
+        for name, sl in ch.slices.items():
+            scale[sl] = fs.std[sl] / max(weights.get(name, 1.0), 1e-9)
+        out["query_raw"] = np.asarray(f["query"]) * scale + fs.offset
+        rows = out["candidates"] + ([out["continue"]] if out["continue"] else [])
+        ranges = np.searchsorted(db.range_starts, [c["frame"] for c in rows], side="right") - 1
+        for c, r in zip(rows, ranges.tolist()):
             c["clip"], c["clip_frame"] = r, c["frame"] - int(db.range_starts[r])
+            c["raw"] = fs.raw[c["frame"]]
+        out["schema"] = fs.schema.to_dict()["channel"]
         return {"type": "inspect", **_round(out, 4)}
 
     def set_terrain(self, terrain, name: str) -> None:
