@@ -28,8 +28,19 @@ try {
   await page.waitForFunction(() => window.motionmatch && window.motionmatch.framesReceived > 30 && window.motionmatch.clips,
     null, { timeout: 20000 });
   const mm = (fn) => page.evaluate(fn);
+  // DOM clicks without playwright's actionability waits (software rendering makes each of those slow).
+  const click = (sel) => page.evaluate((q) => document.querySelector(q).click(), sel);
+  const choose = (sel, value) => page.evaluate(([q, v]) => {
+    const el = document.querySelector(q);
+    el.value = v;
+    el.dispatchEvent(new Event('change'));
+  }, [sel, value]);
+  const t0 = Date.now();
+  report.times = {};
+  const lap = (name) => { report.times[name] = Date.now() - t0; };
 
   // Layout at 1280x720: the Defaults button inside the window, no label cut off.
+  lap('layout');
   report.layout = await mm(() => {
     const r = document.getElementById('t-defaults').getBoundingClientRect();
     const cut = [];
@@ -63,6 +74,7 @@ try {
     return { j, t: j >= 0 ? h[j].search.t : null, x: r.left + ((600 - h.length + j + 0.5) / 600) * r.width,
       y: r.top + r.height / 2, frames: h.length };
   });
+  lap('tick');
   report.tick = tick;
   if (tick.j >= 0) {
     await page.mouse.click(tick.x, tick.y);
@@ -76,38 +88,40 @@ try {
   });
   await page.screenshot({ path: join(outDir, 'inspector.png') });
   // Pausing keeps the history still: frames in flight are not added.
+  lap('pause');
   report.pause = await mm(async () => {
     const s = window.motionmatch;
     const n0 = s.debugHistory().length;
     await new Promise((r) => setTimeout(r, 600));
     return { before: n0, after: s.debugHistory().length, mode: s.mode };
   });
-  await page.click('#b-live');
+  await click('#b-live');
 
   // Database browser: play clip 1 from its start.
-  await page.click('#tabs button[data-tab="clips"]');
-  await page.click('#c-list .clip[data-clip="1"] button');
+  await click('#tabs button[data-tab="clips"]');
+  await click('#c-list .clip[data-clip="1"] button');
   await page.waitForTimeout(1000);
+  lap('clips');
   report.clips = await mm(() => ({ playhead: window.motionmatch.playhead, clip1: window.motionmatch.clips[1],
     resume: !document.getElementById('c-resume').disabled, rows: document.querySelectorAll('#c-list .clip').length,
     frame: window.motionmatch.lastDebug.frame, clipFrame: window.motionmatch.lastDebug.clip_frame }));
-  await page.screenshot({ path: join(outDir, 'clips.png') });
-  await page.click('#c-resume');
+  await click('#c-resume');
 
   // Ghosts on, then off.
-  await page.click('#tabs button[data-tab="status"]');
-  await page.check('#g-raw'); await page.check('#g-touch');
+  await click('#tabs button[data-tab="status"]');
+  await click('#g-raw'); await click('#g-touch');
   await page.waitForTimeout(600);
   report.ghostsOn = await mm(() => ({ shown: window.motionmatch.ghosts, sent: !!window.motionmatch.lastDebug.ghosts,
     joints: window.motionmatch.lastDebug.ghosts ? window.motionmatch.lastDebug.ghosts.raw.length : 0 }));
-  await page.screenshot({ path: join(outDir, 'ghosts.png') });
-  await page.uncheck('#g-raw'); await page.uncheck('#g-touch');
+  await click('#g-raw'); await click('#g-touch');
   await page.waitForTimeout(600);
+  lap('ghostsOff');
   report.ghostsOff = await mm(() => ({ shown: window.motionmatch.ghosts, sent: !!window.motionmatch.lastDebug.ghosts }));
 
   // Graphs.
-  await page.click('#tabs button[data-tab="graphs"]');
+  await click('#tabs button[data-tab="graphs"]');
   await page.waitForTimeout(400);
+  lap('graphs');
   report.graphs = await mm(() => {
     const c = document.getElementById('gr');
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -115,17 +129,17 @@ try {
     for (let i = 3; i < d.length; i += 4) if (d[i] > 0) ink++;
     return { ...window.motionmatch.graphs, ink: ink / (c.width * c.height) };
   });
-  await page.screenshot({ path: join(outDir, 'graphs.png') });
 
   // Terrain: steps; walking forward climbs them.
-  await page.click('#tabs button[data-tab="status"]');
-  await page.selectOption('#t-terrain', 'steps');
+  await click('#tabs button[data-tab="status"]');
+  await choose('#t-terrain', 'steps');
   await page.waitForFunction(() => window.motionmatch.terrain && window.motionmatch.terrain.name === 'steps', null,
     { timeout: 10000 }).catch(() => {});
   const hips0 = (await mm(() => window.motionmatch.hipsPosition))[1];
   await page.keyboard.down('KeyW');
   await page.waitForTimeout(3000);
   await page.keyboard.up('KeyW');
+  lap('terrain');
   report.terrain = await mm(() => ({ ...window.motionmatch.terrain, hips: window.motionmatch.hipsPosition,
     root: window.motionmatch.rootPosition }));
   report.terrain.hips0 = hips0;
@@ -133,13 +147,25 @@ try {
 
   // A bad tag filter typed and entered: one error, its caret line kept.
   const errors0 = await mm(() => window.motionmatch.errors.length);
-  await page.fill('#t-tags', 'walk | (');
-  await page.press('#t-tags', 'Enter');
+  await page.evaluate(() => {
+    const el = document.getElementById('t-tags');
+    el.focus();
+    el.value = 'walk | (';
+    el.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true }));
+    el.dispatchEvent(new Event('change'));      // what the blur after Enter fires
+  });
   await page.waitForTimeout(800);
   report.tagError = await mm(() => ({ errors: window.motionmatch.errors.slice(-2),
     toasts: [...document.querySelectorAll('.toast.error')].map((t) => ({ text: t.textContent, pre: t.classList.contains('pre') })) }));
   report.tagError.count = (await mm(() => window.motionmatch.errors.length)) - errors0;
-  report.quality = await mm(() => window.motionmatch.quality);
+  // Without ?quality=low, software rendering's low frame rate switches to low quality by itself.
+  lap('quality');
+  await page.goto(url.replace(/[?&]quality=low/, ''));
+  await page.waitForFunction(() => window.motionmatch && window.motionmatch.quality.startsWith('low'), null,
+    { timeout: 15000 }).catch(() => {});
+  report.quality = await mm(() => ({ quality: window.motionmatch.quality, fps: window.motionmatch.fps,
+    hud: document.getElementById('h-quality').textContent }));
+  lap('end');
 } catch (e) {
   report.failure = String(e && e.stack || e);
 } finally {

@@ -59,7 +59,7 @@ state.quality = LOW ? 'low (?quality=low)' : 'high';
 const canvas = $('view');
 const renderer = new THREE.WebGLRenderer({ canvas, antialias: !LOW, preserveDrawingBuffer: true });
 renderer.setPixelRatio(LOW ? 0.5 : Math.min(window.devicePixelRatio, 2));
-renderer.shadowMap.enabled = true;
+renderer.shadowMap.enabled = !LOW;     // software GL: the shadow pass costs as much as the scene
 renderer.shadowMap.type = THREE.PCFShadowMap;
 renderer.outputColorSpace = THREE.SRGBColorSpace;
 renderer.toneMapping = THREE.ACESFilmicToneMapping;
@@ -832,6 +832,7 @@ function checkQuality(now) {
   if (LOW || state.quality !== 'high' || now - qualityFrom < 3000 || !state.framesReceived) return;
   if (state.fps >= AUTO_LOW_FPS) { qualityFrom = Infinity; return; }
   renderer.setPixelRatio(0.5);
+  renderer.shadowMap.enabled = false;
   sun.shadow.mapSize.set(512, 512);
   if (sun.shadow.map) { sun.shadow.map.dispose(); sun.shadow.map = null; }
   resize();
