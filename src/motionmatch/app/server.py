@@ -256,6 +256,20 @@ def _round(obj, digits=3):
 # Sessions
 
 
+_TRANSPOSED: dict = {}
+
+
+def _transposed(features: np.ndarray) -> np.ndarray:
+    """The (F, N) contiguous transpose of a normalized feature matrix, kept for the few matrices in use
+    (characters with the same weights share one): the inspector reads columns."""
+    hit = _TRANSPOSED.get(id(features))
+    if hit is None or hit[0] is not features:
+        if len(_TRANSPOSED) >= 4:
+            _TRANSPOSED.pop(next(iter(_TRANSPOSED)))
+        hit = _TRANSPOSED[id(features)] = (features, np.ascontiguousarray(features.T))
+    return hit[1]
+
+
 class Session:
     """One connected page: its character, input state, recording and scenario."""
 
@@ -412,7 +426,8 @@ class Session:
                 raise MessageError(f"tag_filter: {exc}") from None
         out = inspect_search(feats, np.asarray(f["query"], np.float32), ch.slices, db.range_starts,
                              db.range_stops, k=f.get("k", 8), current=f["current"], bias=f["bias"],
-                             mask=self._masks[tags], end_exclude=ch.settings.end_exclude)
+                             mask=self._masks[tags], end_exclude=ch.settings.end_exclude,
+                             features_t=_transposed(feats))
         # Raw (un-normalized) features for drawing query vs match in the character's frame.
         fs = db.features
         weights = self.effective_weights()
@@ -623,7 +638,10 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
                 continue
             try:
                 kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data))
-                reply = session.handle(kind, fields)
+                if kind == "inspect":   # ranks the whole database: off the loop that streams frames
+                    reply = await asyncio.get_running_loop().run_in_executor(None, session.handle, kind, fields)
+                else:
+                    reply = session.handle(kind, fields)
             except MessageError as exc:
                 reply = {"type": "error", "message": str(exc)}
             except Exception as exc:  # a bug in one session's character must not stop the others

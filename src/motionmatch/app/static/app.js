@@ -837,6 +837,7 @@ function checkQuality(now) {
   if (sun.shadow.map) { sun.shadow.map.dispose(); sun.shadow.map = null; }
   resize();
   state.quality = `low (auto: ${state.fps.toFixed(0)} fps)`;
+  $('h-quality').textContent = state.quality;
   toast(`rendering at ${state.fps.toFixed(0)} fps: switched to low quality (add ?quality=low to start there)`);
 }
 let qualityFrom = performance.now();
