@@ -3,9 +3,6 @@ endpoints, and the page's panels driven in chromium at 1280x720 (tests/browser/d
 from __future__ import annotations
 
 import io
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import aiohttp
@@ -13,7 +10,7 @@ import numpy as np
 import pytest
 
 from motionmatch.app import server as srv
-from test_app import Client, ServerThread, _backend, _browser_tools, run
+from test_app import Client, ServerThread, _backend, run, run_browser_script
 
 SCRIPT = Path(__file__).resolve().parent / "browser" / "debug_tools_test.mjs"
 
@@ -107,15 +104,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
 
 
 def test_debug_tools_in_chromium_at_1280x720(server, tmp_path):
-    node, chromium, pw, missing = _browser_tools()
-    if missing:
-        pytest.skip("browser test needs " + ", ".join(missing))
-    env = {**os.environ, "CHROMIUM": chromium, "PLAYWRIGHT_CORE": str(pw)}
-    out = subprocess.run([node, str(SCRIPT), server.url + "/?quality=low", str(tmp_path)],
-                         capture_output=True, text=True, timeout=240, env=env)
-    assert out.returncode == 0, out.stderr
-    r = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "failure" not in r, r["failure"]
+    r = run_browser_script(SCRIPT, server.url + "/?quality=low", tmp_path)
     assert not r["pageErrors"] and not r["console"], (r["pageErrors"], r["console"])
     # 1280x720: Defaults inside the window, no label or value cut off; the example uses real tags.
     lay = r["layout"]

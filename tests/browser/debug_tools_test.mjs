@@ -1,27 +1,15 @@
 // Drives the debugging tools of the motionmatch page in headless Debian chromium at 1280x720 and prints one
 // JSON report; tests/test_app_debug_tools.py makes the assertions.
 // Usage: node tests/browser/debug_tools_test.mjs URL OUT_DIR
-import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-const pw = process.env.PLAYWRIGHT_CORE;
-const { chromium } = await import(pw ? pathToFileURL(pw).href : 'playwright-core');
+import { launch } from './chromium.mjs';
 
 const [url, outDir = tmpdir()] = process.argv.slice(2);
-const profile = mkdtempSync(join(tmpdir(), 'mm-chromium-'));
 const report = { console: [], pageErrors: [] };
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1280, height: 720 },
-  args: ['--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--no-sandbox', '--disable-gpu',
-    '--disable-background-networking', '--no-first-run', '--disable-quic', '--disable-component-update',
-    '--disable-sync'],
-});
+const browser = await launch({ width: 1280, height: 720 });
 try {
-  const page = context.pages()[0] || await context.newPage();
+  const page = browser.page;
   page.on('console', (m) => { if (m.type() === 'error') report.console.push(m.text()); });
   page.on('pageerror', (e) => report.pageErrors.push(String(e)));
   await page.goto(url);
@@ -169,7 +157,6 @@ try {
 } catch (e) {
   report.failure = String(e && e.stack || e);
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await browser.close();
 }
 console.log(JSON.stringify(report));
