@@ -107,4 +107,8 @@ def test_busy_port_moves_on_with_a_clear_message(jlpm_db_path):
 def test_all_interfaces_prints_addresses_and_warns():
     addrs = srv.reachable_addresses("0.0.0.0")
     assert addrs[0] == "127.0.0.1" and all(a.count(".") == 3 for a in addrs)
-    assert srv.reachable_addresses("127.0.0.1") == ["127.0.0.1"]
+    lines, warning = srv.announcement("0.0.0.0", 8123)
+    assert lines == [f"motionmatch: serving on http://{a}:8123/  (Ctrl+C to stop)" for a in addrs]
+    assert "0.0.0.0" not in "".join(lines) and "anyone who can reach this machine" in warning
+    assert srv.announcement("127.0.0.1", 8000) == (["motionmatch: serving on http://127.0.0.1:8000/  (Ctrl+C to stop)"],
+                                                   None)

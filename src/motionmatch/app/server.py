@@ -875,6 +875,17 @@ def reachable_addresses(host: str) -> list[str]:
     return out
 
 
+def announcement(host: str, port: int) -> tuple[list[str], str | None]:
+    """What serve prints once listening: one URL per address a browser can use, and a warning when the
+    app is reachable from other machines."""
+    lines = [f"motionmatch: serving on http://{a}:{port}/  (Ctrl+C to stop)" for a in reachable_addresses(host)]
+    local = host.startswith("127.") or host in ("localhost", "::1")
+    warning = None if local else (
+        f"motionmatch: warning: listening on {host or 'all interfaces'}: anyone who can reach this machine "
+        f"can open the app (no authentication); use --host 127.0.0.1 to keep it local")
+    return lines, warning
+
+
 def _run(app: web.Application, host: str, port: int) -> int:
     async def main():
         runner = web.AppRunner(app, access_log=None)
@@ -893,13 +904,10 @@ def _run(app: web.Application, host: str, port: int) -> int:
                                      f"pick a free port with --port N (or PORT=N make demo)") from None
                 print(f"motionmatch: port {port + k} is busy ({exc.strerror}); trying {port + k + 1}",
                       file=sys.stderr, flush=True)
-        bound = site._server.sockets[0].getsockname()[1]
-        for addr in reachable_addresses(host):
-            print(f"motionmatch: serving on http://{addr}:{bound}/  (Ctrl+C to stop)", flush=True)
-        if host in ("0.0.0.0", "", "::") or not (host.startswith("127.") or host == "localhost"):
-            print(f"motionmatch: warning: listening on {host or 'all interfaces'}: anyone who can reach this "
-                  f"machine can open the app (no authentication); use --host 127.0.0.1 to keep it local",
-                  file=sys.stderr, flush=True)
+        lines, warning = announcement(host, site._server.sockets[0].getsockname()[1])
+        print("\n".join(lines), flush=True)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         try:
             await asyncio.Event().wait()
         finally:
