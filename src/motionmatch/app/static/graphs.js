@@ -5,13 +5,13 @@ const $ = (id) => document.getElementById(id);
 
 export function initGraphs(ctx) {
   const plots = [
-    { title: 'speed (m/s): asked · delivered', series: [
-      { color: '#5ccf8a', get: (d) => d.speed && d.speed.asked },
-      { color: '#f0a24a', get: (d) => d.speed && d.speed.delivered }] },
-    { title: 'search cost (total)', series: [{ color: '#5aa6f0', get: (d) => d.search && d.search.cost }] },
-    { title: 'time (µs): search · frame', series: [
-      { color: '#ef6b6b', get: (d) => d.search_us || null },
-      { color: '#c38cf0', get: (d) => d.frame_us }] },
+    { title: 'speed (m/s):', series: [
+      { name: 'asked', color: '#5ccf8a', get: (d) => d.speed && d.speed.asked },
+      { name: 'delivered', color: '#f0a24a', get: (d) => d.speed && d.speed.delivered }] },
+    { title: 'search cost:', series: [{ name: 'total', color: '#5aa6f0', get: (d) => d.search && d.search.cost }] },
+    { title: 'time (µs):', series: [
+      { name: 'last search', color: '#ef6b6b', get: (d) => d.search_us || null },
+      { name: 'frame', color: '#c38cf0', get: (d) => d.frame_us }] },
     { title: 'transitions', events: true },
     { title: 'feet: contact (light) · locked (dark); left · right', feet: true },
   ];
@@ -33,13 +33,19 @@ export function initGraphs(ctx) {
       const h = heights[pi] === 1 ? free : heights[pi];
       g.fillStyle = '#8d98a6'; g.font = '18px system-ui, sans-serif';
       g.fillText(p.title, 4, y + 18);
+      let tx = 10 + g.measureText(p.title).width;
+      for (const s of p.series || []) {
+        g.fillStyle = s.color; g.fillText(s.name, tx, y + 18);
+        tx += 12 + g.measureText(s.name).width;
+      }
       const top = y + titleH;
       g.fillStyle = 'rgba(255,255,255,0.05)'; g.fillRect(0, top, W, h);
       const X = (i) => ((off + i) / n) * W;
       if (p.series) {
         let max = 1e-6;
         for (const s of p.series) for (const f of history) { const v = s.get(f.debug); if (v != null && v > max) max = v; }
-        g.fillStyle = '#8d98a6'; g.fillText(max >= 100 ? max.toFixed(0) : max.toFixed(2), W - 70, top + 18);
+        const label = `max ${max >= 100 ? max.toFixed(0) : max.toFixed(2)}`;
+        g.fillStyle = '#8d98a6'; g.fillText(label, W - 8 - g.measureText(label).width, y + 18);
         for (const s of p.series) {
           g.strokeStyle = s.color; g.lineWidth = 2; g.beginPath();
           let pen = false, count = 0;
