@@ -20,6 +20,7 @@ export function clipColor(index) {
 export function initClips(ctx) {
   const db = { fps: 60, clips: [], starts: [] };
   let playing = null;         // clip index asked for with play_clip, until the search resumes
+  let playingAfter = 0;       // frames up to this sequence number were sent before the jump
 
   function rangeOf(frame) {
     // Binary search in the clip starts (sorted).
@@ -66,6 +67,8 @@ export function initClips(ctx) {
   ctx.on('hello', (msg) => { playing = null; load(msg.session); });
   ctx.on('play_clip', (msg) => {
     playing = msg.clip;
+    const h = ctx.history();
+    playingAfter = h.length ? h[h.length - 1].seq : 0;
     $('c-resume').disabled = playing == null;
   });
 
@@ -105,7 +108,7 @@ export function initClips(ctx) {
     const text = clipLabel(c.name, d.frame - c.start);
     ctx.state.playhead = text;
     $('c-playhead').textContent = `${text}  ·  ${playing != null ? 'playing this clip (search paused)' : 'chosen by the search'}`;
-    if (playing != null && r !== playing) { playing = null; $('c-resume').disabled = true; }
+    if (playing != null && frame.seq > playingAfter && r !== playing) { playing = null; $('c-resume').disabled = true; }
     for (const row of document.querySelectorAll('#c-list .clip.current')) row.classList.remove('current');
     const row = document.querySelector(`#c-list .clip[data-clip="${r}"]`);
     if (row) row.classList.add('current');
