@@ -51,7 +51,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
             await c.ws.send_json({"type": "inspect", "query": rec["query"], "current": rec["current"],
                                   "bias": rec["bias"], "tag_filter": rec["tag_filter"]})
             ins = await c.next_text("inspect")
-            assert len(ins["candidates"]) == 8 and ins["best"] == rec["frame"]
+            assert len(ins["candidates"]) == 8 and ins["best"] == rec["frame"], (ins["best"], rec)
             first = ins["candidates"][0]
             assert set(first["channels"]) == set(c.hello["channels"])
             assert clips[first["clip"]]["start"] + first["clip_frame"] == first["frame"]
@@ -66,7 +66,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
             c.frames.clear()
             await c.pump(0.5)
             d = c.debug(c.frames[-1])
-            assert d["frame"] - clips[1]["start"] == d["clip_frame"] and 100 < d["clip_frame"] < 100 + 60
+            assert d["frame"] - clips[1]["start"] == d["clip_frame"] and 100 < d["clip_frame"] < 100 + 60, d["frame"]
             await c.ws.send_json({"type": "play_clip", "clip": len(clips)})
             assert "clip index" in (await c.next_text("error"))["message"]
             # Ghosts: two (J*3) poses per frame while on.

@@ -538,7 +538,12 @@ class Session:
         if self.ghosts:
             dbg["ghosts"] = {"raw": np.ravel(self.ch.pose_before_inertialization()),
                              "before_touchups": np.ravel(self.ch.pose_before_touchups())}
-        text = json.dumps(_round(dbg), separators=(",", ":")).encode()
+        search = dbg.pop("search", None)
+        dbg = _round(dbg)
+        # The search record goes back to the server for inspection: its query keeps float32 precision,
+        # so ranking it again gives the same answer as the search did.
+        dbg["search"] = _round(search, 7)
+        text = json.dumps(dbg, separators=(",", ":")).encode()
         pos = np.ascontiguousarray(self.ch.global_positions, dtype="<f4")
         self.seq += 1
         return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text
