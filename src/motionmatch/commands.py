@@ -182,15 +182,16 @@ def _add_synth(sub):
     p.set_defaults(func=run_synth)
 
 
-def database_path(db: str | None, progress: bool = True) -> Path:
-    """The --db file, else the cached default database (built on first use), as `serve` and `synth` use."""
+def database_path(db: str | None, progress: bool = True, **default_options) -> Path:
+    """The --db file, else the cached default database (built on first use with `default_options`), as
+    `serve` and `synth` use."""
     from .database import build_default_database
     if db:
         if not Path(db).is_file():
             raise FileNotFoundError(f"--db {db}: no such database file (build one with `motionmatch build`, "
                                     f"or leave --db out to use the default database)")
         return Path(db)
-    return build_default_database(progress=progress)
+    return build_default_database(progress=progress, **default_options)
 
 
 def run_synth(args) -> int:
