@@ -16,7 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 demo: install node_modules
-	$(BIN)/motionmatch demo
+	$(BIN)/motionmatch demo --port $${PORT:-8000}
 
 test: install node_modules browser-deps
 	$(BIN)/python -m pytest

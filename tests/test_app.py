@@ -320,16 +320,22 @@ def _browser_tools():
     return node, chromium, pw, missing
 
 
-def test_page_in_chromium(server, tmp_path):
+def run_browser_script(script: Path, url: str, out_dir: Path, timeout: float = 240) -> dict:
+    """Run a tests/browser script on the page at `url`; its JSON report (no failure in it)."""
     node, chromium, pw, missing = _browser_tools()
     if missing:
         pytest.skip("browser test needs " + ", ".join(missing))
     env = {**os.environ, "CHROMIUM": chromium, "PLAYWRIGHT_CORE": str(pw)}
-    out = subprocess.run([node, str(BROWSER_SCRIPT), server.url + "/?quality=low", str(tmp_path)],
-                         capture_output=True, text=True, timeout=180, env=env)
+    out = subprocess.run([node, str(script), url, str(out_dir)], capture_output=True, text=True, timeout=timeout,
+                         env=env)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert "failure" not in report, report["failure"]
+    return report
+
+
+def test_page_in_chromium(server, tmp_path):
+    report = run_browser_script(BROWSER_SCRIPT, server.url + "/?quality=low", tmp_path, timeout=180)
     assert not report["pageErrors"], report["pageErrors"]
     start, fwd, turn = report["start"], report["afterForward"], report["afterTurn"]
     assert start["connected"] and start["names"] >= 15 and start["session"]

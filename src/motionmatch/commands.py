@@ -200,24 +200,50 @@ def character_settings_from_args(args):
 
 def _add_synth(sub):
     p = sub.add_parser("synth", help="run a scenario offline: motion.bvh, metrics.json, trajectory.png")
-    p.add_argument("--db", required=True)
+    p.add_argument("--db", help="database file (default: build or reuse the cached default database)")
+    p.add_argument("--jlpm22-only", action="store_true",
+                   help="without --db: the jlpm22-only default database instead of the mixed default")
     p.add_argument("--scenario", required=True, help="scenario JSON file")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
-    p.add_argument("--quiet", action="store_true")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    out.add_argument("--json", action="store_true",
+                     help="print exactly one JSON object (the metrics) on stdout, nothing else")
     _add_character_options(p)
     p.set_defaults(func=run_synth)
+
+
+def database_path(db: str | None, progress: bool = True, **default_options) -> Path:
+    """The --db file, else the cached default database (built on first use with `default_options`), as
+    `serve` and `synth` use."""
+    from .database import build_default_database
+    if db:
+        if not Path(db).is_file():
+            raise FileNotFoundError(f"--db {db}: no such database file (build one with `motionmatch build`, "
+                                    f"or leave --db out to use the default database)")
+        return Path(db)
+    return build_default_database(progress=progress, **default_options)
 
 
 def run_synth(args) -> int:
     from .database import load_database
     from .synth import synthesize
-    db = load_database(args.db)
-    metrics = synthesize(db, args.scenario, args.out, character_settings_from_args(args),
-                         progress=not args.quiet, retarget_to=args.retarget_to, retarget_map=args.mapping)
-    print(json.dumps(metrics, indent=1))
-    print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
+    scen = Path(args.scenario)
+    if not scen.is_file():
+        raise FileNotFoundError(f"--scenario {scen}: no such file; expected a scenario JSON file "
+                                f"({{\"duration\": ..., \"inputs\": [...]}} or {{\"duration\": ..., \"path\": {{...}}}}, "
+                                f"see README 'Scenario files')")
+    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    metrics = synthesize(db, scen, args.out, character_settings_from_args(args),
+                         progress=not (args.quiet or args.json), retarget_to=args.retarget_to,
+                         retarget_map=args.mapping)
+    if args.json:
+        print(json.dumps(metrics))
+    elif not args.quiet:
+        print(json.dumps(metrics, indent=1))
+        print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
     return 0
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import math
 import os
 import secrets
+import socket
 import struct
 import sys
 import tempfile
@@ -43,7 +45,11 @@ RATE_PER_S = 120.0              # client messages per second (token bucket, burs
 MAX_RECORD_FRAMES = 60 * 60 * 10  # 10 minutes of recorded poses
 MAX_SCENARIO_BYTES = 1 << 20
 INERTIALIZATION = ("spring", "quintic", "off")
+TERRAIN_KINDS = ("flat", "slope", "steps", "noise")
+MAX_TERRAIN_BYTES = 4 << 20     # PNG heightmap upload
+TERRAIN_SAMPLES = 201           # heights sent to the page per side (the page draws a mesh of them)
 FRAME_HEADER = struct.Struct("<IfI")
+PORT_TRIES = 10                 # a busy --port moves on to the next ones
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -99,6 +105,23 @@ def _choice(options):
     return check
 
 
+def _integer(lo: int, hi: int):
+    def check(v, name):
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise MessageError(f"{name} must be an integer in [{lo}, {hi}]")
+        return v
+    return check
+
+
+def _numbers(max_len: int):
+    def check(v, name):
+        if not isinstance(v, list) or not 0 < len(v) <= max_len:
+            raise MessageError(f"{name} must be a list of 1..{max_len} numbers")
+        num = _number(-1e6, 1e6)
+        return [num(x, f"{name}[{i}]") for i, x in enumerate(v)]
+    return check
+
+
 def _weights(v, name):
     if not isinstance(v, dict) or len(v) > 64:
         raise MessageError(f"{name} must be an object {{channel: weight}}")
@@ -133,6 +156,14 @@ _SCHEMAS: dict[str, dict[str, tuple[Callable, bool]]] = {
     "record": {"action": (_choice(("start", "stop", "clear")), True)},
     "scenario_stop": {},
     "ping": {"t": (_number(-1e15, 1e15), True)},
+    # Debugging tools: extra per-frame payloads (ghost poses), one search's candidates (the page sends
+    # back a search record from its history), playing a clip directly, live terrain.
+    "debug": {"ghosts": (_boolean, False)},
+    "inspect": {"query": (_numbers(256), True), "current": (_integer(-1, 2**31), True),
+                "bias": (_number(0.0, 1e6), True), "tag_filter": (_optional(_text(200)), False),
+                "k": (_integer(1, 32), False)},
+    "play_clip": {"clip": (_optional(_integer(0, 2**31)), True), "offset": (_integer(0, 2**31), False)},
+    "terrain": {"kind": (_choice(TERRAIN_KINDS), True)},
 }
 
 
@@ -225,6 +256,20 @@ def _round(obj, digits=3):
 # Sessions
 
 
+_TRANSPOSED: dict = {}
+
+
+def _transposed(features: np.ndarray) -> np.ndarray:
+    """The (F, N) contiguous transpose of a normalized feature matrix, kept for the few matrices in use
+    (characters with the same weights share one): the inspector reads columns."""
+    hit = _TRANSPOSED.get(id(features))
+    if hit is None or hit[0] is not features:
+        if len(_TRANSPOSED) >= 4:
+            _TRANSPOSED.pop(next(iter(_TRANSPOSED)))
+        hit = _TRANSPOSED[id(features)] = (features, np.ascontiguousarray(features.T))
+    return hit[1]
+
+
 class Session:
     """One connected page: its character, input state, recording and scenario."""
 
@@ -248,6 +293,10 @@ class Session:
         self.frames_sent = 0
         self.started = time.monotonic()
         self.pending: list[dict] = []   # text messages the simulation loop sends before the next frame
+        self.ghosts = False             # send the poses before inertialization / touch-ups each frame
+        self.terrain = None             # Heightfield the character walks on (None: flat)
+        self.terrain_name = "flat"
+        self._masks: dict = {}          # tag filter -> frame mask, for inspecting past searches
 
     # -- messages --------------------------------------------------------------------------------
 
@@ -339,7 +388,87 @@ class Session:
             return {"type": "scenario", "state": "stopped", "name": self.scenario_name}
         if kind == "ping":
             return {"type": "pong", "t": f["t"]}
+        if kind == "debug":
+            self.ghosts = f.get("ghosts", self.ghosts)
+            return {"type": "debug", "ghosts": self.ghosts}
+        if kind == "inspect":
+            return self.inspect(f)
+        if kind == "play_clip":
+            try:
+                self.ch.play_clip(f["clip"], f.get("offset", 0))
+            except ValueError as exc:
+                raise MessageError(str(exc)) from None
+            return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
+        if kind == "terrain":
+            from ..runtime.terrain import Heightfield
+            self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
+            return self.terrain_status()
         raise MessageError(f"unhandled message type {kind!r}")
+
+    def inspect(self, f: dict) -> dict:
+        """The candidates of one search (a record from debug()["search"]): top k with per-channel
+        costs and the continuing frame's cost, each with its clip and frame within the clip."""
+        from ..search import TagExpressionError, frame_mask
+        from ..search.inspect import inspect_search
+        ch = self.ch
+        db = ch.db
+        feats = ch.searcher.features
+        if len(f["query"]) != feats.shape[1]:
+            raise MessageError(f"query must hold {feats.shape[1]} numbers, got {len(f['query'])}")
+        if f["current"] >= db.num_frames:
+            raise MessageError(f"current must be < {db.num_frames}")
+        tags = f.get("tag_filter") or None
+        if tags not in self._masks:
+            try:
+                self._masks[tags] = None if tags is None else frame_mask(
+                    tags, db.range_tags, db.range_starts, db.range_stops, db.num_frames)
+            except (TagExpressionError, ValueError) as exc:
+                raise MessageError(f"tag_filter: {exc}") from None
+        out = inspect_search(feats, np.asarray(f["query"], np.float32), ch.slices, db.range_starts,
+                             db.range_stops, k=f.get("k", 8), current=f["current"], bias=f["bias"],
+                             mask=self._masks[tags], end_exclude=ch.settings.end_exclude,
+                             features_t=_transposed(feats))
+        # Raw (un-normalized) features for drawing query vs match in the character's frame.
+        fs = db.features
+        weights = self.effective_weights()
+        scale = np.empty(feats.shape[1])
+        for name, sl in ch.slices.items():
+            scale[sl] = fs.std[sl] / max(weights.get(name, 1.0), 1e-9)
+        out["query_raw"] = np.asarray(f["query"]) * scale + fs.offset
+        rows = out["candidates"] + ([out["continue"]] if out["continue"] else [])
+        ranges = np.searchsorted(db.range_starts, [c["frame"] for c in rows], side="right") - 1
+        for c, r in zip(rows, ranges.tolist()):
+            c["clip"], c["clip_frame"] = r, c["frame"] - int(db.range_starts[r])
+            c["raw"] = fs.raw[c["frame"]]
+        out["schema"] = fs.schema.to_dict()["channel"]
+        return {"type": "inspect", **_round(out, 4)}
+
+    def set_terrain(self, terrain, name: str) -> None:
+        self.terrain, self.terrain_name = terrain, name
+        self.ch.set_terrain(terrain)
+
+    def terrain_status(self) -> dict:
+        return {"type": "terrain", "name": self.terrain_name}
+
+    def terrain_heights(self) -> dict:
+        """The terrain as a grid the page can draw: heights (rows along +z, columns along +x, m), the
+        world (x, z) of the first sample and the spacing (m); subsampled to at most TERRAIN_SAMPLES a side."""
+        t = self.terrain
+        if t is None:
+            return {"name": "flat", "heights": None}
+        h = np.asarray(t.heights)
+        step = max(1, math.ceil(max(h.shape) / TERRAIN_SAMPLES))
+        sub = h[::step, ::step]
+        return {"name": self.terrain_name, "origin": [float(t.origin[0]), float(t.origin[1])],
+                "cell": float(t.cell) * step, "shape": list(sub.shape),
+                "heights": np.round(sub, 3).ravel().tolist()}
+
+    def clips(self) -> dict:
+        """The database's clips: name, tags, first frame and length in frames."""
+        db = self.ch.db
+        return {"fps": float(db.fps), "frames": int(db.num_frames), "clips": [
+            {"name": n, "tags": list(t), "start": int(a), "frames": int(b - a)}
+            for n, t, a, b in zip(db.range_names, db.range_tags, db.range_starts.tolist(), db.range_stops.tolist())]}
 
     def record_status(self) -> dict:
         return {"type": "record", "recording": self.recording, "frames": len(self.rec_pos)}
@@ -402,7 +531,19 @@ class Session:
         dbg["scenario"] = ({"name": self.scenario_name, "time": self.scenario_time,
                             "duration": float(self.scenario.duration)} if self.scenario is not None else None)
         dbg["recording"] = len(self.rec_pos) if (self.recording or self.rec_pos) else 0
-        text = json.dumps(_round(dbg), separators=(",", ":")).encode()
+        ctrl = getattr(self.ch, "controller", None)
+        if ctrl is not None:
+            dv, rv = ctrl.desired_velocity, self.ch.root_velocity
+            dbg["speed"] = {"asked": math.hypot(dv[0], dv[2]), "delivered": math.hypot(rv[0], rv[2])}
+        if self.ghosts:
+            dbg["ghosts"] = {"raw": np.ravel(self.ch.pose_before_inertialization()),
+                             "before_touchups": np.ravel(self.ch.pose_before_touchups())}
+        search = dbg.pop("search", None)
+        dbg = _round(dbg)
+        # The search record goes back to the server for inspection: its query keeps float32 precision,
+        # so ranking it again gives the same answer as the search did.
+        dbg["search"] = _round(search, 7)
+        text = json.dumps(dbg, separators=(",", ":")).encode()
         pos = np.ascontiguousarray(self.ch.global_positions, dtype="<f4")
         self.seq += 1
         return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text
@@ -502,7 +643,10 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
                 continue
             try:
                 kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data))
-                reply = session.handle(kind, fields)
+                if kind == "inspect":   # ranks the whole database: off the loop that streams frames
+                    reply = await asyncio.get_running_loop().run_in_executor(None, session.handle, kind, fields)
+                else:
+                    reply = session.handle(kind, fields)
             except MessageError as exc:
                 reply = {"type": "error", "message": str(exc)}
             except Exception as exc:  # a bug in one session's character must not stop the others
@@ -590,6 +734,37 @@ async def scenario_handler(request: web.Request) -> web.Response:
     return web.json_response({"type": "scenario", "state": "playing", "name": name, "duration": duration})
 
 
+async def clips_handler(request: web.Request) -> web.Response:
+    return web.json_response(_session_or_404(request).clips())
+
+
+async def terrain_get_handler(request: web.Request) -> web.Response:
+    return web.json_response(_session_or_404(request).terrain_heights())
+
+
+async def terrain_png_handler(request: web.Request) -> web.Response:
+    """A grey-scale PNG heightmap for this session's character: ?scale= metres for white (default 1),
+    ?cell= metres per pixel (default 0.1), centred on the world origin."""
+    from ..runtime.terrain import Heightfield, TerrainError
+    session = _session_or_404(request)
+    if request.content_length is None or request.content_length > MAX_TERRAIN_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_TERRAIN_BYTES, actual_size=request.content_length or 0)
+    raw = await request.read()
+    name = request.query.get("name", "heightmap.png")[:80]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "heightmap.png"
+        try:
+            scale = _number(-20.0, 20.0)(float(request.query.get("scale", 1.0)), "scale")
+            cell = _number(0.01, 10.0)(float(request.query.get("cell", 0.1)), "cell")
+            path.write_bytes(raw)
+            terrain = Heightfield.from_png(path, scale=scale, cell=cell)
+        except (ValueError, MessageError, TerrainError) as exc:
+            msg = str(exc).replace(str(path), name)
+            return web.json_response({"type": "error", "message": f"bad heightmap: {msg}"}, status=400)
+    session.set_terrain(terrain, name)
+    return web.json_response(session.terrain_status())
+
+
 async def index_handler(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
@@ -625,7 +800,7 @@ async def _headers(request: web.Request, handler):
 
 def make_app(backend: Backend, node_modules=None) -> web.Application:
     """The aiohttp application: page, static files, /vendor/three, WebSocket and session API."""
-    app = web.Application(middlewares=[_headers], client_max_size=MAX_SCENARIO_BYTES + 1024)
+    app = web.Application(middlewares=[_headers], client_max_size=max(MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES) + 1024)
     app[BACKEND] = backend
     app[SESSIONS] = {}
     three = find_three(node_modules)
@@ -635,6 +810,9 @@ def make_app(backend: Backend, node_modules=None) -> web.Application:
     app.router.add_get("/api/status", status_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
     app.router.add_post("/api/session/{sid}/scenario", scenario_handler)
+    app.router.add_get("/api/session/{sid}/clips", clips_handler)
+    app.router.add_get("/api/session/{sid}/terrain", terrain_get_handler)
+    app.router.add_post("/api/session/{sid}/terrain", terrain_png_handler)
     # Static routes refuse paths that resolve outside their folder (aiohttp normalizes and checks).
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
     if three is not None:
@@ -658,7 +836,8 @@ def make_app(backend: Backend, node_modules=None) -> web.Application:
 def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="database file (default: build or reuse the cached default database)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
+    parser.add_argument("--port", type=int, default=8000,
+                        help=f"TCP port (default 8000; if busy, the next {PORT_TRIES - 1} are tried; 0 picks a free one)")
     parser.add_argument("--jlpm22-only", action="store_true",
                         help="without --db: the jlpm22-only default database instead of the mixed default")
     parser.add_argument("--node-modules", default=None,
@@ -668,26 +847,74 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 def run_serve(args) -> int:
     """`motionmatch serve`: load (or build) the database, serve the page, print the URL."""
     from .. import database
+    from ..commands import database_path
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     if find_three(args.node_modules) is None:
         print("motionmatch: three.js not found: run `make node_modules` (npm ci) in the project root, "
               "or pass --node-modules", file=sys.stderr)
         return 1
-    path = args.db or database.build_default_database(progress=True, mixed=not args.jlpm22_only)
-    db = database.load_database(path)
+    db = database.load_database(database_path(args.db, mixed=not args.jlpm22_only))
     app = make_app(runtime_backend(db), node_modules=args.node_modules)
     return _run(app, args.host, args.port)
+
+
+def reachable_addresses(host: str) -> list[str]:
+    """Addresses a browser can use for a server bound to `host` (a wildcard lists this machine's own)."""
+    if host not in ("0.0.0.0", "", "::"):
+        return [host]
+    found = []
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            found.append(info[4][0])
+    except OSError:
+        pass
+    try:
+        # The address of the default route's interface (connecting a UDP socket sends nothing).
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))
+            found.append(s.getsockname()[0])
+    except OSError:
+        pass
+    out = ["127.0.0.1"]
+    for a in found:
+        if a not in out and not a.startswith("127."):
+            out.append(a)
+    return out
+
+
+def announcement(host: str, port: int) -> tuple[list[str], str | None]:
+    """What serve prints once listening: one URL per address a browser can use, and a warning when the
+    app is reachable from other machines."""
+    lines = [f"motionmatch: serving on http://{a}:{port}/  (Ctrl+C to stop)" for a in reachable_addresses(host)]
+    local = host.startswith("127.") or host in ("localhost", "::1")
+    warning = None if local else (
+        f"motionmatch: warning: listening on {host or 'all interfaces'}: anyone who can reach this machine "
+        f"can open the app (no authentication); use --host 127.0.0.1 to keep it local")
+    return lines, warning
 
 
 def _run(app: web.Application, host: str, port: int) -> int:
     async def main():
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()[1] if port == 0 else port
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        print(f"motionmatch: serving on http://{shown}:{bound}/  (Ctrl+C to stop)", flush=True)
+        tries = 1 if port == 0 else PORT_TRIES
+        for k in range(tries):
+            site = web.TCPSite(runner, host, port + k if port else 0)
+            try:
+                await site.start()
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EADDRINUSE, errno.EACCES) or k == tries - 1:
+                    await runner.cleanup()
+                    last = f"-{port + k}" if k else ""
+                    raise SystemExit(f"motionmatch: cannot serve on {host}:{port}{last}: {exc.strerror}; "
+                                     f"pick a free port with --port N (or PORT=N make demo)") from None
+                print(f"motionmatch: port {port + k} is busy ({exc.strerror}); trying {port + k + 1}",
+                      file=sys.stderr, flush=True)
+        lines, warning = announcement(host, site._server.sockets[0].getsockname()[1])
+        print("\n".join(lines), flush=True)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         try:
             await asyncio.Event().wait()
         finally:
@@ -697,6 +924,9 @@ def _run(app: web.Application, host: str, port: int) -> int:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -264,6 +264,8 @@ class Character:
         self.last_frame_us = 0.0
         self.channel_costs = {}
         self.last_cost = float("nan")
+        self.last_search = None
+        self._playing_clip = None
         self.contacts = np.zeros(2, dtype=bool)
         self.locked = np.zeros(2, dtype=bool)
         for fl in self.foot_lockers:
@@ -330,6 +332,12 @@ class Character:
 
     def _needs_search(self, dt) -> bool:
         s = self.settings
+        if self._playing_clip is not None:
+            # play_clip: no searches until the clip is about to run out.
+            if self.frame + 1 < self.db.range_stops[self._playing_clip] - 1:
+                return False
+            self._playing_clip = None
+            self._force_search = True
         self._search_timer -= dt
         st = self.controller._s
         goal = (st.goal_vx, st.goal_vz, st.goal_yaw)    # desired velocity (x, z) and facing
@@ -371,8 +379,24 @@ class Character:
         # A small jump back in the same clip replays what was just shown: a stutter loop (seen on
         # slow walks, where a decelerating clip keeps matching its own earlier frames).
         rewind = 0 < self.frame - best <= s.no_rewind_frames and self._range_of[best] == self._range_of[self.frame]
-        if best != self.frame and not rewind:
+        jumped = best != self.frame and not rewind
+        self._record_search(q, best, cost, jumped)
+        if jumped:
             self._transition(best)
+
+    def _record_search(self, q: np.ndarray, best: int, cost: float, jumped: bool) -> None:
+        """What debug()["search"] reports about the search just made (for inspectors)."""
+        s = self.settings
+        cur = self.frame
+        searchable = self.searcher.searchable if self._prepared is None else self._prepared.valid
+        cont = None
+        if searchable[cur]:
+            dc = q - self._features_norm[cur]
+            # Sequential float32 sum: the search's own (canonical) cost of continuing.
+            cont = float(np.cumsum(dc * dc, dtype=np.float32)[-1])
+        self.last_search = {"query": q.tolist(), "frame": int(best), "cost": float(cost), "current": int(cur),
+                            "continue_cost": cont, "bias": float(s.bias), "tag_filter": s.tag_filter,
+                            "jumped": bool(jumped), "t": float(self.time)}
 
     def _transition(self, to: int):
         # Source and destination as they would play: fractional frame, velocities at the play rate.
@@ -543,7 +567,9 @@ class Character:
                                          self.pose_rig, self._parents)
         self.locked = np.zeros(2, dtype=bool)
         striding = abs(self.stride - 1.0) > 1e-3
+        self._before_touchups = gp
         if self.settings.ik and (self.settings.foot_locking or self.terrain is not None or striding):
+            self._before_touchups = gp.copy()     # the touch-ups below work in place
             lp, lr, gp, gr = self._touchups(lp, lr, gp, gr, dt)
         self.out_local_pos, self.out_local_rot = lp, lr
         self.global_positions, self.global_rotations = gp, gr
@@ -639,6 +665,37 @@ class Character:
                           0.0 if rg is None else rg, drop)
         return lp, lr, gp, gr
 
+    def pose_before_touchups(self) -> np.ndarray:
+        """(J, 3) world joint positions (m) after inertialization and warping of the pose, before foot
+        locking, leg IK and the terrain's hips drop."""
+        return self._before_touchups.copy()
+
+    def pose_before_inertialization(self) -> np.ndarray:
+        """(J, 3) world joint positions (m) of the raw database pose now playing (no inertialization
+        offsets, no touch-ups), placed at the character root."""
+        pos, rot, _, _ = self._anim_pose(self.frame + self.frame_frac)
+        pos[0] = self.root_pos
+        rot[0] = self.root_rot
+        gp, _ = forward_kinematics(pos, rot, self._parents)
+        return gp
+
+    def play_clip(self, range_index: int | None, offset_frames: int = 0) -> None:
+        """Jump (inertialized) to frame `offset_frames` of clip `range_index` and play it: searches are
+        suspended until the clip is about to end. None resumes searching at once."""
+        if range_index is None:
+            self._playing_clip = None
+            self._force_search = True
+            return
+        r = int(range_index)
+        if not 0 <= r < len(self.db.range_starts):
+            raise ValueError(f"clip index {r} outside [0, {len(self.db.range_starts)})")
+        start, stop = int(self.db.range_starts[r]), int(self.db.range_stops[r])
+        off = int(offset_frames)
+        if not 0 <= off < stop - start - 1:
+            raise ValueError(f"offset {off} outside clip {self.db.range_names[r]!r} (0..{stop - start - 2} frames)")
+        self._transition(start + off)
+        self._playing_clip = r
+
     def local_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Output local pose (J,3)/(J,4) with joint 0 the character root in the world."""
         return self.out_local_pos.copy(), self.out_local_rot.copy()
@@ -689,6 +746,7 @@ class Character:
             "frame_us": round(self.last_frame_us, 1),
             "channel_costs": {k: round(v, 4) for k, v in self.channel_costs.items()},
             "last_transition": self.last_transition,
+            "search": self.last_search,
         }
 
 

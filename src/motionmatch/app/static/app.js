@@ -4,6 +4,11 @@
 // turns +Z toward +X), so positions are drawn as they come. A camera looking along +Z sees +X on the left of
 // the screen: input is made camera-relative here and sent as a world-plane (x, z) vector.
 import * as THREE from 'three';
+import { clipLabel, initClips } from './dbbrowser.js';
+import { initGhosts } from './ghosts.js';
+import { initGraphs } from './graphs.js';
+import { initInspector } from './inspector.js';
+import { initTerrain } from './terrain.js';
 
 const HISTORY_FRAMES = 600;          // 10 s at 60 Hz kept for rewind
 const SEND_MIN_MS = 1000 / 60;       // input messages: at most 60/s ...
@@ -37,6 +42,7 @@ const state = {
   scenario: null,
   send: (obj) => send(obj),
   sendRaw: (data) => { if (ws && ws.readyState === 1) ws.send(data); },
+  debugHistory: () => history.map((f) => f.debug),
 };
 window.motionmatch = state;
 
@@ -45,11 +51,15 @@ const $ = (id) => document.getElementById(id);
 // ------------------------------------------------------------------------------------------------
 // Scene
 // ?quality=low: no antialiasing, small shadow map (software GL in headless tests renders ~10x faster).
+// Without it, a frame rate below AUTO_LOW_FPS over the first seconds switches to the same settings live
+// (what software rendering needs); the HUD says which.
 const LOW = new URLSearchParams(location.search).get('quality') === 'low';
+const AUTO_LOW_FPS = 30;
+state.quality = LOW ? 'low (?quality=low)' : 'high';
 const canvas = $('view');
 const renderer = new THREE.WebGLRenderer({ canvas, antialias: !LOW, preserveDrawingBuffer: true });
 renderer.setPixelRatio(LOW ? 0.5 : Math.min(window.devicePixelRatio, 2));
-renderer.shadowMap.enabled = true;
+renderer.shadowMap.enabled = !LOW;     // software GL: the shadow pass costs as much as the scene
 renderer.shadowMap.type = THREE.PCFShadowMap;
 renderer.outputColorSpace = THREE.SRGBColorSpace;
 renderer.toneMapping = THREE.ACESFilmicToneMapping;
@@ -366,7 +376,12 @@ canvas.addEventListener('wheel', (e) => {
 }, { passive: false });
 
 function updateCamera(dt, followData) {
-  const goal = toThree(followData, tmpB).setY(0.95);
+  // Zoomed in, aim lower (toward the knees) so the feet stay in view above the bottom bar; from 4 m out
+  // the hips are the aim.
+  const near = THREE.MathUtils.clamp((cam.distance - 1.2) / 2.8, 0, 1);
+  // On terrain the body rides above the simulation (which stays at y = 0): follow the hips' height.
+  const ground = state.terrain && state.terrain.samples ? state.hipsPosition[1] - 0.93 : 0;
+  const goal = toThree(followData, tmpB).setY(ground + THREE.MathUtils.lerp(0.5, 0.95, near));
   if (!cam.initialized) { cam.target.copy(goal); cam.initialized = true; }
   cam.target.lerp(goal, 1 - Math.exp(-dt * 8));
   const back = cam.distance * Math.cos(cam.pitch);
@@ -485,6 +500,9 @@ function onFrame(buf) {
   const J = state.names.length;
   const positions = new Float32Array(buf, HEADER_BYTES, J * 3);
   const debug = JSON.parse(decoder.decode(new Uint8Array(buf, HEADER_BYTES + J * 12, jsonLen)));
+  // Frames already in flight when the page paused belong after the frame the pause showed: keeping
+  // them would make the first rewind step jump.
+  if (state.mode !== 'live') return;
   history.push({ seq, time, positions, debug });
   if (history.length > HISTORY_FRAMES) history.shift();
   state.framesReceived += 1;
@@ -513,12 +531,21 @@ function show(index) {
 }
 
 function onText(msg) {
+  onMessage(msg);
+  for (const fn of handlers[msg.type] || []) fn(msg);
+}
+
+function onMessage(msg) {
   switch (msg.type) {
     case 'hello':
       state.session = msg.session;
       state.names = msg.names; state.parents = msg.parents;
       state.channels = msg.channels; state.tags = msg.tags;
       history = [];
+      // The database's own tags as the example, so the hint is always a valid expression here.
+      $('t-tags').placeholder = msg.tags.length
+        ? `e.g. ${msg.tags.filter((t) => t !== 'mirrored').slice(0, 2).join(' | ') || msg.tags[0]}${msg.tags.includes('mirrored') ? ' & !mirrored' : ''}`
+        : 'no tags in this database';
       buildCharacter(msg.names, msg.parents);
       buildTuning(msg);
       applySettingsToUi(msg.settings);
@@ -627,6 +654,7 @@ function buildTuning(hello) {
 }
 
 let pendingSettings = {};
+let lastTagFilter = null;     // the tag filter last sent or applied
 function queueSettings(part) {
   for (const [k, v] of Object.entries(part)) {
     if (k === 'weights') pendingSettings.weights = { ...(pendingSettings.weights || {}), ...v };
@@ -655,6 +683,7 @@ function applySettingsToUi(s) {
     if (out) out.textContent = fmt(s[k]);
   }
   if (document.activeElement !== $('t-tags')) $('t-tags').value = s.tag_filter || '';
+  lastTagFilter = s.tag_filter ?? null;
   $('t-tags').classList.remove('invalid');
 }
 
@@ -668,9 +697,12 @@ for (const el of document.querySelectorAll('[data-setting]')) {
   });
 }
 function sendTagFilter() {
-  const v = $('t-tags').value.trim();
+  const v = $('t-tags').value.trim() || null;
+  // Enter sends, then the blur fires 'change' with the same text: send (and get any error) once.
+  if (v === lastTagFilter) return;
+  lastTagFilter = v;
   $('t-tags').classList.remove('invalid');
-  send({ type: 'settings', tag_filter: v || null });
+  send({ type: 'settings', tag_filter: v });
 }
 $('t-tags').addEventListener('change', sendTagFilter);
 $('t-tags').addEventListener('keydown', (e) => { if (e.key === 'Enter') { sendTagFilter(); e.target.blur(); } });
@@ -708,13 +740,41 @@ $('help').addEventListener('click', toggleHelp);
 function toast(text, kind = '') {
   const el = document.createElement('div');
   el.className = `toast ${kind}`;
+  // Multi-line messages (a tag expression with a caret under the error) keep their lines and columns.
+  if (text.includes('\n')) el.classList.add('pre');
   el.textContent = text;
   const box = $('toasts');
   box.appendChild(el);
   while (box.children.length > 4) box.firstChild.remove();
-  setTimeout(() => el.classList.add('fade'), 3500);
-  setTimeout(() => el.remove(), 4000);
+  const ms = text.includes('\n') ? 7000 : 3500;
+  setTimeout(() => el.classList.add('fade'), ms);
+  setTimeout(() => el.remove(), ms + 500);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Debugging panels (their own modules) and the tabs of the left panel
+const handlers = {};
+const ctx = {
+  THREE, scene, state, send, toast, ground, setMode, show, openTab,
+  historyFrames: HISTORY_FRAMES,
+  history: () => history,
+  on: (type, fn) => { (handlers[type] = handlers[type] || []).push(fn); },
+  emit: (msg) => onText(msg),
+};
+state.tab = 'status';
+function openTab(name) {
+  state.tab = name;
+  for (const b of document.querySelectorAll('#tabs button')) b.classList.toggle('active', b.dataset.tab === name);
+  for (const t of document.querySelectorAll('#hud .tab')) t.classList.toggle('shown', t.id === `tab-${name}`);
+  $('hud').classList.toggle('wide', name !== 'status');
+}
+for (const b of document.querySelectorAll('#tabs button')) b.addEventListener('click', () => openTab(b.dataset.tab));
+const clips = initClips(ctx);
+ctx.clips = clips;
+const inspector = initInspector(ctx);
+const graphs = initGraphs(ctx);
+const ghosts = initGhosts(ctx);
+initTerrain(ctx);
 
 // ------------------------------------------------------------------------------------------------
 // HUD and main loop
@@ -729,8 +789,9 @@ function updateHud(now) {
   $('h-search').textContent = us(d.search_us);
   $('h-frame').textContent = us(d.frame_us);
   $('h-step').textContent = us(d.server_step_us);
-  $('h-clip').textContent = d.clip ?? '–';
+  $('h-clip').textContent = d.clip == null ? '–' : clipLabel(d.clip, d.clip_frame);
   $('h-clip').title = d.clip ?? '';
+  $('h-quality').textContent = state.quality;
   $('h-index').textContent = d.frame ?? '–';
   $('h-style').textContent = d.style || (d.tags && d.tags.length ? d.tags.join(', ') : '–');
   const f = history[viewIndex], p = viewIndex > 0 ? history[viewIndex - 1] : null;
@@ -758,10 +819,36 @@ function updateHud(now) {
   }
 }
 
+function updatePanels() {
+  const f = history[viewIndex];
+  const tab = state.tab;
+  clips.update(f, history, viewIndex);
+  inspector.update(f, history, tab === 'search');
+  graphs.update(f, history, viewIndex, tab === 'graphs');
+}
+
+function checkQuality(now) {
+  // After 3 s of frames, decide once: too slow -> the ?quality=low settings, live.
+  if (LOW || state.quality !== 'high' || now - qualityFrom < 3000 || !state.framesReceived) return;
+  if (state.fps >= AUTO_LOW_FPS) { qualityFrom = Infinity; return; }
+  renderer.setPixelRatio(0.5);
+  renderer.shadowMap.enabled = false;
+  sun.shadow.mapSize.set(512, 512);
+  if (sun.shadow.map) { sun.shadow.map.dispose(); sun.shadow.map = null; }
+  resize();
+  state.quality = `low (auto: ${state.fps.toFixed(0)} fps)`;
+  $('h-quality').textContent = state.quality;
+  toast(`rendering at ${state.fps.toFixed(0)} fps: switched to low quality (add ?quality=low to start there)`);
+}
+let qualityFrom = performance.now();
+
 function resize() {
   const w = window.innerWidth, h = window.innerHeight;
   renderer.setSize(w, h, false);
   camera.aspect = w / h;
+  // Centre the view in the space above the timeline bar rather than the whole window.
+  const bar = $('timeline').offsetHeight + 24;
+  camera.setViewOffset(w, h, 0, bar / 2, w, h);
   camera.updateProjectionMatrix();
 }
 window.addEventListener('resize', resize);
@@ -782,7 +869,8 @@ function frame(now) {
   const f = history[viewIndex];
   updateCamera(dt, f && f.debug.sim_position ? f.debug.sim_position : [0, 0, 0]);
   renderer.render(scene, camera);
-  if (now - hudAt > 100) { hudAt = now; updateHud(now); }
+  if (now - hudAt > 100) { hudAt = now; updateHud(now); updatePanels(); checkQuality(now); }
+  ghosts.update(f);
   requestAnimationFrame(frame);
 }
 requestAnimationFrame(frame);
