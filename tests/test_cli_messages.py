@@ -57,11 +57,11 @@ def test_synth_without_db_uses_the_default_database(tmp_path, monkeypatch, jlpm_
     from motionmatch import commands
     used = []
     monkeypatch.setattr("motionmatch.database.build_default_database",
-                        lambda progress=True: used.append(progress) or jlpm_db_path)
-    assert commands.database_path(None, progress=False) == jlpm_db_path and used == [False]
+                        lambda progress=True, **options: used.append((progress, options)) or jlpm_db_path)
+    assert commands.database_path(None, progress=False) == jlpm_db_path and used == [(False, {})]
     assert main(["synth", "--scenario", str(_short_scenario(tmp_path)), "--out", str(tmp_path / "o"),
                  "--quiet"]) == 0
-    assert len(used) == 2 and (tmp_path / "o" / "metrics.json").exists()
+    assert used[1] == (False, {"mixed": True}) and (tmp_path / "o" / "metrics.json").exists()
 
 
 def _serve(port: int, db: Path, host: str = "127.0.0.1"):
