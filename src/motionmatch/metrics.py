@@ -139,14 +139,14 @@ def tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.nda
 
 
 def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames: list[int]) -> dict:
-    """The metrics.json dictionary from a synthesis record (see synth.py for the record's arrays)."""
-    gpos = rec["global_positions"]
-    F = len(gpos)
-    nan_frames = int((~np.isfinite(gpos).all(axis=(1, 2))).sum())
+    """The metrics.json dictionary from a synthesis record (see synth.run_scenario: it needs only the
+    light per-frame arrays, never the poses)."""
+    F = len(rec["root_pos"])
+    nan_frames = int(np.count_nonzero(rec["nan"]))
     diff = rec["root_pos"][:, [0, 2]] - rec["sim_pos"][:, [0, 2]]
     traj = np.linalg.norm(diff, axis=1) * 100.0
     heading = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["sim_yaw"] + np.pi, 2 * np.pi) - np.pi))
-    toes = [gpos[:, j] for j in rec["toe_joints"]]
+    toes = [rec["toe_positions"][:, i] for i in range(2)]
     grounds = rec.get("toe_ground")
     search = np.asarray(rec["search_us"]) if len(rec["search_us"]) else np.zeros(1)
     out = {

@@ -506,62 +506,101 @@ def write_bvh(path, anim: Animation, unit: str = "m", default_order: str = "ZXY"
     """Write an Animation as BVH. Joints keep their channel layout when the skeleton has one; otherwise
     the root gets 6 channels and the other joints 3 (rotation order default_order). unit: 'm', 'cm' or
     'mm'. A path ending in .gz is gzip-compressed. Written to a temporary file, then renamed."""
-    skel = anim.skeleton
-    if unit not in ("m", "cm", "mm"):
-        raise ValueError(f"unit must be 'm', 'cm' or 'mm', got {unit!r}")
-    scale = 1.0 / _UNITS[unit]
-    J = skel.num_joints
-    chans = list(skel.channels) if len(skel.channels) == J else []
-    if not chans:
-        rots = tuple(f"{a}rotation" for a in default_order)
-        chans = [POSITION_CHANNELS + rots if p < 0 else rots for p in skel.parents]
+    with BVHWriter(path, anim.skeleton, anim.fps, anim.num_frames, unit, default_order) as w:
+        w.write(anim.positions, anim.rotations)
+
+
+class BVHWriter:
+    """Writes a BVH frames-chunk by frames-chunk, so a long synthesis never holds its whole motion:
+    `with BVHWriter(path, skeleton, fps, frames) as w: w.write(positions, rotations)` for chunks of
+    local positions (F, J, 3) m and rotations (F, J, 4). The frame count is declared up front and
+    checked at the end; the file appears (renamed from a temporary) only when complete. Same layout
+    and text as write_bvh."""
+
+    def __init__(self, path, skeleton: Skeleton, fps: float, frames: int, unit: str = "m",
+                 default_order: str = "ZXY"):
+        if unit not in ("m", "cm", "mm"):
+            raise ValueError(f"unit must be 'm', 'cm' or 'mm', got {unit!r}")
+        self.path = Path(path)
+        self.skeleton, self.frames, self.written = skeleton, int(frames), 0
+        self.scale = 1.0 / _UNITS[unit]
+        J = skeleton.num_joints
+        chans = list(skeleton.channels) if len(skeleton.channels) == J else []
+        if not chans:
+            rots = tuple(f"{a}rotation" for a in default_order)
+            chans = [POSITION_CHANNELS + rots if p < 0 else rots for p in skeleton.parents]
+        self.channels = chans
+        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.file = gzip.open(self.tmp, "wt", compresslevel=6) if self.path.suffix == ".gz" else open(self.tmp, "w")
+        self.file.write(_hierarchy_text(skeleton, chans, self.scale))
+        self.file.write(f"MOTION\nFrames: {self.frames}\nFrame Time: {1.0 / fps:.8f}\n")
+
+    def write(self, positions: np.ndarray, rotations: np.ndarray) -> None:
+        F = len(positions)
+        if self.written + F > self.frames:
+            raise ValueError(f"{self.path}: more frames than the {self.frames} declared")
+        cols = []
+        for j, ch in enumerate(self.channels):
+            rot_order = "".join(c[0] for c in ch if c in ROTATION_CHANNELS)
+            euler = None
+            if rot_order:
+                # Fewer than three rotation channels: write the listed ones (exact when the others are zero).
+                full = rot_order + "".join(a for a in "XYZ" if a not in rot_order)
+                euler = quat_to_euler(rotations[:, j], full)
+            r = 0
+            for c in ch:
+                if c in POSITION_CHANNELS:
+                    cols.append(positions[:, j, POSITION_CHANNELS.index(c)] * self.scale)
+                else:
+                    cols.append(euler[:, r])
+                    r += 1
+        data = np.stack(cols, axis=1) if cols else np.zeros((F, 0))
+        data = np.where(np.abs(data) < 5e-7, 0.0, data)  # no '-0.000000'
+        np.savetxt(self.file, data, fmt="%.6f", delimiter=" ")
+        self.written += F
+
+    def close(self) -> None:
+        self.file.close()
+        if self.written != self.frames:
+            self.tmp.unlink(missing_ok=True)
+            raise ValueError(f"{self.path}: {self.written} frames written, {self.frames} declared")
+        os.replace(self.tmp, self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.file.close()
+            self.tmp.unlink(missing_ok=True)
+
+
+def _hierarchy_text(skel: Skeleton, chans, scale: float) -> str:
     out = io.StringIO()
     out.write("HIERARCHY\n")
-
+    J = skel.num_joints
     children = {j: [] for j in range(J)}
     for j, p in enumerate(skel.parents):
         if p >= 0:
             children[int(p)].append(j)
-
-    def emit(j, depth):
+    # Depth-first with an explicit stack: a deep chain (thousands of joints) must not hit Python's
+    # recursion limit.
+    stack = [(0, 0, False)]
+    while stack:
+        j, depth, closing = stack.pop()
         ind = "\t" * depth
+        if closing:
+            if j in skel.end_sites or not children[j]:
+                end = skel.end_sites.get(j, np.zeros(3))
+                out.write(f"{ind}\tEnd Site\n{ind}\t{{\n{ind}\t\tOFFSET {_fmt(end * scale)}\n{ind}\t}}\n")
+            out.write(f"{ind}}}\n")
+            continue
         out.write(f"{ind}{'ROOT' if skel.parents[j] < 0 else 'JOINT'} {skel.names[j]}\n{ind}{{\n")
         out.write(f"{ind}\tOFFSET {_fmt(skel.offsets[j] * scale)}\n")
         out.write(f"{ind}\tCHANNELS {len(chans[j])} {' '.join(chans[j])}\n")
-        for c in children[j]:
-            emit(c, depth + 1)
-        if j in skel.end_sites or not children[j]:
-            end = skel.end_sites.get(j, np.zeros(3))
-            out.write(f"{ind}\tEnd Site\n{ind}\t{{\n{ind}\t\tOFFSET {_fmt(end * scale)}\n{ind}\t}}\n")
-        out.write(f"{ind}}}\n")
-
-    emit(0, 0)
-    F = anim.num_frames
-    out.write(f"MOTION\nFrames: {F}\nFrame Time: {1.0 / anim.fps:.8f}\n")
-    cols = []
-    for j, ch in enumerate(chans):
-        rot_order = "".join(c[0] for c in ch if c in ROTATION_CHANNELS)
-        euler = None
-        if rot_order:
-            # Fewer than three rotation channels: write the listed ones (exact when the others are zero).
-            full = rot_order + "".join(a for a in "XYZ" if a not in rot_order)
-            euler = quat_to_euler(anim.rotations[:, j], full)
-        r = 0
-        for c in ch:
-            if c in POSITION_CHANNELS:
-                cols.append(anim.positions[:, j, POSITION_CHANNELS.index(c)] * scale)
-            else:
-                cols.append(euler[:, r])
-                r += 1
-    data = np.stack(cols, axis=1) if cols else np.zeros((F, 0))
-    data = np.where(np.abs(data) < 5e-7, 0.0, data)  # no '-0.000000'
-    buf = io.StringIO()
-    np.savetxt(buf, data, fmt="%.6f", delimiter=" ")
-    text = out.getvalue() + buf.getvalue()
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".gz":
-        tmp.write_bytes(gzip.compress(text.encode(), compresslevel=6))
-    else:
-        tmp.write_text(text)
-    os.replace(tmp, path)
+        stack.append((j, depth, True))
+        for c in reversed(children[j]):
+            stack.append((c, depth + 1, False))
+    return out.getvalue()
