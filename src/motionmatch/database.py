@@ -164,6 +164,15 @@ def _process_file(path: Path, ctx: dict):
         anim = read_bvh(path, unit=s.unit)
     except (BVHError, OSError) as e:
         return str(e)
+    try:
+        return _preprocess_file(path, anim, ctx)
+    except ValueError as e:  # readable but unusable (degenerate motion, a role that moves nowhere, ...)
+        return f"{path}: {e}"
+
+
+def _preprocess_file(path: Path, anim: Animation, ctx: dict):
+    """One read clip preprocessed: its arrays (original, then mirrored), or an error."""
+    s: BuildSettings = ctx["settings"]
     if not _same_skeleton(ctx["skeleton"], anim.skeleton):
         return DatabaseError(
             f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "

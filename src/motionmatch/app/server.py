@@ -699,7 +699,13 @@ async def scenario_handler(request: web.Request) -> web.Response:
     if request.content_length is not None and request.content_length > MAX_SCENARIO_BYTES:
         raise web.HTTPRequestEntityTooLarge(max_size=MAX_SCENARIO_BYTES, actual_size=request.content_length)
     # A chunked upload has no length: read at most the limit and refuse what goes beyond.
-    raw = await request.content.read(MAX_SCENARIO_BYTES + 1)
+    raw = bytearray()
+    while len(raw) <= MAX_SCENARIO_BYTES:
+        part = await request.content.read(MAX_SCENARIO_BYTES + 1 - len(raw))
+        if not part:
+            break
+        raw += part
+    raw = bytes(raw)
     if len(raw) > MAX_SCENARIO_BYTES:
         raise web.HTTPRequestEntityTooLarge(max_size=MAX_SCENARIO_BYTES, actual_size=len(raw))
     try:
