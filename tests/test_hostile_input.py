@@ -326,7 +326,7 @@ def test_hostile_messages_get_clean_errors_and_weights_are_coalesced(hostile_ser
             await c.pump(1.5)
             replies = [t for t in c.texts if t["type"] == "settings"]
             n = len(c.frames)
-            await c.pump(0.3)
+            await c.pump(1.0)
             await c.ws.close()
             return errors, replies, ch0, len(c.frames) - n
 

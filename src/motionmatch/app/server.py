@@ -263,6 +263,7 @@ class Session:
         self.weights_pending: dict = {}
         self.weights_task: asyncio.Task | None = None
         self.resets = 0                 # characters reset after an exception or a non-finite state
+        self.fatal = False              # a reset failed too: the session ends with a message
 
     # -- messages --------------------------------------------------------------------------------
 
@@ -407,7 +408,14 @@ class Session:
             self.stop_scenario()
         except Exception:  # a scenario's tag filter that no longer applies must not block the reset
             self.scenario = None
-        self.ch.reset()
+        try:
+            self.ch.reset()
+        except Exception as exc:  # beyond repair: end the session, saying why
+            self.fatal = True
+            self.pending.append({"type": "error", "fatal": True,
+                                 "message": f"the character failed ({why}) and could not be reset "
+                                            f"({type(exc).__name__}); reload the page"[:300]})
+            return
         self.sim_time = 0.0
         self.pending.append({"type": "error", "reset": True,
                              "message": f"the character was reset: {why}"[:300]})
@@ -489,18 +497,22 @@ async def _simulate(session: Session) -> None:
             next_t = now + DT
         while session.pending:
             await _send_json(ws, session.pending.pop(0))
+        if session.fatal:
+            await ws.close()
+            return
         if steps and not session.paused and not session.busy and not ws.closed:
             try:
                 data = session.frame_bytes()
             except Exception as exc:  # e.g. a debug value that cannot be encoded
                 session.recover(f"frame encoding error ({type(exc).__name__})")
-                continue
-            try:
-                await ws.send_bytes(data)
-            except (ConnectionError, RuntimeError):
-                return
-            session.bytes_sent += len(data)
-            session.frames_sent += 1
+                data = None
+            if data is not None:
+                try:
+                    await ws.send_bytes(data)
+                except (ConnectionError, RuntimeError):
+                    return
+                session.bytes_sent += len(data)
+                session.frames_sent += 1
         await asyncio.sleep(max(0.0, next_t - loop.time()))
 
 
