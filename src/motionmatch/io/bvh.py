@@ -80,8 +80,8 @@ def _unit_scale(unit, offsets: np.ndarray, parents: np.ndarray) -> float:
 
 
 def _parse_hierarchy(lines: list[str], path):
-    """HIERARCHY lines (1-based numbering from the file start) -> names, parents, offsets, channels,
-    end sites, and the column count of a frame."""
+    """HIERARCHY lines (1-based numbering from the file start) -> names, parents, offsets, the line of
+    each joint's OFFSET, channels and end sites."""
     names: list[str] = []
     name_set: set[str] = set()     # duplicate check in constant time: files with 40k joints exist
     parents: list[int] = []
