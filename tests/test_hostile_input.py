@@ -352,3 +352,23 @@ def test_small_undamaged_copy_loads_and_runs(jlpm_db_path, tmp_path):
     assert db.num_frames == 600 and len(db.range_starts) == 4 and members_before >= 40
     out = fuzz.fuzz_databases([("intact", tmp_path / "small.npz")])
     assert out.accepted == 1 and out.other == []
+
+
+def test_character_failing_every_frame_ends_its_session_with_a_message():
+    from motionmatch.app import server as srv
+
+    class Broken:
+        def step(self, inp, dt):
+            raise RuntimeError("always")
+
+        def reset(self):
+            pass
+
+    class WS:
+        closed = False
+
+    session = srv.Session("s", WS(), Broken(), srv.Backend(new_character=Broken, make_input=dict))
+    for _ in range(srv.MAX_RESETS_PER_WINDOW + 1):
+        session.safe_step()
+    assert session.fatal and session.pending[-1]["fatal"]
+    assert sum(bool(m.get("reset")) for m in session.pending) == srv.MAX_RESETS_PER_WINDOW

@@ -44,6 +44,7 @@ MAX_RECORD_FRAMES = 60 * 60 * 10  # 10 minutes of recorded poses
 MAX_SCENARIO_BYTES = 1 << 20
 MAX_PATH_CHARS = 1024           # longer request paths are not ours: 404 without touching the file system
 WEIGHTS_INTERVAL_S = 0.25       # a session's weight changes apply at most this often (latest values win)
+MAX_RESETS_PER_WINDOW, RESET_WINDOW_S = 5, 10.0   # more resets than this in the window end the session
 INERTIALIZATION = ("spring", "quintic", "off")
 FRAME_HEADER = struct.Struct("<IfI")
 
@@ -264,6 +265,7 @@ class Session:
         self.weights_task: asyncio.Task | None = None
         self.resets = 0                 # characters reset after an exception or a non-finite state
         self.fatal = False              # a reset failed too: the session ends with a message
+        self.reset_times: list[float] = []
 
     # -- messages --------------------------------------------------------------------------------
 
@@ -404,6 +406,13 @@ class Session:
         session never stops silently."""
         self.resets += 1
         log.warning("session %s: %s; character reset (%d so far)", self.id, why, self.resets)
+        now = time.monotonic()
+        self.reset_times = [t for t in self.reset_times if now - t < RESET_WINDOW_S] + [now]
+        if len(self.reset_times) > MAX_RESETS_PER_WINDOW:   # failing again at once: resetting is no cure
+            self.fatal = True
+            self.pending.append({"type": "error", "fatal": True, "message":
+                                 f"the character keeps failing ({why}); reload the page"[:300]})
+            return
         try:
             self.stop_scenario()
         except Exception:  # a scenario's tag filter that no longer applies must not block the reset
