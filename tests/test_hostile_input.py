@@ -372,3 +372,25 @@ def test_character_failing_every_frame_ends_its_session_with_a_message():
         session.safe_step()
     assert session.fatal and session.pending[-1]["fatal"]
     assert sum(bool(m.get("reset")) for m in session.pending) == srv.MAX_RESETS_PER_WINDOW
+
+
+def test_weight_sets_share_a_bounded_least_recently_used_cache(jlpm_db):
+    from motionmatch.database import MAX_SHARED_ENTRIES, SharedCache
+    from motionmatch.runtime.character import Character, CharacterSettings
+
+    cache = SharedCache(limit=3)
+    for k in "abcd":
+        cache[k] = k
+    assert cache["b"] == "b"                 # b becomes the most recent
+    cache["e"] = "e"
+    assert list(cache) == ["d", "b", "e"]
+    # On a real database: many weight sets from one character never grow the cache past its bound,
+    # and the character keeps searching with the set it uses.
+    ch = Character(jlpm_db, CharacterSettings())
+    name = jlpm_db.features.schema.names[0]
+    for k in range(MAX_SHARED_ENTRIES + 6):
+        ch.settings.weights = {name: 0.5 + 0.1 * k}
+        ch.apply_settings()
+        ch.step(None, 1 / 60)
+    assert len(jlpm_db._runtime_cache) == MAX_SHARED_ENTRIES
+    assert np.isfinite(ch.global_positions).all()

@@ -13,6 +13,7 @@ import math
 import numbers
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,39 @@ class DatabaseError(ValueError):
     """A database that cannot be built or loaded; the message says what to do."""
 
 
+MAX_SHARED_ENTRIES = 8
+
+
+class SharedCache(dict):
+    """Values derived once per database and shared by the characters on it (the runtime keeps its
+    velocities and, per feature-weight set, a normalized copy of the features with a search index).
+    Least recently used entries beyond `limit` are dropped: every client can ask for new weights, and a
+    weight set costs a copy of the features (4.7 MB for the default database, 80 MB for Bandai-Namco).
+    Characters keep references to what they use, so dropping an entry never breaks one. Thread-safe:
+    the server builds weight sets off its event loop."""
+
+    def __init__(self, limit: int = MAX_SHARED_ENTRIES):
+        super().__init__()
+        self.limit = limit
+        self.lock = threading.Lock()
+
+    def __getitem__(self, key):
+        with self.lock:
+            value = super().pop(key)
+            super().__setitem__(key, value)   # most recently used last
+            return value
+
+    def __setitem__(self, key, value):
+        with self.lock:
+            super().pop(key, None)
+            super().__setitem__(key, value)
+            while len(self) > self.limit:
+                super().pop(next(iter(self)))
+
+    def __reduce__(self):
+        return SharedCache, (self.limit,)     # a copied database (other process) starts empty
+
+
 @dataclass
 class Database:
     """Structure-of-arrays pose database (see docs/ARCHITECTURE.md)."""
@@ -51,6 +85,8 @@ class Database:
     range_tags: list[list[str]]
     features: FeatureSet
     meta: dict = field(default_factory=dict)
+    # The runtime's per-database cache (runtime.character looks it up under this name), bounded.
+    _runtime_cache: SharedCache = field(default_factory=SharedCache, init=False, repr=False, compare=False)
 
     @property
     def num_frames(self) -> int:
