@@ -136,8 +136,10 @@ class Client:
 
 
 def test_parse_message_rejects_bad_input():
-    ok = srv.parse_message('{"type":"input","move":[0.5,-1],"run":true}')
-    assert ok == ("input", {"move": (0.5, -1.0), "run": True})
+    ok = srv.parse_message('{"type":"input","move":[0.6,-0.8],"run":true}')
+    assert ok == ("input", {"move": (0.6, -0.8), "run": True})
+    kind, f = srv.parse_message('{"type":"input","move":[1,-1]}')       # a gamepad's corner: clamped to 1
+    assert f["move"] == pytest.approx((math.sqrt(0.5), -math.sqrt(0.5)))
     bad = ['{"type":"input","move":[2,0]}', '{"type":"input","move":[0]}', '{"type":"input","move":"up"}',
            '{"type":"input","move":[0,0],"run":1}', '{"type":"input","move":[NaN,0]}',
            '{"type":"input","move":[0,0],"x":1}', '{"type":"nope"}', '[1,2]', '{"type":"settings","bias":9}',

@@ -59,7 +59,8 @@ def bad(mod):
 
 
 @pytest.mark.parametrize("data, field", [
-    (bad(lambda d: d["inputs"][2].update(move=[1.0, 1.0])), "inputs[2].move: expected two numbers with magnitude <= 1"),
+    (bad(lambda d: d["inputs"][2].update(move=[1.6, 0.0])), "inputs[2].move: expected two numbers in [-1.5, 1.5]"),
+    (bad(lambda d: d["inputs"][2].update(move=[float("nan"), 0.0])), "inputs[2].move"),
     (bad(lambda d: d["inputs"][1].update(move=[1.0])), "inputs[1].move"),
     (bad(lambda d: d["inputs"][1].update(move=["a", 0])), "inputs[1].move"),
     (bad(lambda d: d["inputs"][0].update(look=[3, 0])), "inputs[0].look"),

@@ -29,7 +29,8 @@ def main(argv=None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (ValueError, FileNotFoundError, KeyError) as exc:  # user errors: say what and where, no trace
+    except (ValueError, OSError, KeyError) as exc:  # user errors (the project's error classes are
+        # ValueErrors; unreadable files are OSErrors): say what and where, no trace
         print(f"motionmatch: error: {exc}", file=sys.stderr)
         return 1
 

@@ -273,6 +273,10 @@ def _add_bench(sub):
     pq.add_argument("--json", action="store_true")
     _add_character_options(pq)
     pq.set_defaults(func=run_bench_quality)
+    from .fuzz import add_bench_fuzz_args, run_bench_fuzz
+    pf = bsub.add_parser("fuzz", help="hostile-input campaigns: BVH mutants, damaged databases, bad scenarios")
+    add_bench_fuzz_args(pf)
+    pf.set_defaults(func=run_bench_fuzz)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 

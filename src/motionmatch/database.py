@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
+import numbers
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +37,39 @@ class DatabaseError(ValueError):
     """A database that cannot be built or loaded; the message says what to do."""
 
 
+MAX_SHARED_ENTRIES = 8
+
+
+class SharedCache(dict):
+    """Values derived once per database and shared by the characters on it (the runtime keeps its
+    velocities and, per feature-weight set, a normalized copy of the features with a search index).
+    Least recently used entries beyond `limit` are dropped: every client can ask for new weights, and a
+    weight set costs a copy of the features (4.7 MB for the default database, 80 MB for Bandai-Namco).
+    Characters keep references to what they use, so dropping an entry never breaks one. Thread-safe:
+    the server builds weight sets off its event loop."""
+
+    def __init__(self, limit: int = MAX_SHARED_ENTRIES):
+        super().__init__()
+        self.limit = limit
+        self.lock = threading.Lock()
+
+    def __getitem__(self, key):
+        with self.lock:
+            value = super().pop(key)
+            super().__setitem__(key, value)   # most recently used last
+            return value
+
+    def __setitem__(self, key, value):
+        with self.lock:
+            super().pop(key, None)
+            super().__setitem__(key, value)
+            while len(self) > self.limit:
+                super().pop(next(iter(self)))
+
+    def __reduce__(self):
+        return SharedCache, (self.limit,)     # a copied database (other process) starts empty
+
+
 @dataclass
 class Database:
     """Structure-of-arrays pose database (see docs/ARCHITECTURE.md)."""
@@ -50,6 +86,8 @@ class Database:
     range_tags: list[list[str]]
     features: FeatureSet
     meta: dict = field(default_factory=dict)
+    # The runtime's per-database cache (runtime.character looks it up under this name), bounded.
+    _runtime_cache: SharedCache = field(default_factory=SharedCache, init=False, repr=False, compare=False)
 
     @property
     def num_frames(self) -> int:
@@ -168,6 +206,15 @@ def _process_file(path: Path, ctx: dict):
         anim = read_bvh(path, unit=s.unit)
     except (BVHError, OSError) as e:
         return str(e)
+    try:
+        return _preprocess_file(path, anim, ctx)
+    except ValueError as e:  # readable but unusable (degenerate motion, a role that moves nowhere, ...)
+        return f"{path}: {e}"
+
+
+def _preprocess_file(path: Path, anim: Animation, ctx: dict):
+    """One read clip preprocessed: its arrays (original, then mirrored), or an error."""
+    s: BuildSettings = ctx["settings"]
     if not _same_skeleton(ctx["skeleton"], anim.skeleton):
         if ctx["target"] is None:
             return DatabaseError(
@@ -374,7 +421,14 @@ def _map_npz(path) -> dict:
             shape, fortran, dtype = read_header(f)
             offset = f.tell()
             name = info.filename[:-4]
-            if int(np.prod(shape)) == 0:
+            if dtype.hasobject:
+                # An object array on disk is pickled pointers; mapped raw they crash the process.
+                raise DatabaseError(f"{path}: member {name!r} holds Python objects ({dtype}); a motionmatch "
+                                    f"database holds only numbers")
+            if offset + math.prod(shape) * dtype.itemsize > info.header_offset + 30 + name_len + extra_len \
+                    + info.file_size:
+                raise DatabaseError(f"{path}: member {name!r}: shape {shape} is larger than its stored data")
+            if math.prod(shape) == 0:
                 out[name] = np.zeros(shape, dtype=dtype)
             else:
                 # A plain ndarray view of the map: memmap's subclass hooks cost ~5 us per indexing,
@@ -385,30 +439,139 @@ def _map_npz(path) -> dict:
 
 
 def load_database(path) -> Database:
-    """Load a database written by save_database; checks the format version."""
+    """Load a database written by save_database. Every member is checked (dtype, shape against the
+    header, hierarchy, roles, clip ranges, fps, finite features) so that a damaged or crafted file is a
+    DatabaseError naming the file and the member, never a crash in a compiled kernel."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such database (build one with `motionmatch build DATA -o {path}`)")
     try:
         z = _map_npz(path)
         header = json.loads(bytes(z["header"]).decode())
-    except Exception as e:  # a zip/npz that is not ours
-        raise DatabaseError(f"{path}: not a motionmatch database ({e})") from None
+    except DatabaseError:
+        raise
+    except Exception as e:  # a zip/npz that is not ours (RecursionError from deep JSON included)
+        raise DatabaseError(f"{path}: not a motionmatch database ({type(e).__name__}: {e})"[:400]) from None
+    if not isinstance(header, dict):
+        raise DatabaseError(f"{path}: member 'header': expected a JSON object")
     ver = header.get("format_version")
-    if ver != FORMAT_VERSION:
-        raise DatabaseError(f"{path}: database format version {ver}, this motionmatch reads version "
+    if type(ver) is not int or ver != FORMAT_VERSION:
+        raise DatabaseError(f"{path}: database format version {ver!r}, this motionmatch reads version "
                             f"{FORMAT_VERSION}; rebuild it with `motionmatch build ... -o {path}`")
-    skel = Skeleton(names=header["names"], parents=z["parents"], offsets=z["offsets"],
-                    end_sites={int(k): np.array(v) for k, v in header["end_sites"].items()},
-                    channels=[tuple(c) for c in header["channels"]])
-    fs = FeatureSet(schema_from_dict(header["schema"]), np.asarray(z["features"]),
-                    offset=z.get("feature_offset"), dim_std=z.get("feature_dim_std"))
-    meta = dict(header["meta"])
+    return _checked_database(path, z, header)
+
+
+def _checked_database(path: Path, z: dict, header: dict) -> Database:
+    def fail(member, msg):
+        raise DatabaseError(f"{path}: member {member!r}: {msg}; the file is damaged, rebuild it with "
+                            f"`motionmatch build ... -o {path}`")
+
+    def array(name, kinds, shape):
+        """z[name] with a dtype kind in `kinds` ('f' float32/64, 'i' integer, 'b' bool) and the shape
+        (None = any size on that axis)."""
+        if name not in z:
+            fail(name, "missing")
+        a = z[name]
+        ok_kind = {"f": a.dtype in (np.float32, np.float64), "i": a.dtype.kind in "iu",
+                   "b": a.dtype == np.bool_}
+        if not any(ok_kind[k] for k in kinds):
+            fail(name, f"unexpected dtype {a.dtype}")
+        if a.ndim != len(shape) or any(w is not None and w != n for w, n in zip(shape, a.shape)):
+            want = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
+            fail(name, f"shape {a.shape}, expected {want}")
+        return a
+
+    def header_list(key, item_ok, what):
+        v = header.get(key)
+        if not isinstance(v, list) or not all(item_ok(x) for x in v):
+            fail(f"header.{key}", f"expected a list of {what}")
+        return v
+
+    fps = header.get("fps")
+    if not isinstance(fps, numbers.Real) or isinstance(fps, bool) or not 0 < fps <= 1000:
+        fail("header.fps", f"expected a frame rate in (0, 1000], got {fps!r}")
+    names = header_list("names", lambda x: isinstance(x, str), "joint names")
+    J = len(names)
+    if J < 2:
+        fail("header.names", "needs the simulation bone and at least one joint")
+    parents = array("parents", "i", (J,))
+    if parents[0] != -1 or (J > 1 and not ((parents[1:] >= 0) & (parents[1:] < np.arange(1, J))).all()):
+        # Parents-first order (each parent index below its child's) rules out cycles and strays.
+        fail("parents", "expected -1 for joint 0 and for each other joint a parent listed before it")
+    parents = np.ascontiguousarray(parents, dtype=np.int64)
+    offsets = array("offsets", "f", (J, 3))
+    if not np.isfinite(offsets).all():
+        fail("offsets", "non-finite values")
+    positions = array("positions", "f", (None, J, 3))
+    N = positions.shape[0]
+    if N < 1:
+        fail("positions", "no frames")
+    rotations = array("rotations", "f", (N, J, 4))
+    contacts = array("contacts", "b", (N, 2))
+    range_starts = array("range_starts", "i", (None,))
+    R = range_starts.shape[0]
+    range_stops = array("range_stops", "i", (R,))
+    if R < 1 or range_starts[0] != 0 or range_stops[-1] != N or (range_stops <= range_starts).any() \
+            or (range_starts[1:] != range_stops[:-1]).any():
+        fail("range_starts/range_stops", f"clip ranges must tile frames 0..{N} in order, each non-empty")
+    range_names = header_list("range_names", lambda x: isinstance(x, str), "strings")
+    range_tags = header_list("range_tags", lambda x: isinstance(x, list) and all(isinstance(t, str) for t in x),
+                             "tag lists")
+    if len(range_names) != R or len(range_tags) != R:
+        fail("header.range_names/range_tags", f"expected {R} entries (one per clip range)")
+    roles = header.get("roles")
+    if not isinstance(roles, dict) or not all(
+            isinstance(k, str) and type(v) is int and 0 <= v < J for k, v in roles.items()):
+        fail("header.roles", f"expected role -> joint index in [0, {J})")
+    missing = [r for r in ("hips", "left_foot", "right_foot", "left_toe", "right_toe") if r not in roles]
+    if missing:
+        fail("header.roles", f"missing roles {missing}")
+    channels = header.get("channels")
+    if not isinstance(channels, list) or len(channels) not in (0, J) or not all(
+            isinstance(c, list) and all(isinstance(x, str) for x in c) for c in channels):
+        fail("header.channels", f"expected {J} lists of channel names")
+    end_sites = header.get("end_sites")
+    try:
+        end_sites = {int(k): np.array(v, dtype=np.float64) for k, v in end_sites.items()}
+        ok = all(0 <= k < J and v.shape == (3,) and np.isfinite(v).all() for k, v in end_sites.items())
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        fail("header.end_sites", "expected joint index -> three finite numbers")
+    meta = header.get("meta")
+    if not isinstance(meta, dict):
+        fail("header.meta", "expected an object")
+    try:
+        schema = schema_from_dict(header.get("schema") if isinstance(header.get("schema"), dict) else {})
+    except ValueError as e:
+        fail("header.schema", str(e))
+    for c in schema.channels:
+        if c.joint is not None and c.joint not in roles and c.joint not in names:
+            fail("header.schema", f"channel {c.name!r} names joint {c.joint!r}, which is neither a role nor a joint")
+        if any(abs(o) > N for o in c.offsets):
+            fail("header.schema", f"channel {c.name!r} has frame offsets beyond the database")
+    F = schema.dims
+    features = array("features", "f", (N, F))
+    if features.dtype != np.float32 or not np.isfinite(features).all():
+        fail("features", "expected finite float32 values")
+    stats = {}
+    for name in ("feature_offset", "feature_dim_std"):
+        stats[name] = np.asarray(array(name, "f", (F,)), dtype=np.float64) if name in z else None
+        if stats[name] is not None and not np.isfinite(stats[name]).all():
+            fail(name, "non-finite values")
+    skel = Skeleton(names=names, parents=parents, offsets=np.asarray(offsets, dtype=np.float64),
+                    end_sites=end_sites, channels=[tuple(c) for c in channels])
+    try:
+        fs = FeatureSet(schema, np.asarray(features), offset=stats["feature_offset"],
+                        dim_std=stats["feature_dim_std"])
+    except ValueError as e:
+        fail("features", str(e))
+    meta = dict(meta)
     meta["bytes"] = path.stat().st_size
-    return Database(skeleton=skel, roles=header["roles"], fps=header["fps"], positions=z["positions"],
-                    rotations=z["rotations"], contacts=z["contacts"], range_starts=z["range_starts"],
-                    range_stops=z["range_stops"], range_names=header["range_names"],
-                    range_tags=header["range_tags"], features=fs, meta=meta)
+    return Database(skeleton=skel, roles=roles, fps=float(fps), positions=positions,
+                    rotations=rotations, contacts=contacts, range_starts=np.asarray(range_starts, dtype=np.int64),
+                    range_stops=np.asarray(range_stops, dtype=np.int64), range_names=range_names,
+                    range_tags=range_tags, features=fs, meta=meta)
 
 
 def default_database_path(mixed: bool = False) -> Path:

@@ -179,14 +179,14 @@ def held_fraction(change_frames: list[int], ok: np.ndarray, fps: float, settle_s
 
 
 def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames: list[int]) -> dict:
-    """The metrics.json dictionary from a synthesis record (see synth.py for the record's arrays)."""
-    gpos = rec["global_positions"]
-    F = len(gpos)
-    nan_frames = int((~np.isfinite(gpos).all(axis=(1, 2))).sum())
+    """The metrics.json dictionary from a synthesis record (see synth.run_scenario: it needs only the
+    light per-frame arrays, never the poses)."""
+    F = len(rec["root_pos"])
+    nan_frames = int(np.count_nonzero(rec["nan"]))
     diff = rec["root_pos"][:, [0, 2]] - rec["sim_pos"][:, [0, 2]]
     traj = np.linalg.norm(diff, axis=1) * 100.0
     heading = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["sim_yaw"] + np.pi, 2 * np.pi) - np.pi))
-    toes = [gpos[:, j] for j in rec["toe_joints"]]
+    toes = [rec["toe_positions"][:, i] for i in range(2)]
     grounds = rec.get("toe_ground")
     search = np.asarray(rec["search_us"]) if len(rec["search_us"]) else np.zeros(1)
     out = {
@@ -205,11 +205,11 @@ def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames:
     if "desired_yaw" in rec:
         face_err = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["desired_yaw"] + np.pi, 2 * np.pi) - np.pi))
         out["tracking"] = tracking(change_frames, rec["desired_vel"], rec["root_vel"], face_err, fps)
-    if rec.get("shoulder_joints") is not None:
-        hips, shoulders = rec["hip_joints"], rec["shoulder_joints"]
-        out["twist_deg"] = _stats(twist_deg(gpos, hips, shoulders), ("p95", "max"))
+    if "body_positions" in rec:   # (F, 4, 3): left/right hip, left/right shoulder
+        body = rec["body_positions"]
+        out["twist_deg"] = _stats(twist_deg(body, (0, 1), (2, 3)), ("p95", "max"))
         if "desired_yaw" in rec and change_frames:
-            err = shoulder_facing_yaw(gpos, shoulders) - rec["desired_yaw"]
+            err = shoulder_facing_yaw(body, (2, 3)) - rec["desired_yaw"]
             err = np.degrees(np.abs(np.remainder(err + np.pi, 2 * np.pi) - np.pi))
             out["shoulder_facing"] = held_fraction(change_frames, err <= SHOULDER_FACING_DEG, fps)
     if grounds is not None:

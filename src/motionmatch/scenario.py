@@ -1,6 +1,7 @@
 """Scenarios: scripted controller input for offline synthesis.
 
-JSON format (metres, seconds; stick plane x right, z forward, magnitudes 0..1):
+JSON format (metres, seconds; stick plane x right, z forward; stick magnitudes above 1 are clamped to 1,
+components must lie in [-1.5, 1.5]):
 
     {"duration": 12.0, "style": "walk & !injured" | null,
      "inputs": [{"t": 0.0, "move": [0, 1], "run": false, "strafe": false, "look": null}, ...]}
@@ -25,7 +26,12 @@ from .runtime.controller import Controller, ControllerSettings, GamepadInput, Pa
 _TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description"}
 _INPUT_KEYS = {"t", "move", "run", "strafe", "look"}
 _PATH_KEYS = {"points", "speed", "loop"}
-_MAG_TOL = 1e-6
+# Bounds that keep a scenario's work and memory finite; beyond them a value is a mistake.
+MAX_DURATION_S = 3 * 3600.0      # synthesis streams its output, so hours are fine; days are not
+MAX_COORDINATE_M = 1e5           # path points and terrain lengths
+MAX_STICK_COMPONENT = 1.5        # a gamepad's square reaches 1.41 on the diagonal; magnitudes clamp to 1
+MAX_TERRAIN_CELLS = 4_000_000    # a procedural terrain's samples (2000 x 2000, 32 MB)
+MAX_NESTING = 32                 # depth of objects/lists (terrain is passed through)
 
 
 class ScenarioError(ValueError):
@@ -113,19 +119,64 @@ class InputDriver:
 
 
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A JSON number that is finite as a float (a 400-digit integer is not)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    if isinstance(x, int):
+        return abs(x) <= 1e300
+    return math.isfinite(x)
+
+
+def clamp_stick(value, name: str, allow_none: bool = False, error=None):
+    """A stick value [x, z] as a tuple with its magnitude clamped to 1.
+
+    Forgiving on purpose: gamepads report the square [-1, 1]^2 and people round numbers, so only
+    non-numbers, non-finite values and components outside [-1.5, 1.5] are refused (with `error`,
+    default ScenarioError, naming `name`)."""
+    error = error or ScenarioError
+    if value is None and allow_none:
+        return None
+    msg = (f"{name}: expected two numbers in [-{MAX_STICK_COMPONENT}, {MAX_STICK_COMPONENT}]"
+           + (" or null" if allow_none else ""))
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_is_number(v) for v in value):
+        raise error(msg)
+    x, z = float(value[0]), float(value[1])
+    if max(abs(x), abs(z)) > MAX_STICK_COMPONENT:
+        raise error(msg)
+    mag = math.hypot(x, z)
+    return (x / mag, z / mag) if mag > 1.0 else (x, z)
 
 
 def _stick(value, name: str, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    msg = f"{name}: expected two numbers with magnitude <= 1" + (" or null" if allow_none else "")
-    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_is_number(v) for v in value):
-        raise ScenarioError(msg)
-    x, z = float(value[0]), float(value[1])
-    if math.hypot(x, z) > 1.0 + _MAG_TOL:
-        raise ScenarioError(msg)
-    return x, z
+    return clamp_stick(value, name, allow_none)
+
+
+def _check_plain(value, name: str, depth: int = 0) -> None:
+    """Nesting depth and numbers of JSON data passed through (terrain): bounded and finite."""
+    if depth > MAX_NESTING:
+        raise ScenarioError(f"{name}: nested deeper than {MAX_NESTING} levels")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_plain(v, f"{name}.{k}", depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_plain(v, f"{name}[{i}]", depth + 1)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not _is_number(value) or abs(value) > MAX_COORDINATE_M:
+            raise ScenarioError(f"{name}: expected a finite number within +-{MAX_COORDINATE_M:g}")
+
+
+def _check_terrain(terrain: dict) -> None:
+    _check_plain(terrain, "terrain")
+    if "file" in terrain:
+        return
+    size, cell = terrain.get("size", 40.0), terrain.get("cell", 0.1)
+    if not (_is_number(size) and _is_number(cell) and size > 0 and cell > 0):
+        raise ScenarioError("terrain.size, terrain.cell: expected positive numbers of metres")
+    n = size / cell + 1
+    if n * n > MAX_TERRAIN_CELLS:
+        raise ScenarioError(f"terrain.size / terrain.cell: {size} m sampled every {cell} m is about {n * n:.3g} "
+                            f"cells, beyond the bound of {MAX_TERRAIN_CELLS:,}; use a larger cell or smaller size")
 
 
 def _bool(d: dict, key: str, name: str) -> bool:
@@ -152,16 +203,22 @@ def parse_scenario(data: dict) -> Scenario:
     duration = data["duration"]
     if not _is_number(duration) or duration <= 0:
         raise ScenarioError("duration: expected a positive number of seconds")
+    if duration > MAX_DURATION_S:
+        raise ScenarioError(f"duration: {float(duration):g} s is beyond the bound of {MAX_DURATION_S:g} s")
     duration = float(duration)
+    if round(duration * 60.0) < 1:
+        raise ScenarioError(f"duration: {duration:g} s is shorter than one frame")
     style = data.get("style")
     if style is not None and not isinstance(style, str):
         raise ScenarioError("style: expected a tag expression string or null")
     terrain = data.get("terrain")
     if terrain is not None and not isinstance(terrain, dict):
         raise ScenarioError("terrain: expected an object")
+    if terrain is not None:
+        _check_terrain(terrain)
     seed = data.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ScenarioError("seed: expected an integer")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2 ** 63):
+        raise ScenarioError("seed: expected an integer in [0, 2^63)")
     description = data.get("description")
     if description is not None and not isinstance(description, str):
         raise ScenarioError("description: expected a string")
@@ -183,8 +240,10 @@ def _parse_path(p) -> PathSpec:
         raise ScenarioError("path.points: expected a list of at least two [x, z] points")
     points = []
     for i, q in enumerate(pts):
-        if not isinstance(q, (list, tuple)) or len(q) != 2 or not all(_is_number(v) for v in q):
-            raise ScenarioError(f"path.points[{i}]: expected two numbers [x, z]")
+        if not isinstance(q, (list, tuple)) or len(q) != 2 or not all(_is_number(v) for v in q) \
+                or max(abs(q[0]), abs(q[1])) > MAX_COORDINATE_M:
+            raise ScenarioError(f"path.points[{i}]: expected two numbers [x, z] in metres within "
+                                f"+-{MAX_COORDINATE_M:g}")
         points.append((float(q[0]), float(q[1])))
     length = sum(math.dist(a, b) for a, b in zip(points[:-1], points[1:]))
     if length <= 1e-6:
@@ -224,10 +283,17 @@ def _parse_inputs(items, duration: float):
 def load_scenario(path) -> Scenario:
     """Read and validate a scenario JSON file."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"scenario: {path} is not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise ScenarioError(f"scenario: invalid JSON in {path}: {e}") from None
-    return parse_scenario(data)
+    except (RecursionError, ValueError) as e:  # nesting beyond Python's limit, 5000-digit integers
+        raise ScenarioError(f"scenario: {path}: {type(e).__name__}: {str(e)[:200]}") from None
+    try:
+        return parse_scenario(data)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: {e}") from None
 
 
 def random_scenario(duration: float, seed: int = 0, *, hold: tuple[float, float] = (0.5, 3.0),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .animation import Animation
-from .io.bvh import write_bvh
+from .io.bvh import BVHWriter, write_bvh
 from .metrics import compute_metrics, source_foot_sliding_cm_s
 from .preprocess import remove_simulation_bone
 from .runtime.character import Character, CharacterSettings
@@ -19,9 +19,19 @@ from .scenario import Scenario, load_scenario, parse_scenario
 from .skeleton import shoulder_joints
 
 
+POSE_CHUNK = 1024  # frames of poses buffered between hand-offs to a pose sink
+
+
 def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = None, progress: bool = False,
-                 terrain=None) -> dict:
-    """Simulate a scenario at the database rate; returns a record of per-frame arrays."""
+                 terrain=None, pose_sink=None) -> dict:
+    """Simulate a scenario at the database rate; returns a record of per-frame arrays.
+
+    The record always holds the light per-frame arrays the metrics need (root and simulation
+    positions, yaws, velocities, timings, `toe_positions` (F, 2, 3) m, `nan` (F,) bool). Poses: with
+    pose_sink None the record also holds `global_positions`, `local_pos` and `local_rot` (F, J, ...);
+    otherwise pose_sink(local_pos (n, J, 3), local_rot (n, J, 4)) receives them in order, in chunks of
+    POSE_CHUNK frames, and they are not kept: memory stays flat in the run's length.
+    """
     from tqdm import tqdm
 
     settings = settings or CharacterSettings()
@@ -35,12 +45,22 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     dt = 1.0 / fps
     F = int(round(scenario.duration * fps))
     J = db.num_joints
+    toe_joints = [db.roles["left_toe"], db.roles["right_toe"]]
+    # hips then shoulders: the twist and shoulder-facing metrics need only these four joints per frame
+    body_joints = [db.roles["left_upper_leg"], db.roles["right_upper_leg"],
+                   *shoulder_joints(db.skeleton.parents, db.roles)]
     rec = {k: np.zeros((F, 3)) for k in ("root_pos", "sim_pos", "desired_vel", "root_vel")}
     rec.update(root_yaw=np.zeros(F), sim_yaw=np.zeros(F), desired_yaw=np.zeros(F), frame_us=np.zeros(F),
-               global_positions=np.zeros((F, J, 3)), local_pos=np.zeros((F, J, 3)),
-               local_rot=np.zeros((F, J, 4)), frames=np.zeros(F, dtype=np.int64),
-               contacts=np.zeros((F, 2), dtype=bool), locked=np.zeros((F, 2), dtype=bool),
-               timing=np.zeros((F, 4)))
+               frames=np.zeros(F, dtype=np.int64), contacts=np.zeros((F, 2), dtype=bool),
+               locked=np.zeros((F, 2), dtype=bool), timing=np.zeros((F, 4)),
+               toe_positions=np.zeros((F, 2, 3)), body_positions=np.zeros((F, 4, 3)),
+               nan=np.zeros(F, dtype=bool))
+    if pose_sink is None:
+        rec.update(global_positions=np.zeros((F, J, 3)), local_pos=np.zeros((F, J, 3)),
+                   local_rot=np.zeros((F, J, 4)))
+        lp_out, lr_out, base = rec["local_pos"], rec["local_rot"], 0
+    else:
+        lp_out, lr_out = np.zeros((min(F, POSE_CHUNK), J, 3)), np.zeros((min(F, POSE_CHUNK), J, 4))
     searches, transitions_at = [], []
     for k in tqdm(range(F), desc="synthesizing", unit="frame", disable=not progress, file=sys.stderr):
         before = ch.transitions
@@ -58,20 +78,26 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         rec["root_vel"][k] = ch.root_velocity
         rec["frame_us"][k] = ch.last_frame_us
         rec["timing"][k] = (ch.t_controller_us, ch.t_search_us, ch.t_inertialize_us, ch.t_output_us)
-        rec["global_positions"][k] = ch.global_positions
-        lp, lr = ch.local_pose()
-        rec["local_pos"][k], rec["local_rot"][k] = lp, lr
+        gp = ch.global_positions
+        rec["toe_positions"][k] = gp[toe_joints]
+        rec["body_positions"][k] = gp[body_joints]
+        rec["nan"][k] = not np.isfinite(gp).all()
+        if pose_sink is None:
+            rec["global_positions"][k] = gp
+        else:
+            base = k - k % POSE_CHUNK
+        lp_out[k - base], lr_out[k - base] = ch.local_pose()
+        if pose_sink is not None and (k - base == len(lp_out) - 1 or k == F - 1):
+            pose_sink(lp_out[:k - base + 1], lr_out[:k - base + 1])
         rec["frames"][k] = ch.frame
         rec["contacts"][k] = ch.contacts
         rec["locked"][k] = ch.locked
     rec["search_us"] = np.array(searches)
     rec["transitions"] = ch.transitions
     rec["transition_frames"] = np.array(transitions_at, dtype=np.int64)
-    rec["toe_joints"] = [db.roles["left_toe"], db.roles["right_toe"]]
-    rec["hip_joints"] = (db.roles["left_upper_leg"], db.roles["right_upper_leg"])
-    rec["shoulder_joints"] = shoulder_joints(db.skeleton.parents, db.roles)
+    rec["toe_joints"] = toe_joints
     if terrain is not None:
-        toes = rec["global_positions"][:, rec["toe_joints"]]
+        toes = rec["toe_positions"]
         rec["toe_ground"] = [terrain.height(toes[:, i, 0], toes[:, i, 2]) for i in range(2)]
     rec["character"] = ch
     return rec
@@ -127,7 +153,9 @@ def plot_trajectory(path, rec: dict, scenario: Scenario, fps: float) -> None:
 def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None, progress: bool = True,
                retarget_to=None, retarget_map=None) -> dict:
     """Run `scenario` (path, dict or Scenario) and write out_dir/motion.bvh, metrics.json and
-    trajectory.png; returns the metrics."""
+    trajectory.png; returns the metrics. Frames go to the BVH as they are produced (except with
+    retarget_to), so memory does not grow with the scenario's duration beyond a few small per-frame
+    arrays the metrics need."""
     if isinstance(scenario, (str, Path)):
         scenario = load_scenario(scenario)
     elif isinstance(scenario, dict):
@@ -138,19 +166,27 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
     if getattr(scenario, "terrain", None):
         from .runtime.terrain import Heightfield
         terrain = Heightfield.from_spec(scenario.terrain)
-    rec = run_scenario(db, scenario, settings, progress, terrain)
+    if retarget_to:
+        # Retargeting fits the whole motion (bind frame, ground height): it needs all of it at once.
+        from .io.bvh import read_bvh
+        from .retarget import retarget_animation
+        rec = run_scenario(db, scenario, settings, progress, terrain)
+        anim = retarget_animation(record_animation(db, rec), read_bvh(retarget_to), mapping=retarget_map,
+                                  source_bind_frame=0)
+        write_bvh(out / "motion.bvh", anim)
+    else:
+        skel = remove_simulation_bone(db.skeleton, np.zeros((0, db.num_joints, 3)),
+                                      np.zeros((0, db.num_joints, 4)))[0]
+        with BVHWriter(out / "motion.bvh", skel, db.fps, int(round(scenario.duration * db.fps))) as bvh:
+            def write_poses(lp, lr):
+                bvh.write(*remove_simulation_bone(db.skeleton, lp, lr)[1:])
+            rec = run_scenario(db, scenario, settings, progress, terrain, pose_sink=write_poses)
     allowed = None
     if scenario.style:
         from .search import range_mask
         allowed = np.flatnonzero(range_mask(scenario.style, db.range_tags))
     src = source_foot_sliding_cm_s(db, allowed_ranges=allowed)
     metrics = compute_metrics(rec, db.fps, src, change_frames(scenario, db.fps))
-    anim = record_animation(db, rec)
-    if retarget_to:
-        from .io.bvh import read_bvh
-        from .retarget import retarget_animation
-        anim = retarget_animation(anim, read_bvh(retarget_to), mapping=retarget_map, source_bind_frame=0)
-    write_bvh(out / "motion.bvh", anim)
     if terrain is not None:
         terrain.save(out / "terrain.npy")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

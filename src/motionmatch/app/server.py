@@ -44,6 +44,9 @@ MAX_FRAME_BYTES = 64 * 1024     # beyond this aiohttp closes the connection (cod
 RATE_PER_S = 120.0              # client messages per second (token bucket, burst of the same size)
 MAX_RECORD_FRAMES = 60 * 60 * 10  # 10 minutes of recorded poses
 MAX_SCENARIO_BYTES = 1 << 20
+MAX_PATH_CHARS = 1024           # longer request paths are not ours: 404 without touching the file system
+WEIGHTS_INTERVAL_S = 0.25       # a session's weight changes apply at most this often (latest values win)
+MAX_RESETS_PER_WINDOW, RESET_WINDOW_S = 5, 10.0   # more resets than this in the window end the session
 INERTIALIZATION = ("spring", "quintic", "off")
 TERRAIN_KINDS = ("flat", "slope", "steps", "noise")
 MAX_TERRAIN_BYTES = 4 << 20     # PNG heightmap upload
@@ -60,9 +63,16 @@ class MessageError(ValueError):
     """A client message that is malformed or out of range; the text goes back to the client."""
 
 
+def _finite(v) -> bool:
+    """A JSON number that is finite as a float (a 400-digit integer is not; math.isfinite would raise)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return abs(v) <= 1e300 if isinstance(v, int) else math.isfinite(v)
+
+
 def _number(lo: float, hi: float) -> Callable[[Any, str], float]:
     def check(v, name):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not _finite(v):
             raise MessageError(f"{name} must be a finite number")
         if not lo <= v <= hi:
             raise MessageError(f"{name} must be in [{lo}, {hi}], got {v}")
@@ -77,10 +87,9 @@ def _boolean(v, name) -> bool:
 
 
 def _vec2(v, name) -> tuple[float, float]:
-    if not isinstance(v, list) or len(v) != 2:
-        raise MessageError(f"{name} must be a list [x, z]")
-    unit = _number(-1.0, 1.0)
-    return unit(v[0], f"{name}[0]"), unit(v[1], f"{name}[1]")
+    """A stick [x, z], forgiving like scenarios: components within [-1.5, 1.5], magnitude clamped to 1."""
+    from ..scenario import clamp_stick
+    return clamp_stick(v, name, error=MessageError)
 
 
 def _optional(check):
@@ -195,7 +204,10 @@ def parse_message(data: str | bytes) -> tuple[str, dict]:
     fields = {}
     for name, (check, required) in schema.items():
         if name in obj:
-            fields[name] = check(obj[name], name)
+            try:
+                fields[name] = check(obj[name], name)
+            except (TypeError, ValueError, OverflowError) as exc:  # MessageError is a ValueError
+                raise MessageError(str(exc) if isinstance(exc, MessageError) else f"{name}: bad value") from None
         elif required:
             raise MessageError(f"{kind!r} needs field {name!r}")
     return kind, fields
@@ -297,6 +309,12 @@ class Session:
         self.terrain = None             # Heightfield the character walks on (None: flat)
         self.terrain_name = "flat"
         self._masks: dict = {}          # tag filter -> frame mask, for inspecting past searches
+        self.busy = False               # settings are being applied off the event loop: do not step
+        self.weights_pending: dict = {}
+        self.weights_task: asyncio.Task | None = None
+        self.resets = 0                 # characters reset after an exception or a non-finite state
+        self.fatal = False              # a reset failed too: the session ends with a message
+        self.reset_times: list[float] = []
 
     # -- messages --------------------------------------------------------------------------------
 
@@ -332,13 +350,16 @@ class Session:
         given = getattr(self.ch.settings, "weights", {}) or {}
         return {c: float(given.get(c, defaults.get(c, 1.0))) for c in getattr(self.ch, "channel_names", [])}
 
+    def check_weights(self, weights: dict) -> None:
+        names = set(getattr(self.ch, "channel_names", []))
+        unknown = sorted(set(weights) - names)
+        if unknown:
+            raise MessageError(f"unknown feature channel(s): {', '.join(unknown)}"[:300])
+
     def apply_settings(self, fields: dict) -> None:
         s = self.ch.settings
         if "weights" in fields:
-            names = set(getattr(self.ch, "channel_names", []))
-            unknown = sorted(set(fields["weights"]) - names)
-            if unknown:
-                raise MessageError(f"unknown feature channel(s): {', '.join(unknown)}")
+            self.check_weights(fields["weights"])
         old = {k: getattr(s, k) for k in fields if hasattr(s, k)}
         missing = sorted(set(fields) - set(old))
         if missing:
@@ -509,6 +530,45 @@ class Session:
             return inp
         return self.backend.make_input(move=self.move, look=self.look, run=self.run, strafe=self.strafe)
 
+    def recover(self, why: str) -> None:
+        """Reset the character after an exception or a non-finite state, and tell the client: a
+        session never stops silently."""
+        self.resets += 1
+        log.warning("session %s: %s; character reset (%d so far)", self.id, why, self.resets)
+        now = time.monotonic()
+        self.reset_times = [t for t in self.reset_times if now - t < RESET_WINDOW_S] + [now]
+        if len(self.reset_times) > MAX_RESETS_PER_WINDOW:   # failing again at once: resetting is no cure
+            self.fatal = True
+            self.pending.append({"type": "error", "fatal": True, "message":
+                                 f"the character keeps failing ({why}); reload the page"[:300]})
+            return
+        try:
+            self.stop_scenario()
+        except Exception:  # a scenario's tag filter that no longer applies must not block the reset
+            self.scenario = None
+        try:
+            self.ch.reset()
+        except Exception as exc:  # beyond repair: end the session, saying why
+            self.fatal = True
+            self.pending.append({"type": "error", "fatal": True,
+                                 "message": f"the character failed ({why}) and could not be reset "
+                                            f"({type(exc).__name__}); reload the page"[:300]})
+            return
+        self.sim_time = 0.0
+        self.pending.append({"type": "error", "reset": True,
+                             "message": f"the character was reset: {why}"[:300]})
+
+    def safe_step(self) -> None:
+        """step(), recovering from an exception or a non-finite pose."""
+        try:
+            self.step()
+            finite = bool(np.isfinite(self.ch.global_positions).all())
+        except Exception as exc:
+            self.recover(f"simulation error ({type(exc).__name__}: {exc})")
+            return
+        if not finite:
+            self.recover("non-finite pose")
+
     def step(self) -> None:
         inp = self.current_input()
         t0 = time.perf_counter()
@@ -579,32 +639,81 @@ async def _simulate(session: Session) -> None:
         now = loop.time()
         steps = 0
         while now >= next_t and steps < MAX_CATCHUP:
-            if not session.paused:
-                session.step()
+            if not session.paused and not session.busy:
+                session.safe_step()
             next_t += DT
             steps += 1
         if now >= next_t:           # too far behind: drop the backlog rather than fast-forward
             next_t = now + DT
         while session.pending:
             await _send_json(ws, session.pending.pop(0))
-        if steps and not session.paused and not ws.closed:
-            data = session.frame_bytes()
+        if session.fatal:
+            await ws.close()
+            return
+        if steps and not session.paused and not session.busy and not ws.closed:
             try:
-                await ws.send_bytes(data)
-            except (ConnectionError, RuntimeError):
-                return
-            session.bytes_sent += len(data)
-            session.frames_sent += 1
+                data = session.frame_bytes()
+            except Exception as exc:  # e.g. a debug value that cannot be encoded
+                session.recover(f"frame encoding error ({type(exc).__name__})")
+                data = None
+            if data is not None:
+                try:
+                    await ws.send_bytes(data)
+                except (ConnectionError, RuntimeError):
+                    return
+                session.bytes_sent += len(data)
+                session.frames_sent += 1
         await asyncio.sleep(max(0.0, next_t - loop.time()))
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+ALLOWED_HOSTS = web.AppKey("allowed_hosts", frozenset)
+
+
+def _host_name(netloc: str) -> str:
+    """'Name:port' or '[v6]:port' -> lower-case name without port or brackets."""
+    netloc = netloc.strip().lower()
+    if netloc.startswith("["):
+        return netloc[1:].split("]", 1)[0]
+    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+
+
+def server_host_names(bind_host: str | None) -> frozenset:
+    """Names this server answers to: loopback, the bound address and, when bound to every interface,
+    the machine's host names and addresses. A Host header outside them is DNS rebinding."""
+    import socket
+    names = set(LOOPBACK_NAMES)
+    if bind_host in (None, "", "0.0.0.0", "::"):
+        if bind_host is not None:
+            hostname = socket.gethostname()
+            names |= {hostname.lower(), socket.getfqdn().lower()}
+            try:
+                names |= {info[4][0].lower() for info in socket.getaddrinfo(hostname, None)}
+            except OSError:
+                pass
+    else:
+        names.add(_host_name(bind_host))
+    return frozenset(names)
+
+
+def _host_ok(request: web.Request) -> bool:
+    return _host_name(request.host or "") in request.app[ALLOWED_HOSTS]
+
+
 def _origin_ok(request: web.Request) -> bool:
-    """Refuse pages from other sites (cross-site WebSocket hijacking); tools without Origin pass."""
+    """Refuse pages from other sites (cross-site WebSocket hijacking): the Origin must be this very
+    server (http scheme, same host and port as the request, a name the server answers to); tools
+    without Origin pass."""
+    from urllib.parse import urlsplit
     origin = request.headers.get("Origin")
     if not origin:
         return True
-    host = origin.split("://", 1)[-1].rstrip("/")
-    return host == request.host
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return (parts.scheme == "http" and parts.netloc.lower() == (request.host or "").lower()
+            and _host_name(parts.netloc) in request.app[ALLOWED_HOSTS])
 
 
 async def websocket_handler(request: web.Request) -> web.StreamResponse:
@@ -645,18 +754,28 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
                 kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data))
                 if kind == "inspect":   # ranks the whole database: off the loop that streams frames
                     reply = await asyncio.get_running_loop().run_in_executor(None, session.handle, kind, fields)
+                elif kind == "settings" and "weights" in fields:
+                    # The settings reply comes once the weights are applied, with every field.
+                    session.check_weights(fields["weights"])
+                    weights = fields.pop("weights")
+                    if fields:
+                        session.handle(kind, fields)
+                    queue_weights(session, weights)
+                    reply = None
                 else:
                     reply = session.handle(kind, fields)
             except MessageError as exc:
                 reply = {"type": "error", "message": str(exc)}
             except Exception as exc:  # a bug in one session's character must not stop the others
-                log.exception("session %s: message failed", sid)
-                reply = {"type": "error", "message": f"internal error: {exc}"}
+                log.warning("session %s: message failed: %s: %s", sid, type(exc).__name__, exc)
+                reply = {"type": "error", "message": f"internal error: {type(exc).__name__}"}
             if reply is not None:
                 await _send_json(ws, reply)
             if task.done():
                 break
     finally:
+        if session.weights_task is not None:
+            session.weights_task.cancel()
         task.cancel()
         try:
             await task
@@ -671,6 +790,36 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         log.info("session %s closed after %.1f s: %d frames, %.1f kB/s, step %.0f us (%d active)", sid, secs,
                  session.frames_sent, session.bytes_sent / secs / 1e3, session.step_us, len(app[SESSIONS]))
     return ws
+
+
+def queue_weights(session: Session, weights: dict) -> None:
+    """Feature weights apply off the event loop (a new weight set normalizes the features and builds
+    an index: milliseconds to seconds on big databases) and at most every WEIGHTS_INTERVAL_S; values
+    arriving meanwhile coalesce, the latest winning. The settings reply follows the application."""
+    session.check_weights(weights)
+    session.weights_pending.update(weights)
+    if session.weights_task is None or session.weights_task.done():
+        session.weights_task = asyncio.create_task(_apply_weights(session))
+
+
+async def _apply_weights(session: Session) -> None:
+    loop = asyncio.get_running_loop()
+    while session.weights_pending and not session.ws.closed:
+        weights, session.weights_pending = session.weights_pending, {}
+        started = loop.time()
+        session.busy = True
+        try:
+            await loop.run_in_executor(None, session.apply_settings, {"weights": weights})
+            reply = {"type": "settings", "settings": session.settings_dict()}
+        except MessageError as exc:
+            reply = {"type": "error", "message": str(exc)}
+        except Exception as exc:
+            log.warning("session %s: weights failed: %s: %s", session.id, type(exc).__name__, exc)
+            reply = {"type": "error", "message": f"weights could not be applied ({type(exc).__name__})"}
+        finally:
+            session.busy = False
+        await _send_json(session.ws, reply)
+        await asyncio.sleep(max(0.0, WEIGHTS_INTERVAL_S - (loop.time() - started)))
 
 
 def _session_or_404(request: web.Request) -> Session:
@@ -711,9 +860,18 @@ async def scenario_handler(request: web.Request) -> web.Response:
     loader = request.app[BACKEND].load_scenario
     if loader is None:
         raise web.HTTPNotImplemented(text="scenarios are not available with this backend\n")
-    if request.content_length is None or request.content_length > MAX_SCENARIO_BYTES:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_SCENARIO_BYTES, actual_size=request.content_length or 0)
-    raw = await request.read()
+    if request.content_length is not None and request.content_length > MAX_SCENARIO_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_SCENARIO_BYTES, actual_size=request.content_length)
+    # A chunked upload has no length: read at most the limit and refuse what goes beyond.
+    raw = bytearray()
+    while len(raw) <= MAX_SCENARIO_BYTES:
+        part = await request.content.read(MAX_SCENARIO_BYTES + 1 - len(raw))
+        if not part:
+            break
+        raw += part
+    raw = bytes(raw)
+    if len(raw) > MAX_SCENARIO_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_SCENARIO_BYTES, actual_size=len(raw))
     try:
         obj = json.loads(raw, parse_constant=_reject_constant)
         if not isinstance(obj, dict):
@@ -724,8 +882,9 @@ async def scenario_handler(request: web.Request) -> web.Response:
             raise ValueError("scenario has no duration")
     except ImportError as exc:
         raise web.HTTPNotImplemented(text=f"scenario support missing: {exc}\n")
-    except (ValueError, KeyError, TypeError, MessageError) as exc:
-        return web.json_response({"type": "error", "message": f"bad scenario: {exc}"}, status=400)
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError, MessageError) as exc:
+        # ValueError covers UnicodeDecodeError and Python's limit on integer digits.
+        return web.json_response({"type": "error", "message": f"bad scenario: {str(exc)[:300]}"}, status=400)
     name = request.query.get("name", "scenario")[:80]
     try:
         session.start_scenario(scenario, name)
@@ -793,15 +952,25 @@ async def _three_missing(request: web.Request) -> web.Response:
 
 @web.middleware
 async def _headers(request: web.Request, handler):
-    resp = await handler(request)
+    if not _host_ok(request):
+        # DNS rebinding: a page of another site reaching this server under its own name.
+        return web.Response(status=403, text="unknown Host: this server answers only to its own names\n")
+    if len(request.path) > MAX_PATH_CHARS:
+        raise web.HTTPNotFound()
+    try:
+        resp = await handler(request)
+    except OSError:  # a static path the file system refuses (name too long, ...): no such file
+        raise web.HTTPNotFound() from None
     resp.headers.setdefault("X-Content-Type-Options", "nosniff")
     return resp
 
 
-def make_app(backend: Backend, node_modules=None) -> web.Application:
-    """The aiohttp application: page, static files, /vendor/three, WebSocket and session API."""
+def make_app(backend: Backend, node_modules=None, host: str | None = None) -> web.Application:
+    """The aiohttp application: page, static files, /vendor/three, WebSocket and session API.
+    host: the address bound (None: loopback only), which fixes the Host names accepted."""
     app = web.Application(middlewares=[_headers], client_max_size=max(MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES) + 1024)
     app[BACKEND] = backend
+    app[ALLOWED_HOSTS] = server_host_names(host)
     app[SESSIONS] = {}
     three = find_three(node_modules)
     app[THREE_DIR] = three
@@ -854,7 +1023,7 @@ def run_serve(args) -> int:
               "or pass --node-modules", file=sys.stderr)
         return 1
     db = database.load_database(database_path(args.db, mixed=not args.jlpm22_only))
-    app = make_app(runtime_backend(db), node_modules=args.node_modules)
+    app = make_app(runtime_backend(db), node_modules=args.node_modules, host=args.host)
     return _run(app, args.host, args.port)
 
 

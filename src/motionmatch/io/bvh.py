@@ -15,6 +15,7 @@ import io
 import math
 import os
 import re
+import zlib
 from pathlib import Path
 
 import numba
@@ -30,6 +31,11 @@ _UNITS = {"m": 1.0, "metre": 1.0, "metres": 1.0, "meter": 1.0, "meters": 1.0,
           "cm": 0.01, "centimetres": 0.01, "centimeters": 0.01, "mm": 0.001, "millimetres": 0.001,
           "millimeters": 0.001, "in": 0.0254, "inch": 0.0254, "inches": 0.0254}
 _END = -2  # stack marker for an End Site block
+# Sanity bounds: a value beyond them is a damaged file, not a capture (lengths in metres).
+MAX_LENGTH_M = 1e5
+MAX_ANGLE_DEG = 1e6
+MAX_FPS = 1000.0
+MAX_FRAME_TIME_S = 60.0
 
 
 class BVHError(ValueError):
@@ -47,9 +53,10 @@ def _open_text(path) -> str:
     if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise BVHError(path, None, f"cannot decompress: {e}") from None
-    return raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8", errors="replace")
+    return text[1:] if text.startswith("\ufeff") else text  # a UTF-8 byte-order mark
 
 
 def _unit_scale(unit, offsets: np.ndarray, parents: np.ndarray) -> float:
@@ -73,14 +80,16 @@ def _unit_scale(unit, offsets: np.ndarray, parents: np.ndarray) -> float:
 
 
 def _parse_hierarchy(lines: list[str], path):
-    """HIERARCHY lines (1-based numbering from the file start) -> names, parents, offsets, channels,
-    end sites, and the column count of a frame."""
+    """HIERARCHY lines (1-based numbering from the file start) -> names, parents, offsets, the line of
+    each joint's OFFSET, channels and end sites."""
     names: list[str] = []
+    name_set: set[str] = set()     # duplicate check in constant time: files with 40k joints exist
     parents: list[int] = []
     offsets: list[list[float] | None] = []
     channels: list[tuple[str, ...]] = []
     end_sites: dict[int, np.ndarray] = {}
     decl_line: list[int] = []
+    offset_lines: list[int] = []
     stack: list[int] = []          # open blocks: joint index or _END
     pending: int | None = None     # block declared, its '{' not yet seen
     pending_line = 0
@@ -112,11 +121,13 @@ def _parse_hierarchy(lines: list[str], path):
             if stack and stack[-1] == _END:
                 raise BVHError(path, lineno, "JOINT inside an End Site")
             name = " ".join(toks[1:])
-            if name in names:
+            if name in name_set:
                 raise BVHError(path, lineno, f"duplicate joint name {name!r}")
             names.append(name)
+            name_set.add(name)
             parents.append(stack[-1] if stack else -1)
             offsets.append(None)
+            offset_lines.append(lineno)
             channels.append(())
             decl_line.append(lineno)
             pending, pending_line = len(names) - 1, lineno
@@ -153,10 +164,13 @@ def _parse_hierarchy(lines: list[str], path):
                 raise BVHError(path, lineno, f"non-numeric OFFSET: {line.strip()!r}") from None
             if not all(map(math.isfinite, vals)):
                 raise BVHError(path, lineno, f"non-finite OFFSET: {line.strip()!r}")
+            if max(map(abs, vals)) > MAX_LENGTH_M * 1000.0:  # the bound in metres is checked after units
+                raise BVHError(path, lineno, f"OFFSET beyond {MAX_LENGTH_M:g} m: {line.strip()!r}")
             if stack[-1] == _END:
                 end_sites[stack[-2]] = np.array(vals)
             else:
                 offsets[stack[-1]] = vals
+                offset_lines[stack[-1]] = lineno
         elif key == "CHANNELS":
             if not stack or stack[-1] == _END:
                 raise BVHError(path, lineno, "CHANNELS outside a joint")
@@ -186,7 +200,7 @@ def _parse_hierarchy(lines: list[str], path):
         raise BVHError(path, last, f"block declared on line {pending_line} never opened with '{{'")
     if stack:
         raise BVHError(path, last, f"HIERARCHY ends with {len(stack)} unclosed '{{'")
-    return names, parents, offsets, channels, end_sites
+    return names, parents, offsets, offset_lines, channels, end_sites
 
 
 @numba.njit(cache=True)
@@ -241,21 +255,30 @@ def _scan_digits(buf, i, n, mant, ndig, exp10, fraction):
 
 
 @numba.njit(cache=True)
-def _scan_floats(buf, out, pow10):
-    """Parse whitespace-separated decimal numbers from ASCII bytes into out.
+def _scan_floats(buf, out, pow10, per_line):
+    """Parse whitespace-separated decimal numbers from ASCII bytes into out, `per_line` on every
+    non-empty line.
 
     Returns the count parsed, or -1 at the first token that is not a plain decimal number (nan, inf,
-    commas, ...) and -2 when there are more numbers than out holds; the caller then re-reads slowly to
-    say where. Mantissas of up to 15 digits with |exponent| <= 22 are exact (correctly rounded), which
-    covers everything BVH writers print.
+    commas, ...), -2 when there are more numbers than out holds and -3 at a line with another count
+    (8 and 10 values on two lines would otherwise shift columns unnoticed); the caller then re-reads
+    slowly to say where. Mantissas of up to 15 digits with |exponent| <= 22 are exact (correctly
+    rounded), which covers everything BVH writers print.
     """
     n = buf.size
     i = 0
     k = 0
+    on_line = 0
     while True:
         while i < n and (buf[i] == 32 or (buf[i] >= 9 and buf[i] <= 13)):
+            if buf[i] == 10:
+                if on_line != 0 and on_line != per_line:
+                    return -3
+                on_line = 0
             i += 1
         if i >= n:
+            if on_line != 0 and on_line != per_line:
+                return -3
             return k
         neg = False
         if buf[i] == 45 or buf[i] == 43:  # - +
@@ -294,6 +317,7 @@ def _scan_floats(buf, out, pow10):
             v = float(mant) * 10.0 ** exp10
         out[k] = -v if neg else v
         k += 1
+        on_line += 1
 
 
 def _next_line(text: str, pos: int) -> tuple[str, int]:
@@ -317,7 +341,7 @@ def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
         raise BVHError(path, text.count("\n") + 1, "no MOTION section (file truncated?)")
     head = text[:m.start()]
     head_lines = head.split("\n")[:-1] if head.endswith("\n") else head.split("\n")
-    names, parents, offsets, channels, end_sites = _parse_hierarchy(head_lines, path)
+    names, parents, offsets, offset_lines, channels, end_sites = _parse_hierarchy(head_lines, path)
     motion_line = head.count("\n") + 1
 
     # 'Frames:' and 'Frame Time:' lines, scanned without splitting the whole body.
@@ -340,13 +364,16 @@ def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
                 raise BVHError(path, ln, f"bad frame count: {s!r}") from None
             if frames <= 0:
                 raise BVHError(path, ln, f"zero frames ({s!r})")
+            frames_line = ln
         elif low.startswith("frame time:") and frame_time is None:
             try:
                 frame_time = float(s.split(":", 1)[1])
             except ValueError:
                 raise BVHError(path, ln, f"bad frame time: {s!r}") from None
-            if not np.isfinite(frame_time) or frame_time <= 0:
-                raise BVHError(path, ln, f"frame time must be a positive number: {s!r}")
+            if not 1.0 / MAX_FPS <= frame_time <= MAX_FRAME_TIME_S:  # NaN fails too
+                raise BVHError(path, ln, f"frame time must be a positive number from {1.0 / MAX_FPS:g} to "
+                                         f"{MAX_FRAME_TIME_S:g} s (at most {MAX_FPS:g} fps): {s!r}")
+            frame_time_line = ln
         else:
             raise BVHError(path, ln, f"expected 'Frames:' and 'Frame Time:', got {s[:40]!r}")
     first_data_line = ln + 1
@@ -354,12 +381,17 @@ def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
     if ncols == 0:
         raise BVHError(path, motion_line, "no joint has CHANNELS")
     body = text[pos:]
+    # Every value takes at least two bytes ("0 "): check the count against the bytes present before
+    # allocating, so 'Frames: 1000000000000' is an error, not a memory exhaustion.
+    if frames * ncols > (len(body) + 1) // 2:
+        raise BVHError(path, frames_line, f"'Frames: {frames}' with {ncols} values per frame needs more "
+                                          f"data than the {len(body)} bytes after it (file truncated?)")
     data = np.empty((frames, ncols))
     try:
         raw = np.frombuffer(body.encode("ascii"), dtype=np.uint8)
     except UnicodeEncodeError:
         raw = None
-    count = _scan_floats(raw, data.reshape(-1), _POW10) if raw is not None and raw.size else 0
+    count = _scan_floats(raw, data.reshape(-1), _POW10, ncols) if raw is not None and raw.size else 0
     if count != frames * ncols or not np.isfinite(data).all():
         data = _parse_motion_slow(path, body, first_data_line, frames, ncols)
 
@@ -367,6 +399,7 @@ def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
     parents_a = np.array(parents, dtype=np.int64)
     offsets_a = np.array(offsets, dtype=np.float64).reshape(J, 3)
     scale = _unit_scale(unit, offsets_a, parents_a)
+    _check_bounds(path, names, offset_lines, offsets_a * scale, channels, data, scale, body, first_data_line)
 
     pos_out = np.repeat(offsets_a[None], frames, axis=0)
     rot = np.zeros((frames, J, 4))
@@ -397,6 +430,34 @@ def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
     if round(fps) > 0 and abs(round(fps) * frame_time - 1.0) < 1e-4:
         fps = float(round(fps))  # 'Frame Time: 0.0166667' means 60 fps, not 59.99998
     return Animation(skeleton=skel, positions=pos_out * scale, rotations=rot, fps=fps, source=str(path))
+
+
+def _check_bounds(path, names, offset_lines, offsets_m, channels, data, scale, body, first_data_line):
+    """Offsets and position values within MAX_LENGTH_M metres, angles within MAX_ANGLE_DEG: beyond
+    that a file is damaged, and its numbers would overflow downstream maths."""
+    bad = np.flatnonzero(np.abs(offsets_m).max(axis=1) > MAX_LENGTH_M)
+    if bad.size:
+        j = int(bad[0])
+        raise BVHError(path, offset_lines[j], f"joint {names[j]!r}: OFFSET beyond {MAX_LENGTH_M:g} m")
+    limit = np.array([MAX_LENGTH_M / scale if c in POSITION_CHANNELS else MAX_ANGLE_DEG
+                      for chans in channels for c in chans])
+    over = np.abs(data) > limit
+    if over.any():
+        row, col = (int(v[0]) for v in np.nonzero(over))
+        what = f"beyond {MAX_LENGTH_M:g} m" if limit[col] != MAX_ANGLE_DEG else f"beyond {MAX_ANGLE_DEG:g} degrees"
+        raise BVHError(path, _frame_line(body, first_data_line, row),
+                       f"frame {row} value {col} ({data[row, col]:g}) is {what}")
+
+
+def _frame_line(body: str, first_line: int, row: int) -> int:
+    """File line of the row-th non-empty line of the motion block."""
+    k = -1
+    for i, line in enumerate(body.split("\n")):
+        if line.strip():
+            k += 1
+            if k == row:
+                return first_line + i
+    return first_line
 
 
 def _parse_motion_slow(path, body: str, first_line: int, frames: int, ncols: int) -> np.ndarray:
@@ -445,62 +506,101 @@ def write_bvh(path, anim: Animation, unit: str = "m", default_order: str = "ZXY"
     """Write an Animation as BVH. Joints keep their channel layout when the skeleton has one; otherwise
     the root gets 6 channels and the other joints 3 (rotation order default_order). unit: 'm', 'cm' or
     'mm'. A path ending in .gz is gzip-compressed. Written to a temporary file, then renamed."""
-    skel = anim.skeleton
-    if unit not in ("m", "cm", "mm"):
-        raise ValueError(f"unit must be 'm', 'cm' or 'mm', got {unit!r}")
-    scale = 1.0 / _UNITS[unit]
-    J = skel.num_joints
-    chans = list(skel.channels) if len(skel.channels) == J else []
-    if not chans:
-        rots = tuple(f"{a}rotation" for a in default_order)
-        chans = [POSITION_CHANNELS + rots if p < 0 else rots for p in skel.parents]
+    with BVHWriter(path, anim.skeleton, anim.fps, anim.num_frames, unit, default_order) as w:
+        w.write(anim.positions, anim.rotations)
+
+
+class BVHWriter:
+    """Writes a BVH frames-chunk by frames-chunk, so a long synthesis never holds its whole motion:
+    `with BVHWriter(path, skeleton, fps, frames) as w: w.write(positions, rotations)` for chunks of
+    local positions (F, J, 3) m and rotations (F, J, 4). The frame count is declared up front and
+    checked at the end; the file appears (renamed from a temporary) only when complete. Same layout
+    and text as write_bvh."""
+
+    def __init__(self, path, skeleton: Skeleton, fps: float, frames: int, unit: str = "m",
+                 default_order: str = "ZXY"):
+        if unit not in ("m", "cm", "mm"):
+            raise ValueError(f"unit must be 'm', 'cm' or 'mm', got {unit!r}")
+        self.path = Path(path)
+        self.skeleton, self.frames, self.written = skeleton, int(frames), 0
+        self.scale = 1.0 / _UNITS[unit]
+        J = skeleton.num_joints
+        chans = list(skeleton.channels) if len(skeleton.channels) == J else []
+        if not chans:
+            rots = tuple(f"{a}rotation" for a in default_order)
+            chans = [POSITION_CHANNELS + rots if p < 0 else rots for p in skeleton.parents]
+        self.channels = chans
+        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.file = gzip.open(self.tmp, "wt", compresslevel=6) if self.path.suffix == ".gz" else open(self.tmp, "w")
+        self.file.write(_hierarchy_text(skeleton, chans, self.scale))
+        self.file.write(f"MOTION\nFrames: {self.frames}\nFrame Time: {1.0 / fps:.8f}\n")
+
+    def write(self, positions: np.ndarray, rotations: np.ndarray) -> None:
+        F = len(positions)
+        if self.written + F > self.frames:
+            raise ValueError(f"{self.path}: more frames than the {self.frames} declared")
+        cols = []
+        for j, ch in enumerate(self.channels):
+            rot_order = "".join(c[0] for c in ch if c in ROTATION_CHANNELS)
+            euler = None
+            if rot_order:
+                # Fewer than three rotation channels: write the listed ones (exact when the others are zero).
+                full = rot_order + "".join(a for a in "XYZ" if a not in rot_order)
+                euler = quat_to_euler(rotations[:, j], full)
+            r = 0
+            for c in ch:
+                if c in POSITION_CHANNELS:
+                    cols.append(positions[:, j, POSITION_CHANNELS.index(c)] * self.scale)
+                else:
+                    cols.append(euler[:, r])
+                    r += 1
+        data = np.stack(cols, axis=1) if cols else np.zeros((F, 0))
+        data = np.where(np.abs(data) < 5e-7, 0.0, data)  # no '-0.000000'
+        np.savetxt(self.file, data, fmt="%.6f", delimiter=" ")
+        self.written += F
+
+    def close(self) -> None:
+        self.file.close()
+        if self.written != self.frames:
+            self.tmp.unlink(missing_ok=True)
+            raise ValueError(f"{self.path}: {self.written} frames written, {self.frames} declared")
+        os.replace(self.tmp, self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.file.close()
+            self.tmp.unlink(missing_ok=True)
+
+
+def _hierarchy_text(skel: Skeleton, chans, scale: float) -> str:
     out = io.StringIO()
     out.write("HIERARCHY\n")
-
+    J = skel.num_joints
     children = {j: [] for j in range(J)}
     for j, p in enumerate(skel.parents):
         if p >= 0:
             children[int(p)].append(j)
-
-    def emit(j, depth):
+    # Depth-first with an explicit stack: a deep chain (thousands of joints) must not hit Python's
+    # recursion limit.
+    stack = [(0, 0, False)]
+    while stack:
+        j, depth, closing = stack.pop()
         ind = "\t" * depth
+        if closing:
+            if j in skel.end_sites or not children[j]:
+                end = skel.end_sites.get(j, np.zeros(3))
+                out.write(f"{ind}\tEnd Site\n{ind}\t{{\n{ind}\t\tOFFSET {_fmt(end * scale)}\n{ind}\t}}\n")
+            out.write(f"{ind}}}\n")
+            continue
         out.write(f"{ind}{'ROOT' if skel.parents[j] < 0 else 'JOINT'} {skel.names[j]}\n{ind}{{\n")
         out.write(f"{ind}\tOFFSET {_fmt(skel.offsets[j] * scale)}\n")
         out.write(f"{ind}\tCHANNELS {len(chans[j])} {' '.join(chans[j])}\n")
-        for c in children[j]:
-            emit(c, depth + 1)
-        if j in skel.end_sites or not children[j]:
-            end = skel.end_sites.get(j, np.zeros(3))
-            out.write(f"{ind}\tEnd Site\n{ind}\t{{\n{ind}\t\tOFFSET {_fmt(end * scale)}\n{ind}\t}}\n")
-        out.write(f"{ind}}}\n")
-
-    emit(0, 0)
-    F = anim.num_frames
-    out.write(f"MOTION\nFrames: {F}\nFrame Time: {1.0 / anim.fps:.8f}\n")
-    cols = []
-    for j, ch in enumerate(chans):
-        rot_order = "".join(c[0] for c in ch if c in ROTATION_CHANNELS)
-        euler = None
-        if rot_order:
-            # Fewer than three rotation channels: write the listed ones (exact when the others are zero).
-            full = rot_order + "".join(a for a in "XYZ" if a not in rot_order)
-            euler = quat_to_euler(anim.rotations[:, j], full)
-        r = 0
-        for c in ch:
-            if c in POSITION_CHANNELS:
-                cols.append(anim.positions[:, j, POSITION_CHANNELS.index(c)] * scale)
-            else:
-                cols.append(euler[:, r])
-                r += 1
-    data = np.stack(cols, axis=1) if cols else np.zeros((F, 0))
-    data = np.where(np.abs(data) < 5e-7, 0.0, data)  # no '-0.000000'
-    buf = io.StringIO()
-    np.savetxt(buf, data, fmt="%.6f", delimiter=" ")
-    text = out.getvalue() + buf.getvalue()
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".gz":
-        tmp.write_bytes(gzip.compress(text.encode(), compresslevel=6))
-    else:
-        tmp.write_text(text)
-    os.replace(tmp, path)
+        stack.append((j, depth, True))
+        for c in reversed(children[j]):
+            stack.append((c, depth + 1, False))
+    return out.getvalue()
