@@ -124,8 +124,10 @@ try {
   await page.waitForFunction(() => window.motionmatch.terrain && window.motionmatch.terrain.name === 'steps', null,
     { timeout: 10000 }).catch(() => {});
   const hips0 = (await mm(() => window.motionmatch.hipsPosition))[1];
+  // Walk until the hips have climbed (or 20 s): a loaded machine streams fewer frames per second.
   await page.keyboard.down('KeyW');
-  await page.waitForTimeout(3000);
+  await page.waitForFunction((h0) => window.motionmatch.hipsPosition[1] > h0 + 0.35, hips0,
+    { timeout: 20000, polling: 100 }).catch(() => {});
   await page.keyboard.up('KeyW');
   lap('terrain');
   report.terrain = await mm(() => ({ ...window.motionmatch.terrain, hips: window.motionmatch.hipsPosition,
