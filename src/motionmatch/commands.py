@@ -168,9 +168,11 @@ def character_settings_from_args(args):
 
 
 def _add_synth(sub):
-    p = sub.add_parser("synth", help="run a scenario offline: motion.bvh, metrics.json, trajectory.png")
+    p = sub.add_parser("synth", help="run a scenario (or a crowd) offline: BVH, metrics.json, a top-view PNG")
     p.add_argument("--db", required=True)
-    p.add_argument("--scenario", required=True, help="scenario JSON file")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--scenario", help="scenario JSON file")
+    what.add_argument("--crowd", help="crowd JSON file: agent_000.bvh ... per agent, metrics.json, crowd.png")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
@@ -182,11 +184,26 @@ def _add_synth(sub):
 def run_synth(args) -> int:
     from .database import load_database
     from .synth import synthesize
+    if args.crowd:
+        return run_synth_crowd(args)
     db = load_database(args.db)
     metrics = synthesize(db, args.scenario, args.out, character_settings_from_args(args),
                          progress=not args.quiet, retarget_to=args.retarget_to, retarget_map=args.mapping)
     print(json.dumps(metrics, indent=1))
     print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
+    return 0
+
+
+def run_synth_crowd(args) -> int:
+    from .crowd import load_crowd, synthesize_crowd
+    from .database import load_database
+    if args.retarget_to:
+        raise ValueError("--retarget-to works with --scenario only")
+    spec = load_crowd(args.crowd)           # a bad file fails before the database loads
+    metrics = synthesize_crowd(load_database(args.db), spec, args.out, character_settings_from_args(args),
+                               progress=not args.quiet)
+    print(json.dumps({k: v for k, v in metrics.items() if k != "agents"}, indent=1))
+    print(f"wrote {len(spec.agents)} agent BVHs to {args.out}, metrics.json, crowd.png")
     return 0
 
 
