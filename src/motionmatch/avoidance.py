@@ -62,7 +62,7 @@ def _time_to_collision(px, pz, vx, vz, r2) -> float:
     return max((b - math.sqrt(disc)) / a, 0.0)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, radius, horizon, w_col, w_smooth,
             w_sep, w_side, out):
     n = pos.shape[0]
@@ -70,7 +70,7 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, r
     r = 2.0 * radius
     r2 = r * r
     n_cand = 3 + cand_dirs.shape[0] * fractions.shape[0]
-    for i in nb.prange(n):
+    for i in range(n):
         best, bx, bz = math.inf, pref[i, 0], pref[i, 1]
         ps = math.hypot(pref[i, 0], pref[i, 1])
         hx, hz = (pref[i, 0] / ps, pref[i, 1] / ps) if ps > 1e-9 else (0.0, 0.0)

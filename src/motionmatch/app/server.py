@@ -457,7 +457,7 @@ async def _simulate(session: Session) -> None:
         await asyncio.sleep(max(0.0, next_t - loop.time()))
 
 
-def _origin_ok(request: web.Request) -> bool:
+def origin_ok(request: web.Request) -> bool:
     """Refuse pages from other sites (cross-site WebSocket hijacking); tools without Origin pass."""
     origin = request.headers.get("Origin")
     if not origin:
@@ -468,7 +468,7 @@ def _origin_ok(request: web.Request) -> bool:
 
 async def websocket_handler(request: web.Request) -> web.StreamResponse:
     app = request.app
-    if not _origin_ok(request):
+    if not origin_ok(request):
         return web.Response(status=403, text="cross-origin WebSocket refused\n")
     ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, heartbeat=30.0)
     await ws.prepare(request)
@@ -635,6 +635,8 @@ def make_app(backend: Backend, node_modules=None) -> web.Application:
     app.router.add_get("/api/status", status_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
     app.router.add_post("/api/session/{sid}/scenario", scenario_handler)
+    from .crowd import add_crowd_routes
+    add_crowd_routes(app)
     # Static routes refuse paths that resolve outside their folder (aiohttp normalizes and checks).
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
     if three is not None:
@@ -661,6 +663,8 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     parser.add_argument("--node-modules", default=None,
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
+    parser.add_argument("--crowd", type=int, default=0, metavar="N",
+                        help="crowd mode: N agents roam around your character (see app/crowd.py)")
 
 
 def run_serve(args) -> int:
@@ -674,6 +678,9 @@ def run_serve(args) -> int:
     path = args.db or database.build_default_database(progress=True)
     db = database.load_database(path)
     app = make_app(runtime_backend(db), node_modules=args.node_modules)
+    if args.crowd:
+        from .crowd import setup_crowd
+        setup_crowd(app, db, args.crowd)
     return _run(app, args.host, args.port)
 
 
