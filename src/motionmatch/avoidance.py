@@ -70,7 +70,24 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, r
     r = 2.0 * radius
     r2 = r * r
     n_cand = 3 + cand_dirs.shape[0] * fractions.shape[0]
+    near = np.empty(K, dtype=np.int64)
     for i in range(n):
+        # Neighbours that could be met within the horizon at any candidate velocity (the reciprocal
+        # relative velocity 2 v - v_i - v_j is at most 2 top + |v_i| + |v_j|); the others cost nothing.
+        vi = math.hypot(vel[i, 0], vel[i, 1])
+        m = 0
+        for kk in range(K):
+            j = neighbours[i, kk]
+            if j < 0:
+                break
+            dist = math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1])
+            if dist - r <= horizon * (2.0 * max_speed[i] + vi + math.hypot(vel[j, 0], vel[j, 1])):
+                near[m] = j
+                m += 1
+        if m == 0:
+            # Alone, the preferred velocity has the least penalty.
+            out[i, 0], out[i, 1] = pref[i, 0], pref[i, 1]
+            continue
         best, bx, bz = math.inf, pref[i, 0], pref[i, 1]
         ps = math.hypot(pref[i, 0], pref[i, 1])
         hx, hz = (pref[i, 0] / ps, pref[i, 1] / ps) if ps > 1e-9 else (0.0, 0.0)
@@ -88,14 +105,11 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, r
                 cx, cz = cand_dirs[d, 0] * s, cand_dirs[d, 1] * s
             cost = math.hypot(cx - pref[i, 0], cz - pref[i, 1]) + w_smooth * math.hypot(cx - prev[i, 0], cz - prev[i, 1])
             cost += w_side * max(cz * hx - cx * hz, 0.0)     # left of the heading (x right, z forward)
-            for kk in range(K):
-                j = neighbours[i, kk]
-                if j < 0:
-                    break
+            for kk in range(m):
+                if cost >= best:
+                    break                                     # penalties only add up
+                j = near[kk]
                 px, pz = pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]
-                # Reciprocal: the relative velocity if the neighbour takes its half of the evasion.
-                rvx = 2.0 * cx - vel[i, 0] - vel[j, 0]
-                rvz = 2.0 * cz - vel[i, 1] - vel[j, 1]
                 d2 = px * px + pz * pz
                 if d2 < r2:
                     # Overlapping: penalize any approach (the component of v - v_j toward the neighbour).
@@ -103,7 +117,8 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, r
                     approach = ((cx - vel[j, 0]) * px + (cz - vel[j, 1]) * pz) / dist
                     cost += w_sep * (max(approach, 0.0) + (r - dist))
                     continue
-                tc = _time_to_collision(px, pz, rvx, rvz, r2)
+                # Reciprocal: the relative velocity if the neighbour takes its half of the evasion.
+                tc = _time_to_collision(px, pz, 2.0 * cx - vel[i, 0] - vel[j, 0], 2.0 * cz - vel[i, 1] - vel[j, 1], r2)
                 if tc < horizon:
                     cost += w_col / max(tc, 0.05)
             if cost < best:

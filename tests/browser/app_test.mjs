@@ -1,29 +1,14 @@
 // Drives the motionmatch page in headless Debian chromium (playwright-core) and prints one JSON report.
 // Usage: node tests/browser/app_test.mjs URL OUT_DIR [--shots-only]
 // The pytest side (tests/test_app.py) makes the assertions; this script only acts and measures.
-import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-// PLAYWRIGHT_CORE: path of playwright-core's index.mjs when node_modules is not above this file.
-const pw = process.env.PLAYWRIGHT_CORE;
-const { chromium } = await import(pw ? pathToFileURL(pw).href : 'playwright-core');
+import { launchChromium } from './chromium.mjs';
 
 const [url, outDir = tmpdir(), mode = ''] = process.argv.slice(2);
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-const profile = mkdtempSync(join(tmpdir(), 'mm-chromium-'));
 const report = { console: [], pageErrors: [] };
 
-// A fresh profile folder each run (playwright passes it as --user-data-dir).
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath,
-  headless: true,
-  viewport: { width: 1280, height: 760 },
-  args: ['--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--no-sandbox', '--disable-gpu',
-    '--disable-background-networking', '--no-first-run', '--disable-quic', '--disable-component-update',
-    '--disable-sync'],
-});
+const { context, close } = await launchChromium({ width: 1280, height: 760 });
 try {
   const page = context.pages()[0] || await context.newPage();
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') report.console.push(m.text()); });
@@ -103,7 +88,6 @@ try {
 } catch (e) {
   report.failure = String(e && e.stack || e);
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 console.log(JSON.stringify(report));

@@ -1,27 +1,13 @@
 // Crowd mode in headless Debian chromium (playwright-core): prints one JSON report.
 // Usage: node tests/browser/crowd_test.mjs URL
 // The pytest side (tests/test_app_crowd.py) makes the assertions; this script only acts and measures.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-const pw = process.env.PLAYWRIGHT_CORE;
-const { chromium } = await import(pw ? pathToFileURL(pw).href : 'playwright-core');
+import { launchChromium } from './chromium.mjs';
 
 const [url] = process.argv.slice(2);
-const profile = mkdtempSync(join(tmpdir(), 'mm-chromium-'));
 const report = { pageErrors: [], at: {} };
 const t0 = Date.now();
 const mark = (k) => { report.at[k] = (Date.now() - t0) / 1000; };
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 640, height: 400 },
-  args: ['--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--no-sandbox', '--disable-gpu',
-    '--disable-background-networking', '--no-first-run', '--disable-quic', '--disable-component-update',
-    '--disable-sync'],
-});
+const { context, close } = await launchChromium({ width: 640, height: 400 });
 try {
   const page = context.pages()[0] || await context.newPage();
   page.on('pageerror', (e) => report.pageErrors.push(String(e)));
@@ -74,7 +60,6 @@ try {
 } catch (e) {
   report.failure = String(e && e.stack || e);
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 console.log(JSON.stringify(report));

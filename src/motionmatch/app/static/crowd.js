@@ -99,8 +99,9 @@ crowd.setEnabled = (on) => setEnabled(Boolean(on));
 
 async function init() {
   const r = await fetch('/api/crowd');
-  if (!r.ok) return;                     // the server runs without --crowd
+  if (!r.ok) return;
   info = await r.json();
+  if (!info.n) return;                   // the server runs without --crowd
   crowd.n = info.n;
   build();
   const label = document.createElement('label');
