@@ -128,13 +128,12 @@ CROWD_TASK = web.AppKey("crowd_task", asyncio.Task)
 
 
 def _users(app) -> tuple[np.ndarray, np.ndarray]:
-    """Ground positions and velocities (u, 2) of the connected users' characters."""
+    """Ground positions and velocities (u, 2) of the connected users' characters (their roots)."""
     from .server import SESSIONS
     pos, vel = [], []
     for s in app[SESSIONS].values():
-        ctrl = getattr(s.ch, "controller", None)
-        if ctrl is not None:
-            p, v = ctrl.position, ctrl.velocity
+        p, v = getattr(s.ch, "root_pos", None), getattr(s.ch, "root_velocity", None)
+        if p is not None and v is not None:
             pos.append((p[0], p[2]))
             vel.append((v[0], v[2]))
     return np.array(pos, dtype=np.float64).reshape(-1, 2), np.array(vel, dtype=np.float64).reshape(-1, 2)
@@ -215,8 +214,13 @@ def setup_crowd(app: web.Application, db, n: int, seed: int = 0) -> None:
         raise ValueError(f"--crowd: expected 1 to {MAX_AGENTS} agents, got {n}")
     app[CROWD] = crowd_world(db, n, seed)
 
+    def report_failure(task):
+        if not task.cancelled() and task.exception() is not None:
+            log.error("crowd mode stopped", exc_info=task.exception())
+
     async def start(app):
         app[CROWD_TASK] = asyncio.create_task(_run_world(app))
+        app[CROWD_TASK].add_done_callback(report_failure)
 
     async def close_viewers(app):
         for ws in list(app[CROWD].viewers):
