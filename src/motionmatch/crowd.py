@@ -287,10 +287,10 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
            "start_pos": crowd.root_positions.copy()}
     for k in tqdm(range(F), desc="crowd", unit="frame", disable=not progress, file=sys.stderr):
         t0 = time.perf_counter()
-        move, run, strafe, look = drive(drivers, k * dt, crowd.sim_positions, cs)
+        sim = crowd.sim_positions
+        move, run, strafe, look = drive(drivers, k * dt, sim, cs)
         if use_avoidance:
-            move = avoid_sticks(avoid_state, move, run, crowd.sim_positions, crowd.sim_velocities, cs,
-                                avoidance_settings)
+            move = avoid_sticks(avoid_state, move, run, sim, crowd.sim_velocities, cs, avoidance_settings)
         crowd.step(move, run, strafe, look, dt)
         rec["tick_us"][k] = (time.perf_counter() - t0) * 1e6
         rec["searches"][k] = crowd.searches_last_tick

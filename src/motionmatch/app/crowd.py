@@ -90,9 +90,10 @@ def step_world(world: CrowdWorld, users_xz: np.ndarray, users_vel: np.ndarray, d
         d.goals[renew] = world.rng.uniform(-world.half_size, world.half_size, (k, 2))
         d.goal_run[renew] = world.rng.random(k) < RUN_FRACTION
         d.arrived[renew] = False
-    move, run, strafe, look = drive(d, world.time, c.sim_positions, cs)
+    sim = c.sim_positions
+    move, run, strafe, look = drive(d, world.time, sim, cs)
     # Users count as neighbours moving at their own velocity; their rows of the answer are dropped.
-    pos = np.vstack([c.sim_positions[:, [0, 2]], users_xz])
+    pos = np.vstack([sim[:, [0, 2]], users_xz])
     vel = np.vstack([c.sim_velocities[:, [0, 2]], users_vel])
     pref = np.vstack([stick_to_velocity(move, run, cs), users_vel])
     top = np.concatenate([np.where(run, cs.run_forward_speed, cs.walk_forward_speed),
