@@ -97,7 +97,7 @@ def test_agents_without_avoidance_are_independent(jlpm_db):
 def test_avoidance_keeps_twenty_crossing_agents_apart(jlpm_db):
     spec = parse_crowd(circle(20, 5.0, 14.0, avoidance=True))
     rec = run_crowd(jlpm_db, spec)
-    min_d, collisions = separation(rec["root_pos"][:, :, [0, 2]])
+    min_d, collisions, _ = separation(rec["root_pos"][:, :, [0, 2]])
     assert collisions == 0 and min_d >= 0.3
     goals = np.array([a.goal for a in spec.agents])
     left = np.linalg.norm(rec["root_pos"][-1][:, [0, 2]] - goals, axis=1)

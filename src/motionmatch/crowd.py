@@ -304,20 +304,23 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
     return rec
 
 
-def separation(root_xz: np.ndarray, threshold: float = COLLISION_DISTANCE) -> tuple[float | None, int]:
-    """(smallest distance in metres between two roots over the run, number of agent pairs that ever
-    came closer than `threshold`) from root ground positions (F, n, 2); (None, 0) for one agent."""
+def separation(root_xz: np.ndarray, threshold: float = COLLISION_DISTANCE):
+    """From root ground positions (F, n, 2): the smallest distance in metres between two roots over the
+    run (None for one agent), the number of agent pairs that ever came closer than `threshold`, and
+    the (frame, agent) index pairs (k, 2) of those close moments (for plotting)."""
     from scipy.spatial import cKDTree
 
     if root_xz.shape[1] < 2:
-        return None, 0
-    smallest, pairs = math.inf, set()
-    for xz in root_xz:
+        return None, 0, np.zeros((0, 2), dtype=np.int64)
+    smallest, pairs, close = math.inf, set(), []
+    for f, xz in enumerate(root_xz):
         tree = cKDTree(xz)
         d, _ = tree.query(xz, k=2)
         smallest = min(smallest, float(d[:, 1].min()))
-        pairs |= tree.query_pairs(threshold)
-    return smallest, len(pairs)
+        near = tree.query_pairs(threshold)
+        pairs |= near
+        close += [(f, i) for pair in near for i in pair]
+    return smallest, len(pairs), np.array(close, dtype=np.int64).reshape(-1, 2)
 
 
 def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float) -> dict:
@@ -343,14 +346,14 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
     return m
 
 
-def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str) -> None:
-    """Top view of every agent's root path: start circle, end dot, goal cross, collisions in red."""
+def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) -> None:
+    """Top view of every agent's root path: start circle, end dot, goal cross, and in red the roots at
+    the (frame, agent) pairs `close` (k, 2) where two came closer than COLLISION_DISTANCE."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     root = rec["root_pos"]
-    n = root.shape[1]
     cmap = plt.get_cmap("tab20")
     fig, ax = plt.subplots(figsize=(8, 8), dpi=110)
     for i, a in enumerate(spec.agents):
@@ -360,15 +363,11 @@ def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str) -> None:
         ax.plot(root[-1, i, 0], root[-1, i, 2], "o", color=c, ms=3)
         if a.goal is not None:
             ax.plot(*a.goal, "x", color=c, ms=6)
-    if n >= 2:
-        d = np.linalg.norm(root[:, :, None, [0, 2]] - root[:, None, :, [0, 2]], axis=-1) if n <= 200 else None
-        if d is not None:
-            d[:, np.arange(n), np.arange(n)] = np.inf
-            f, a_, _ = np.nonzero(d < COLLISION_DISTANCE)
-            if len(f):
-                ax.scatter(root[f, a_, 0], root[f, a_, 2], s=10, color="red", zorder=5,
-                           label=f"roots closer than {COLLISION_DISTANCE} m")
-                ax.legend(loc="best", fontsize=8)
+    if len(close):
+        f, a_ = close[:, 0], close[:, 1]
+        ax.scatter(root[f, a_, 0], root[f, a_, 2], s=10, color="red", zorder=5,
+                   label=f"roots closer than {COLLISION_DISTANCE} m")
+        ax.legend(loc="best", fontsize=8)
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("x (m, right)")
     ax.set_ylabel("z (m, forward)")
@@ -397,7 +396,7 @@ def synthesize_crowd(db, crowd, out_dir, settings=None, progress: bool = True) -
     out.mkdir(parents=True, exist_ok=True)
     rec = run_crowd(db, spec, settings, progress)
     n = len(spec.agents)
-    min_d, collisions = separation(rec["root_pos"][:, :, [0, 2]])
+    min_d, collisions, close = separation(rec["root_pos"][:, :, [0, 2]])
     src_cache = {}
     agents = []
     for i, a in enumerate(spec.agents):
@@ -422,5 +421,5 @@ def synthesize_crowd(db, crowd, out_dir, settings=None, progress: bool = True) -
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     plot_crowd(out / "crowd.png", rec, spec,
                f"{n} agents, {spec.duration:g} s, min distance "
-               f"{'-' if min_d is None else f'{min_d:.2f} m'}, {collisions} collisions")
+               f"{'-' if min_d is None else f'{min_d:.2f} m'}, {collisions} collisions", close)
     return metrics
