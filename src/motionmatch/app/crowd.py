@@ -26,12 +26,11 @@ from aiohttp import WSMsgType, web
 from ..avoidance import AvoidanceState, avoid
 from ..crowd import AgentSpec, DriverState, drive, driver_state, stick_to_velocity, velocity_to_stick
 from ..runtime.controller import ControllerSettings
+from .server import DT, MAX_CATCHUP, SESSIONS, origin_ok
 
 log = logging.getLogger("motionmatch.app")
 
 CROWD_HEADER = struct.Struct("<IfHH")
-DT = 1.0 / 60.0
-MAX_CATCHUP = 4
 MAX_AGENTS = 2000
 RUN_FRACTION = 0.2           # of new goals reached running
 MAX_WAIT = 2.0               # s an arrived agent waits before its next goal (uniform 0..MAX_WAIT)
@@ -130,7 +129,6 @@ CROWD_TASK = web.AppKey("crowd_task", asyncio.Task)
 
 def _users(app) -> tuple[np.ndarray, np.ndarray]:
     """Ground positions and velocities (u, 2) of the connected users' characters (their roots)."""
-    from .server import SESSIONS
     pos, vel = [], []
     for s in app[SESSIONS].values():
         p, v = getattr(s.ch, "root_pos", None), getattr(s.ch, "root_velocity", None)
@@ -151,7 +149,6 @@ async def _broadcast(world: CrowdWorld, data: bytes) -> None:
 
 async def _run_world(app) -> None:
     """The shared fixed-step loop: steps while anyone is connected (a page or a crowd viewer)."""
-    from .server import SESSIONS
     world = app[CROWD]
     loop = asyncio.get_running_loop()
     next_t = loop.time()
@@ -176,7 +173,6 @@ async def _run_world(app) -> None:
 
 async def crowd_ws_handler(request: web.Request) -> web.StreamResponse:
     """A crowd viewer: receives every tick's frame; what it sends is ignored."""
-    from .server import origin_ok
     if not origin_ok(request):
         return web.Response(status=403, text="cross-origin WebSocket refused\n")
     if CROWD not in request.app:
