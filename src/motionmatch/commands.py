@@ -199,11 +199,13 @@ def character_settings_from_args(args):
 
 
 def _add_synth(sub):
-    p = sub.add_parser("synth", help="run a scenario offline: motion.bvh, metrics.json, trajectory.png")
+    p = sub.add_parser("synth", help="run a scenario (or a crowd) offline: BVH, metrics.json, a top-view PNG")
     p.add_argument("--db", help="database file (default: build or reuse the cached default database)")
     p.add_argument("--jlpm22-only", action="store_true",
                    help="without --db: the jlpm22-only default database instead of the mixed default")
-    p.add_argument("--scenario", required=True, help="scenario JSON file")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--scenario", help="scenario JSON file")
+    what.add_argument("--crowd", help="crowd JSON file: agent_000.bvh ... per agent, metrics.json, crowd.png")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
@@ -230,6 +232,8 @@ def database_path(db: str | None, progress: bool = True, **default_options) -> P
 def run_synth(args) -> int:
     from .database import load_database
     from .synth import synthesize
+    if args.crowd:
+        return run_synth_crowd(args)
     scen = Path(args.scenario)
     if not scen.is_file():
         raise FileNotFoundError(f"--scenario {scen}: no such file; expected a scenario JSON file "
@@ -244,6 +248,23 @@ def run_synth(args) -> int:
     elif not args.quiet:
         print(json.dumps(metrics, indent=1))
         print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
+    return 0
+
+
+def run_synth_crowd(args) -> int:
+    from .crowd import load_crowd, synthesize_crowd
+    from .database import load_database
+    if args.retarget_to:
+        raise ValueError("--retarget-to works with --scenario only")
+    spec = load_crowd(args.crowd)           # a bad file fails before the database loads
+    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    metrics = synthesize_crowd(db, spec, args.out, character_settings_from_args(args),
+                               progress=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps(metrics))
+    elif not args.quiet:
+        print(json.dumps({k: v for k, v in metrics.items() if k != "agents"}, indent=1))
+        print(f"wrote {len(spec.agents)} agent BVHs to {args.out}, metrics.json, crowd.png")
     return 0
 
 

@@ -700,7 +700,7 @@ def _host_ok(request: web.Request) -> bool:
     return _host_name(request.host or "") in request.app[ALLOWED_HOSTS]
 
 
-def _origin_ok(request: web.Request) -> bool:
+def origin_ok(request: web.Request) -> bool:
     """Refuse pages from other sites (cross-site WebSocket hijacking): the Origin must be this very
     server (http scheme, same host and port as the request, a name the server answers to); tools
     without Origin pass."""
@@ -718,7 +718,7 @@ def _origin_ok(request: web.Request) -> bool:
 
 async def websocket_handler(request: web.Request) -> web.StreamResponse:
     app = request.app
-    if not _origin_ok(request):
+    if not origin_ok(request):
         return web.Response(status=403, text="cross-origin WebSocket refused\n")
     ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, heartbeat=30.0)
     await ws.prepare(request)
@@ -982,6 +982,8 @@ def make_app(backend: Backend, node_modules=None, host: str | None = None) -> we
     app.router.add_get("/api/session/{sid}/clips", clips_handler)
     app.router.add_get("/api/session/{sid}/terrain", terrain_get_handler)
     app.router.add_post("/api/session/{sid}/terrain", terrain_png_handler)
+    from .crowd import add_crowd_routes
+    add_crowd_routes(app)
     # Static routes refuse paths that resolve outside their folder (aiohttp normalizes and checks).
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
     if three is not None:
@@ -1011,6 +1013,8 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
                         help="without --db: the jlpm22-only default database instead of the mixed default")
     parser.add_argument("--node-modules", default=None,
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
+    parser.add_argument("--crowd", type=int, default=0, metavar="N",
+                        help="crowd mode: N agents roam around your character (see app/crowd.py)")
 
 
 def run_serve(args) -> int:
@@ -1024,6 +1028,9 @@ def run_serve(args) -> int:
         return 1
     db = database.load_database(database_path(args.db, mixed=not args.jlpm22_only))
     app = make_app(runtime_backend(db), node_modules=args.node_modules, host=args.host)
+    if args.crowd:
+        from .crowd import setup_crowd
+        setup_crowd(app, db, args.crowd)
     return _run(app, args.host, args.port)
 
 

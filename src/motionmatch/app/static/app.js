@@ -108,6 +108,7 @@ origin.rotation.x = -Math.PI / 2; origin.position.y = 0.002;
 scene.add(origin);
 
 const toThree = (p, out = new THREE.Vector3()) => out.set(p[0], p[1], p[2]);
+Object.assign(state, { scene, renderer });   // for crowd.js (crowd mode) and tests
 
 // ------------------------------------------------------------------------------------------------
 // Character: a cylinder per bone and a sphere per joint read as capsules; left side blue, right orange.
