@@ -327,17 +327,21 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
     """The usual per-character metrics of agent i (see metrics.py), minus the figures a crowd does not
     keep per agent (simulation facing, transition count, per-agent timings)."""
     from .metrics import compute_metrics
+    from .skeleton import shoulder_joints
     from .synth import change_frames
 
     fps = db.fps
     root = rec["root_pos"][:, i]
     root_vel = np.diff(np.vstack([rec["start_pos"][i][None], root]), axis=0) * fps
     F = len(root)
-    agent_rec = {"global_positions": rec["global_positions"][:, i], "root_pos": root, "sim_pos": rec["sim_pos"][:, i],
+    gpos = rec["global_positions"][:, i]
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    body = [db.roles["left_upper_leg"], db.roles["right_upper_leg"], *shoulder_joints(db.skeleton.parents, db.roles)]
+    agent_rec = {"toe_positions": gpos[:, toes], "body_positions": gpos[:, body],
+                 "nan": ~np.isfinite(gpos).all(axis=(1, 2)), "root_pos": root, "sim_pos": rec["sim_pos"][:, i],
                  "root_yaw": rec["root_yaw"][:, i], "sim_yaw": rec["root_yaw"][:, i],
                  "desired_vel": rec["desired_vel"][:, i], "root_vel": root_vel, "transitions": 0,
-                 "search_us": np.zeros(0), "frame_us": np.zeros(F),
-                 "toe_joints": [db.roles["left_toe"], db.roles["right_toe"]]}
+                 "search_us": np.zeros(0), "frame_us": np.zeros(F), "toe_joints": toes}
     a = spec.agents[i]
     changes = change_frames(a.scenario, fps) if a.scenario is not None else [0]
     m = compute_metrics(agent_rec, fps, source_sliding, changes)
