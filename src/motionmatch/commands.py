@@ -175,6 +175,7 @@ def _add_synth(sub):
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--gltf", action="store_true", help="also write motion.glb (skeleton, animation, default body)")
     _add_character_options(p)
     p.set_defaults(func=run_synth)
 
@@ -187,6 +188,10 @@ def run_synth(args) -> int:
                          progress=not args.quiet, retarget_to=args.retarget_to, retarget_map=args.mapping)
     print(json.dumps(metrics, indent=1))
     print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
+    if args.gltf:
+        from .export import export_gltf
+        from .io.bvh import read_bvh
+        print(f"wrote {export_gltf(read_bvh(Path(args.out) / 'motion.bvh'), Path(args.out) / 'motion.glb')}")
     return 0
 
 
@@ -337,6 +342,8 @@ def register_cli(sub) -> None:
                   "download and unpack the public motion capture sets into a cache folder")
     _add_optional(sub, "retarget", "motionmatch.retarget", "add_retarget_args", "run_retarget",
                   "retarget a BVH to another skeleton")
+    _add_optional(sub, "export", "motionmatch.export", "add_export_args", "run_export",
+                  "write a motion as glTF binary (.glb), optionally with a skinned body")
     _add_optional(sub, "serve", "motionmatch.app.server", "add_serve_args", "run_serve",
                   "run the browser app")
     _add_demo(sub)
