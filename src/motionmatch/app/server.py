@@ -5,8 +5,11 @@ Each connection gets its own `Character`, stepped at a fixed 60 Hz by an asyncio
 the server sends one binary frame:
 
     uint32 sequence | float32 simulation time (s) | uint32 L | float32 positions[J*3] | L bytes JSON debug
+    | float32 local rotations[J*4]
 
-positions are world joint positions in metres (Y up), J from the `hello` message. Text messages in both
+positions are world joint positions in metres (Y up), J from the `hello` message; local rotations are
+(w, x, y, z) relative to the parent joint (joint 0: in the world), for the skinned body. When the app has
+a body (`hello.character`), its GLB is at /api/character.glb. Text messages in both
 directions are JSON objects with a `type`; every client message is validated (see `_SCHEMAS`) and a bad
 one gets an `error` reply and is dropped. Rewind is kept by the page (it stores the last 10 s of frames);
 BVH recording and scenario playback run here, reached through `/api/session/<id>/...`.
@@ -182,6 +185,7 @@ class Backend:
     make_input: Callable[..., Any]
     load_scenario: Callable[[Any], Any] | None = None
     description: str = ""
+    character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table} or None
 
 
 BACKEND = web.AppKey("backend", Backend)
@@ -189,15 +193,33 @@ SESSIONS = web.AppKey("sessions", dict)
 THREE_DIR = web.AppKey("three_dir", object)   # Path of node_modules/three, or None
 
 
-def runtime_backend(db) -> Backend:
+def runtime_backend(db, character: dict | None = None) -> Backend:
     """The library's runtime character over a loaded database (its kernels compiled up front, so the
-    first client's stream does not stall on JIT compilation)."""
+    first client's stream does not stall on JIT compilation); `character` is the body the page draws
+    (see character_for)."""
     from ..runtime.character import Character, CharacterSettings, warm_up
     from ..runtime.controller import GamepadInput
 
     warm_up(db)
     return Backend(new_character=lambda: Character(db, CharacterSettings()), make_input=GamepadInput,
-                   load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")))
+                   load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")),
+                   character=character)
+
+
+def character_for(db, db_path, model_path=None, role_map=None) -> dict:
+    """The body the page draws: the user's rigged humanoid `model_path` (.glb) retargeted live, else the
+    default body generated for the database skeleton (cached beside the database file). Raises GLTFError /
+    SkeletonError for a model that is not a readable humanoid rig."""
+    from .. import rigged_model
+    if model_path is not None:
+        model = rigged_model.load_rigged_model(model_path, role_map)
+        bind = rigged_model.source_bind_pose(db.skeleton, db.roles, db.positions, db.rotations)
+        return {"glb": model.glb, "name": model.name,
+                "retarget": rigged_model.live_retarget(db.skeleton, db.roles, bind, model)}
+    from ..mesh import ensure_body_glb
+    glb = ensure_body_glb(db_path, db.skeleton, db.roles)
+    return {"glb": glb.read_bytes(), "name": "default body",
+            "retarget": rigged_model.identity_retarget(db.skeleton, db.roles)}
 
 
 def parse_scenario(obj: dict):
@@ -268,7 +290,11 @@ class Session:
                 "tags": list(getattr(self.ch, "known_tags", [])), "settings": self.settings_dict(),
                 "limits": {"max_message_bytes": MAX_TEXT_BYTES, "rate_per_s": RATE_PER_S,
                            "record_frames": MAX_RECORD_FRAMES},
-                "backend": self.backend.description}
+                "backend": self.backend.description, "character": self.character_info()}
+
+    def character_info(self) -> dict | None:
+        c = self.backend.character
+        return None if c is None else {"url": "/api/character.glb", "name": c["name"], **c["retarget"]}
 
     def settings_dict(self) -> dict:
         s = self.ch.settings
@@ -404,8 +430,9 @@ class Session:
         dbg["recording"] = len(self.rec_pos) if (self.recording or self.rec_pos) else 0
         text = json.dumps(_round(dbg), separators=(",", ":")).encode()
         pos = np.ascontiguousarray(self.ch.global_positions, dtype="<f4")
+        rot = np.ascontiguousarray(self.ch.local_pose()[1], dtype="<f4")
         self.seq += 1
-        return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text
+        return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text + rot.tobytes()
 
 
 class _TimeShift:
@@ -590,6 +617,13 @@ async def scenario_handler(request: web.Request) -> web.Response:
     return web.json_response({"type": "scenario", "state": "playing", "name": name, "duration": duration})
 
 
+async def character_handler(request: web.Request) -> web.Response:
+    c = request.app[BACKEND].character
+    if c is None:
+        raise web.HTTPNotFound(text="no character body: the app draws capsules\n")
+    return web.Response(body=c["glb"], content_type="model/gltf-binary", headers={"Cache-Control": "no-cache"})
+
+
 async def index_handler(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
@@ -633,6 +667,7 @@ def make_app(backend: Backend, node_modules=None) -> web.Application:
     app.router.add_get("/", index_handler)
     app.router.add_get("/ws", websocket_handler)
     app.router.add_get("/api/status", status_handler)
+    app.router.add_get("/api/character.glb", character_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
     app.router.add_post("/api/session/{sid}/scenario", scenario_handler)
     # Static routes refuse paths that resolve outside their folder (aiohttp normalizes and checks).
@@ -661,6 +696,10 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     parser.add_argument("--node-modules", default=None,
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
+    parser.add_argument("--character", default=None, metavar="MODEL.glb",
+                        help="a rigged humanoid glTF to drive (default: a body generated for the database skeleton)")
+    parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
+                        help="[roles] table (role = \"joint name\") for a model whose joint names are not recognised")
 
 
 def run_serve(args) -> int:
@@ -671,9 +710,16 @@ def run_serve(args) -> int:
         print("motionmatch: three.js not found: run `make node_modules` (npm ci) in the project root, "
               "or pass --node-modules", file=sys.stderr)
         return 1
+    if args.character and not Path(args.character).is_file():
+        raise FileNotFoundError(f"{args.character}: no such model file")
     path = args.db or database.build_default_database(progress=True)
     db = database.load_database(path)
-    app = make_app(runtime_backend(db), node_modules=args.node_modules)
+    try:
+        character = character_for(db, path, args.character, args.character_map)
+    except ImportError as exc:   # the body needs scikit-image and pygltflib; the capsules do not
+        log.warning("no character body (%s): drawing capsules", exc)
+        character = None
+    app = make_app(runtime_backend(db, character), node_modules=args.node_modules)
     return _run(app, args.host, args.port)
 
 

@@ -4,6 +4,7 @@
 // turns +Z toward +X), so positions are drawn as they come. A camera looking along +Z sees +X on the left of
 // the screen: input is made camera-relative here and sent as a world-plane (x, z) vector.
 import * as THREE from 'three';
+import { SkinnedBody } from './skinned.js';
 
 const HISTORY_FRAMES = 600;          // 10 s at 60 Hz kept for rewind
 const SEND_MIN_MS = 1000 / 60;       // input messages: at most 60/s ...
@@ -110,6 +111,8 @@ const unitCylinder = new THREE.CylinderGeometry(1, 1, 1, 18, 1, true);
 const unitSphere = new THREE.SphereGeometry(1, 20, 14);
 const character = new THREE.Group();
 scene.add(character);
+const body = new SkinnedBody(scene, character, $('capsules'));
+state.body = body.status;
 let bones = [];      // {j, p, mesh}
 let joints = [];     // {j, mesh}
 let head = null;     // {j, parent, mesh}
@@ -485,7 +488,9 @@ function onFrame(buf) {
   const J = state.names.length;
   const positions = new Float32Array(buf, HEADER_BYTES, J * 3);
   const debug = JSON.parse(decoder.decode(new Uint8Array(buf, HEADER_BYTES + J * 12, jsonLen)));
-  history.push({ seq, time, positions, debug });
+  const rotAt = HEADER_BYTES + J * 12 + jsonLen;   // local rotations follow the JSON (copied: unaligned)
+  const rotations = buf.byteLength >= rotAt + J * 16 ? new Float32Array(buf.slice(rotAt, rotAt + J * 16)) : null;
+  history.push({ seq, time, positions, debug, rotations });
   if (history.length > HISTORY_FRAMES) history.shift();
   state.framesReceived += 1;
   if (state.mode === 'live') show(history.length - 1);
@@ -496,6 +501,7 @@ function show(index) {
   if (!f) return;
   viewIndex = index;
   poseCharacter(f.positions);
+  body.pose(f.positions, f.rotations);
   const d = f.debug;
   state.lastDebug = d;
   state.time = f.time;
@@ -520,6 +526,7 @@ function onText(msg) {
       state.channels = msg.channels; state.tags = msg.tags;
       history = [];
       buildCharacter(msg.names, msg.parents);
+      body.load(msg.character, msg.parents);
       buildTuning(msg);
       applySettingsToUi(msg.settings);
       $('b-download').href = `/api/session/${msg.session}/record.bvh`;
