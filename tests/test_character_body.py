@@ -166,5 +166,5 @@ def test_page_draws_the_skinned_body(jlpm_db_path, rig, tmp_path, model):
     dz = after["hips"][2] - before["hips"][2]
     assert 0.5 < dz < 6.0, (before["hips"], after["hips"])
     # The small rig's hips are lower than the database character's.
-    assert (after["hips"][1] < 0.8) if model else (0.8 < after["hips"][1] < 1.2)
+    assert (after["hips"][1] < 0.8) if model else (0.8 < after["hips"][1] < 1.2), after["hips"]
     assert (tmp_path / "body.png").stat().st_size > 10_000

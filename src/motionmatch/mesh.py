@@ -61,17 +61,17 @@ def _radii(name: str) -> tuple[float, float]:
 
 
 def tpose_bind(skeleton: Skeleton, roles: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Local positions (J, 3) and rotations (J, 4) of the skeleton's canonical T-pose, feet on y = 0."""
+    """Local positions (J, 3) and rotations (J, 4) of the skeleton's canonical T-pose, feet on y = 0,
+    hips above the origin."""
     from .retarget import canonical_tpose
     roles = roles if roles is not None else find_roles(skeleton.names)
     lpos = np.array(skeleton.offsets, np.float64)
     lrot, gpos, _, _ = canonical_tpose(skeleton, roles, lpos, quat_identity((skeleton.num_joints,)))
     hips = roles["hips"]
     feet = [roles[r] for r in ("left_foot", "right_foot", "left_toe", "right_toe") if r in roles]
-    # The ankle joint sits about a foot radius above the sole.
-    lift = 0.043 * _scale(gpos, roles) - gpos[feet, 1].min()
-    # Raise the hips (their parent, e.g. a simulation bone, stays on the ground).
-    lpos[hips, 1] += lift
+    # Move the whole skeleton (its root's translation is in the world): hips above the origin, the ankle
+    # joints about a foot radius above the ground.
+    lpos[0] -= [gpos[hips, 0], gpos[feet, 1].min() - 0.043 * _scale(gpos, roles), gpos[hips, 2]]
     return lpos, lrot
 
 

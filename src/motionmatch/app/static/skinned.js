@@ -102,7 +102,7 @@ export class SkinnedBody {
         positions[2] + s * (positions[h + 2] - positions[2]));
       const parent = this.hips.node.parent;
       parent.updateWorldMatrix(true, false);
-      this.hips.node.position.copy(parent.worldToLocal(target));
+      this.hips.node.position.copy(parent.worldToLocal(target.clone()));
       this.status.hips = target.toArray();
     }
     this.status.poses += 1;
