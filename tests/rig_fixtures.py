@@ -87,6 +87,34 @@ def write_mixamo_rig(path):
     return path, {n: gpos[i] for i, (n, _, _) in enumerate(_HUMANOID)}
 
 
+UNREAL = {"Hips": "pelvis", "Spine": "spine_01", "Spine1": "spine_02", "Spine2": "spine_03", "Neck": "neck_01",
+          "Head": "head", "HeadTop_End": "head_end", **{f"{s}{a}": f"{b}_{s[0].lower()}" for s in ("Left", "Right")
+          for a, b in (("Shoulder", "clavicle"), ("Arm", "upperarm"), ("ForeArm", "lowerarm"), ("Hand", "hand"),
+                       ("UpLeg", "thigh"), ("Leg", "calf"), ("Foot", "foot"), ("ToeBase", "ball"))}}
+# VRM humanoid bone names of the same joints (VRM 1.0); the node names are a VRoid-like J_Bip_* scheme.
+VRM_BONES = {"Hips": "hips", "Spine": "spine", "Spine1": "chest", "Spine2": "upperChest", "Neck": "neck",
+             "Head": "head", **{f"{s}{a}": f"{s.lower()}{b}" for s in ("Left", "Right") for a, b in (
+                 ("Shoulder", "Shoulder"), ("Arm", "UpperArm"), ("ForeArm", "LowerArm"), ("Hand", "Hand"),
+                 ("UpLeg", "UpperLeg"), ("Leg", "LowerLeg"), ("Foot", "Foot"), ("ToeBase", "Toes"))}}
+
+
+def write_renamed_rig(path, rename: dict, vrm: bool = False):
+    """The same humanoid with its joints renamed (short name -> new name; others keep 'X_<short>'); with
+    vrm=True the file carries a VRMC_vrm humanoid table naming the joints by VRM bone."""
+    import pygltflib
+    joints = [(rename.get(n, f"X_{n}"), rename.get(p, f"X_{p}") if p else None, w) for n, p, w in _HUMANOID]
+    skel, lpos, lrot, gpos = _rig(joints, "")
+    write_gltf(path, skeleton=skel, mesh=_tubes(gpos, skel.parents, lpos, lrot))
+    if vrm:
+        g = pygltflib.GLTF2().load(str(path))
+        node = {n.name: i for i, n in enumerate(g.nodes)}
+        g.extensionsUsed = ["VRMC_vrm"]
+        g.extensions = {"VRMC_vrm": {"specVersion": "1.0", "humanoid": {"humanBones": {
+            bone: {"node": node[rename.get(short, f"X_{short}")]} for short, bone in VRM_BONES.items()}}}}
+        g.save_binary(str(path))
+    return path
+
+
 def write_tail_rig(path):
     """A skinned chain of four bones (not a humanoid)."""
     joints = [("bone0", None, (0, 0, 0))] + [(f"bone{i}", f"bone{i - 1}", (0, 0.2 * i, 0)) for i in range(1, 4)]

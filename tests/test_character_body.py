@@ -20,7 +20,9 @@ from motionmatch.kinematics import forward_kinematics
 from motionmatch.rigged_model import live_retarget, load_rigged_model, retarget_to_model, source_bind_pose
 from motionmatch.rotations import quat_mul, quat_rotate
 from motionmatch.skeleton import SkeletonError, find_roles
-from rig_fixtures import write_mixamo_rig, write_tail_rig
+from rig_fixtures import UNREAL, write_mixamo_rig, write_renamed_rig, write_tail_rig
+
+pytestmark = pytest.mark.filterwarnings("ignore:pygltflib does not support version")
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,25 @@ def test_rig_is_read_with_roles_bind_pose_and_mesh(rig):
     thigh = m.mesh.joints[:, 0] == m.skeleton.names.index("mixamorig:LeftUpLeg")
     mid = m.mesh.positions[thigh].mean(0)
     assert np.linalg.norm(mid - (knee + hip) / 2) < 0.01
+
+
+def test_unreal_vrm_and_mapped_rigs_get_their_roles(tmp_path):
+    unreal = load_rigged_model(write_renamed_rig(tmp_path / "ue.glb", UNREAL))
+    assert {r: unreal.skeleton.names[j] for r, j in unreal.roles.items() if r in ("hips", "left_toe", "chest")} == \
+        {"hips": "pelvis", "left_toe": "ball_l", "chest": "spine_03"}
+    # VRM: node names say nothing; the humanoid table does.
+    vrm = load_rigged_model(write_renamed_rig(tmp_path / "vrm.glb", {}, vrm=True))
+    assert vrm.skeleton.names[vrm.roles["left_foot"]] == "X_LeftFoot" and vrm.skeleton.names[vrm.roles["chest"]] == "X_Spine2"
+    # Any names with a [roles] mapping file; without it the error says what to map.
+    odd = write_renamed_rig(tmp_path / "odd.glb", {})
+    with pytest.raises(SkeletonError, match="odd.glb: not a humanoid.*X_Hips"):
+        load_rigged_model(odd)
+    roles = {r: f"X_{n}" for r, n in (("hips", "Hips"), ("head", "Head"), ("spine", "Spine"), ("chest", "Spine2"))}
+    roles.update({f"{s.lower()}_{r}": f"X_{s}{n}" for s in ("Left", "Right") for r, n in (
+        ("upper_leg", "UpLeg"), ("lower_leg", "Leg"), ("foot", "Foot"), ("toe", "ToeBase"), ("hand", "Hand"))})
+    (tmp_path / "roles.toml").write_text("[roles]\n" + "".join(f'{r} = "{n}"\n' for r, n in roles.items()))
+    mapped = load_rigged_model(odd, tmp_path / "roles.toml")
+    assert mapped.skeleton.names[mapped.roles["right_lower_leg"]] == "X_RightLeg"
 
 
 def test_export_onto_the_rig_and_live_table_agree(rig, walk, tmp_path):
@@ -168,3 +189,19 @@ def test_page_draws_the_skinned_body(jlpm_db_path, rig, tmp_path, model):
     # The small rig's hips are lower than the database character's.
     assert (after["hips"][1] < 0.8) if model else (0.8 < after["hips"][1] < 1.2), after["hips"]
     assert (tmp_path / "body.png").stat().st_size > 10_000
+
+
+def test_default_body_is_cached_beside_the_database(jlpm_db, tmp_path):
+    import os
+    from motionmatch.database import save_database
+    from motionmatch.mesh import ensure_body_glb
+    db_path = tmp_path / "db.npz"
+    save_database(jlpm_db, db_path)
+    glb = ensure_body_glb(db_path, jlpm_db.skeleton, jlpm_db.roles)
+    assert glb == tmp_path / "db.body.glb"
+    os.utime(glb, (1e9, 1e9 + 1))                     # older than the database: rebuilt
+    ensure_body_glb(db_path, jlpm_db.skeleton, jlpm_db.roles)
+    built = glb.stat().st_mtime
+    assert built > 1e9 + 1
+    assert ensure_body_glb(db_path, jlpm_db.skeleton, jlpm_db.roles).stat().st_mtime == built   # reused
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
