@@ -15,15 +15,15 @@ database hips about the simulation bone, scaled by the leg-length ratio. The pag
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .animation import Animation, Skeleton
 from .io.gltf import GLTFError, SkinnedMesh, to_wxyz
-from .retarget import RetargetError, auto_mapping, canonical_tpose, retarget_animation
-from .rotations import quat_from_matrix, quat_identity, quat_inv, quat_mul
+from .retarget import auto_mapping, canonical_tpose, retarget_animation
+from .rotations import quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_to_matrix
 from .skeleton import SkeletonError, find_roles
 
 # VRM humanoid bone -> role.
@@ -51,7 +51,6 @@ class RiggedModel:
     mesh: SkinnedMesh | None
     glb: bytes
     name: str = ""
-    warnings: list[str] = field(default_factory=list)
 
 
 def _node_matrix(node) -> np.ndarray:
@@ -60,7 +59,6 @@ def _node_matrix(node) -> np.ndarray:
     m = np.eye(4)
     s = np.array(node.scale if node.scale else [1, 1, 1], np.float64)
     r = to_wxyz(np.array(node.rotation if node.rotation else [0, 0, 0, 1], np.float64))
-    from .rotations import quat_to_matrix
     m[:3, :3] = quat_to_matrix(r) * s[None, :]
     m[:3, 3] = node.translation if node.translation else [0, 0, 0]
     return m
@@ -198,8 +196,9 @@ def _read_mesh(g, skin, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
     # Skin joint slot -> skeleton index (joints were sorted parents-first).
     slot = np.array([index[n] for n in skin.joints])
     ibm = (_accessor(g, skin.inverseBindMatrices).reshape(-1, 4, 4).transpose(0, 2, 1)
-           if skin.inverseBindMatrices is not None else np.linalg.inv(W[np.argsort(slot)]))
-    # Bind-pose world position of each vertex: sum_k w_k * W_joint inv(...) applied through its IBM.
+           if skin.inverseBindMatrices is not None else np.linalg.inv(W[slot]))
+    # Bind-pose world position of each vertex: its joints' rest world matrices times their inverse bind
+    # matrices, blended by the weights (the identity for a file whose rest pose is its bind pose).
     M = np.einsum("jab,jbc->jac", W[slot], ibm)     # world_bind(joint) @ IBM, per skin slot
     ph = np.c_[pos, np.ones(len(pos))]
     world = np.zeros((len(pos), 3))
@@ -215,16 +214,27 @@ def _read_mesh(g, skin, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
                        bind_positions=lpos, bind_rotations=lrot)
 
 
-def source_bind_pose(skeleton: Skeleton, roles: dict, positions: np.ndarray, rotations: np.ndarray):
-    """Local (J, 3), (J, 4) bind pose of a source: its rest pose when that is a T-pose within
-    retarget.TPOSE_TOLERANCE_DEG, else frame 0 of `positions`/`rotations` (F, J, ...)."""
-    from .retarget import TPOSE_TOLERANCE_DEG
+REST_TPOSE_DEG = 25.0     # a rest pose whose bones are all this close to the canonical T-pose is one
+
+
+def source_bind_frame(skeleton: Skeleton, roles: dict, positions: np.ndarray) -> int | None:
+    """The source's bind pose for retargeting onto a model: None (its rest pose) when that is a T-pose
+    within REST_TPOSE_DEG, else frame 0. The live table and the offline export use the same choice."""
     lpos = np.array(skeleton.offsets, np.float64)
     lpos[0] = positions[0, 0]
     _, _, _, swing = canonical_tpose(skeleton, roles, lpos, quat_identity((skeleton.num_joints,)))
-    if swing <= TPOSE_TOLERANCE_DEG:
+    return None if swing <= REST_TPOSE_DEG else 0
+
+
+def source_bind_pose(skeleton: Skeleton, roles: dict, positions: np.ndarray, rotations: np.ndarray):
+    """Local (J, 3), (J, 4) bind pose of a source whose motion is positions/rotations (F, J, ...):
+    its rest pose or frame 0, as source_bind_frame chooses."""
+    frame = source_bind_frame(skeleton, roles, positions)
+    if frame is None:
+        lpos = np.array(skeleton.offsets, np.float64)
+        lpos[0] = positions[0, 0]
         return lpos, quat_identity((skeleton.num_joints,))
-    return np.asarray(positions[0], np.float64), np.asarray(rotations[0], np.float64)
+    return np.asarray(positions[frame], np.float64), np.asarray(rotations[frame], np.float64)
 
 
 def live_retarget(source: Skeleton, source_roles: dict, source_bind: tuple, model: RiggedModel) -> dict:
@@ -265,8 +275,5 @@ def retarget_to_model(anim: Animation, model: RiggedModel) -> Animation:
                "target_roles": {r: model.skeleton.names[j] for r, j in model.roles.items()}}
     bind = Animation(skeleton=model.skeleton, positions=np.asarray(model.skeleton.offsets)[None],
                      rotations=np.asarray(model.bind_rotations)[None], fps=anim.fps)
-    try:
-        return retarget_animation(anim, bind, mapping)
-    except RetargetError:
-        # The source's rest pose is no T-pose: its first frame serves as the bind pose.
-        return retarget_animation(anim, bind, mapping, source_bind_frame=0)
+    return retarget_animation(anim, bind, mapping,
+                              source_bind_frame=source_bind_frame(anim.skeleton, src_roles, anim.positions))
