@@ -49,6 +49,6 @@ def run_export(args) -> int:
         raise FileNotFoundError(f"{args.mesh}: no such model file (--mesh takes 'auto' or a .glb)")
     anim = read_bvh(src, unit=args.unit)
     out = export_gltf(anim, args.out, args.mesh)
-    print(f"wrote {out} ({anim.num_frames / anim.fps:.1f} s, {anim.skeleton.num_joints} joints"
+    print(f"wrote {out} ({anim.num_frames / anim.fps:.1f} s of motion at {EXPORT_FPS:g} fps"
           f"{', mesh ' + str(args.mesh) if args.mesh else ''})")
     return 0
