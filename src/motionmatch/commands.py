@@ -213,6 +213,7 @@ def _add_synth(sub):
     out.add_argument("--quiet", action="store_true", help="print nothing but errors")
     out.add_argument("--json", action="store_true",
                      help="print exactly one JSON object (the metrics) on stdout, nothing else")
+    p.add_argument("--gltf", action="store_true", help="also write motion.glb (skeleton, animation, default body)")
     _add_character_options(p)
     p.set_defaults(func=run_synth)
 
@@ -243,11 +244,17 @@ def run_synth(args) -> int:
     metrics = synthesize(db, scen, args.out, character_settings_from_args(args),
                          progress=not (args.quiet or args.json), retarget_to=args.retarget_to,
                          retarget_map=args.mapping)
+    if args.gltf:
+        from .export import export_gltf
+        from .io.bvh import read_bvh
+        glb = export_gltf(read_bvh(Path(args.out) / 'motion.bvh'), Path(args.out) / 'motion.glb')
     if args.json:
         print(json.dumps(metrics))
     elif not args.quiet:
         print(json.dumps(metrics, indent=1))
         print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
+        if args.gltf:
+            print(f"wrote {glb}")
     return 0
 
 
@@ -423,6 +430,8 @@ def register_cli(sub) -> None:
                   "download and unpack the public motion capture sets into a cache folder")
     _add_optional(sub, "retarget", "motionmatch.retarget", "add_retarget_args", "run_retarget",
                   "retarget a BVH to another skeleton")
+    _add_optional(sub, "export", "motionmatch.export", "add_export_args", "run_export",
+                  "write a motion as glTF binary (.glb), optionally with a skinned body")
     _add_optional(sub, "serve", "motionmatch.app.server", "add_serve_args", "run_serve",
                   "run the browser app")
     _add_demo(sub)

@@ -5,8 +5,11 @@ Each connection gets its own `Character`, stepped at a fixed 60 Hz by an asyncio
 the server sends one binary frame:
 
     uint32 sequence | float32 simulation time (s) | uint32 L | float32 positions[J*3] | L bytes JSON debug
+    | float32 local rotations[J*4]
 
-positions are world joint positions in metres (Y up), J from the `hello` message. Text messages in both
+positions are world joint positions in metres (Y up), J from the `hello` message; local rotations are
+(w, x, y, z) relative to the parent joint (joint 0: in the world), for the skinned body. When the app has
+a body (`hello.character`), its GLB is at /api/character.glb. Text messages in both
 directions are JSON objects with a `type`; every client message is validated (see `_SCHEMAS`) and a bad
 one gets an `error` reply and is dropped. Rewind is kept by the page (it stores the last 10 s of frames);
 BVH recording and scenario playback run here, reached through `/api/session/<id>/...`.
@@ -36,6 +39,7 @@ from aiohttp import WSMsgType, web
 log = logging.getLogger("motionmatch.app")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+VENDOR_DIR = Path(__file__).resolve().parent / "vendor"      # three.js inside a wheel (setup.py)
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DT = 1.0 / 60.0
 MAX_CATCHUP = 4                 # fixed steps per wake-up before dropping time
@@ -225,6 +229,7 @@ class Backend:
     make_input: Callable[..., Any]
     load_scenario: Callable[[Any], Any] | None = None
     description: str = ""
+    character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table} or None
 
 
 BACKEND = web.AppKey("backend", Backend)
@@ -232,15 +237,33 @@ SESSIONS = web.AppKey("sessions", dict)
 THREE_DIR = web.AppKey("three_dir", object)   # Path of node_modules/three, or None
 
 
-def runtime_backend(db) -> Backend:
+def runtime_backend(db, character: dict | None = None) -> Backend:
     """The library's runtime character over a loaded database (its kernels compiled up front, so the
-    first client's stream does not stall on JIT compilation)."""
+    first client's stream does not stall on JIT compilation); `character` is the body the page draws
+    (see character_for)."""
     from ..runtime.character import Character, CharacterSettings, warm_up
     from ..runtime.controller import GamepadInput
 
     warm_up(db)
     return Backend(new_character=lambda: Character(db, CharacterSettings()), make_input=GamepadInput,
-                   load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")))
+                   load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")),
+                   character=character)
+
+
+def character_for(db, db_path, model_path=None, role_map=None) -> dict:
+    """The body the page draws: the user's rigged humanoid `model_path` (.glb) retargeted live, else the
+    default body generated for the database skeleton (cached beside the database file). Raises GLTFError /
+    SkeletonError for a model that is not a readable humanoid rig."""
+    from .. import rigged_model
+    if model_path is not None:
+        model = rigged_model.load_rigged_model(model_path, role_map)
+        bind = rigged_model.source_bind_pose(db.skeleton, db.roles, db.positions, db.rotations)
+        return {"glb": model.glb, "name": model.name,
+                "retarget": rigged_model.live_retarget(db.skeleton, db.roles, bind, model)}
+    from ..mesh import ensure_body_glb
+    glb = ensure_body_glb(db_path, db.skeleton, db.roles)
+    return {"glb": glb.read_bytes(), "name": "default body",
+            "retarget": rigged_model.identity_retarget(db.skeleton, db.roles)}
 
 
 def parse_scenario(obj: dict):
@@ -335,7 +358,11 @@ class Session:
                 "tags": list(getattr(self.ch, "known_tags", [])), "settings": self.settings_dict(),
                 "limits": {"max_message_bytes": MAX_TEXT_BYTES, "rate_per_s": RATE_PER_S,
                            "record_frames": MAX_RECORD_FRAMES},
-                "backend": self.backend.description}
+                "backend": self.backend.description, "character": self.character_info()}
+
+    def character_info(self) -> dict | None:
+        c = self.backend.character
+        return None if c is None else {"url": "/api/character.glb", "name": c["name"], **c["retarget"]}
 
     def settings_dict(self) -> dict:
         s = self.ch.settings
@@ -605,8 +632,9 @@ class Session:
         dbg["search"] = _round(search, 7)
         text = json.dumps(dbg, separators=(",", ":")).encode()
         pos = np.ascontiguousarray(self.ch.global_positions, dtype="<f4")
+        rot = np.ascontiguousarray(self.ch.local_pose()[1], dtype="<f4")
         self.seq += 1
-        return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text
+        return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text + rot.tobytes()
 
 
 class _TimeShift:
@@ -924,6 +952,13 @@ async def terrain_png_handler(request: web.Request) -> web.Response:
     return web.json_response(session.terrain_status())
 
 
+async def character_handler(request: web.Request) -> web.Response:
+    c = request.app[BACKEND].character
+    if c is None:
+        raise web.HTTPNotFound(text="no character body: the app draws capsules\n")
+    return web.Response(body=c["glb"], content_type="model/gltf-binary", headers={"Cache-Control": "no-cache"})
+
+
 async def index_handler(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
@@ -936,9 +971,10 @@ async def status_handler(request: web.Request) -> web.Response:
 
 
 def find_three(node_modules: str | os.PathLike | None = None) -> Path | None:
-    """node_modules/three from the argument, $MOTIONMATCH_NODE_MODULES, the project root or the cwd."""
+    """node_modules/three from the argument, $MOTIONMATCH_NODE_MODULES, the project root or the cwd, else
+    the copy an installed wheel carries (motionmatch/app/vendor/three, made by the build hook in setup.py)."""
     candidates = [node_modules, os.environ.get("MOTIONMATCH_NODE_MODULES"), PROJECT_ROOT / "node_modules",
-                  Path.cwd() / "node_modules"]
+                  Path.cwd() / "node_modules", VENDOR_DIR]
     for c in candidates:
         if c and (Path(c) / "three" / "build" / "three.module.js").is_file():
             return (Path(c) / "three").resolve()
@@ -977,6 +1013,7 @@ def make_app(backend: Backend, node_modules=None, host: str | None = None) -> we
     app.router.add_get("/", index_handler)
     app.router.add_get("/ws", websocket_handler)
     app.router.add_get("/api/status", status_handler)
+    app.router.add_get("/api/character.glb", character_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
     app.router.add_post("/api/session/{sid}/scenario", scenario_handler)
     app.router.add_get("/api/session/{sid}/clips", clips_handler)
@@ -1015,6 +1052,10 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
     parser.add_argument("--crowd", type=int, default=0, metavar="N",
                         help="crowd mode: N agents roam around your character (see app/crowd.py)")
+    parser.add_argument("--character", default=None, metavar="MODEL.glb",
+                        help="a rigged humanoid glTF to drive (default: a body generated for the database skeleton)")
+    parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
+                        help="[roles] table (role = \"joint name\") for a model whose joint names are not recognised")
 
 
 def run_serve(args) -> int:
@@ -1026,8 +1067,16 @@ def run_serve(args) -> int:
         print("motionmatch: three.js not found: run `make node_modules` (npm ci) in the project root, "
               "or pass --node-modules", file=sys.stderr)
         return 1
-    db = database.load_database(database_path(args.db, mixed=not args.jlpm22_only))
-    app = make_app(runtime_backend(db), node_modules=args.node_modules, host=args.host)
+    if args.character and not Path(args.character).is_file():
+        raise FileNotFoundError(f"{args.character}: no such model file")
+    path = database_path(args.db, mixed=not args.jlpm22_only)
+    db = database.load_database(path)
+    try:
+        character = character_for(db, path, args.character, args.character_map)
+    except ImportError as exc:   # the body needs scikit-image and pygltflib; the capsules do not
+        log.warning("no character body (%s): drawing capsules", exc)
+        character = None
+    app = make_app(runtime_backend(db, character), node_modules=args.node_modules, host=args.host)
     if args.crowd:
         from .crowd import setup_crowd
         setup_crowd(app, db, args.crowd)

@@ -9,6 +9,7 @@ import { initGhosts } from './ghosts.js';
 import { initGraphs } from './graphs.js';
 import { initInspector } from './inspector.js';
 import { initTerrain } from './terrain.js';
+import { SkinnedBody } from './skinned.js';
 
 const HISTORY_FRAMES = 600;          // 10 s at 60 Hz kept for rewind
 const SEND_MIN_MS = 1000 / 60;       // input messages: at most 60/s ...
@@ -121,6 +122,8 @@ const unitCylinder = new THREE.CylinderGeometry(1, 1, 1, 18, 1, true);
 const unitSphere = new THREE.SphereGeometry(1, 20, 14);
 const character = new THREE.Group();
 scene.add(character);
+const body = new SkinnedBody(scene, character, $('capsules'));
+state.body = body.status;
 let bones = [];      // {j, p, mesh}
 let joints = [];     // {j, mesh}
 let head = null;     // {j, parent, mesh}
@@ -501,10 +504,12 @@ function onFrame(buf) {
   const J = state.names.length;
   const positions = new Float32Array(buf, HEADER_BYTES, J * 3);
   const debug = JSON.parse(decoder.decode(new Uint8Array(buf, HEADER_BYTES + J * 12, jsonLen)));
+  const rotAt = HEADER_BYTES + J * 12 + jsonLen;   // local rotations follow the JSON (copied: unaligned)
+  const rotations = buf.byteLength >= rotAt + J * 16 ? new Float32Array(buf.slice(rotAt, rotAt + J * 16)) : null;
   // Frames already in flight when the page paused belong after the frame the pause showed: keeping
   // them would make the first rewind step jump.
   if (state.mode !== 'live') return;
-  history.push({ seq, time, positions, debug });
+  history.push({ seq, time, positions, debug, rotations });
   if (history.length > HISTORY_FRAMES) history.shift();
   state.framesReceived += 1;
   if (state.mode === 'live') show(history.length - 1);
@@ -515,6 +520,7 @@ function show(index) {
   if (!f) return;
   viewIndex = index;
   poseCharacter(f.positions);
+  body.pose(f.positions, f.rotations);
   const d = f.debug;
   state.lastDebug = d;
   state.time = f.time;
@@ -548,6 +554,7 @@ function onMessage(msg) {
         ? `e.g. ${msg.tags.filter((t) => t !== 'mirrored').slice(0, 2).join(' | ') || msg.tags[0]}${msg.tags.includes('mirrored') ? ' & !mirrored' : ''}`
         : 'no tags in this database';
       buildCharacter(msg.names, msg.parents);
+      body.load(msg.character, msg.parents);
       buildTuning(msg);
       applySettingsToUi(msg.settings);
       $('b-download').href = `/api/session/${msg.session}/record.bvh`;

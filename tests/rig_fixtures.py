@@ -1,0 +1,123 @@
+"""Rigged glTF models the tests generate: a small Mixamo-named humanoid in an A-pose whose joints' local
+Y axes point along the bones (as Mixamo exports do), and a non-humanoid tail."""
+from __future__ import annotations
+
+import numpy as np
+
+from motionmatch.animation import Skeleton
+from motionmatch.io.gltf import SkinnedMesh, write_gltf
+from motionmatch.rotations import quat_between, quat_from_angle_axis, quat_inv, quat_mul, quat_rotate
+
+A45 = np.sqrt(0.5)
+# name, parent, world position in the bind pose (metres; facing +Z, the character's left towards +X), 1.3 m tall
+_HUMANOID = [
+    ("Hips", None, (0, 0.70, 0)), ("Spine", "Hips", (0, 0.78, 0)), ("Spine1", "Spine", (0, 0.88, 0)),
+    ("Spine2", "Spine1", (0, 0.98, 0)), ("Neck", "Spine2", (0, 1.10, 0)), ("Head", "Neck", (0, 1.17, 0)),
+    ("HeadTop_End", "Head", (0, 1.30, 0)),
+]
+for _s, _x in (("Left", 1.0), ("Right", -1.0)):
+    _HUMANOID += [
+        (f"{_s}Shoulder", "Spine2", (0.04 * _x, 1.06, 0)), (f"{_s}Arm", f"{_s}Shoulder", (0.14 * _x, 1.06, 0)),
+        (f"{_s}ForeArm", f"{_s}Arm", ((0.14 + 0.2 * A45) * _x, 1.06 - 0.2 * A45, 0)),
+        (f"{_s}Hand", f"{_s}ForeArm", ((0.14 + 0.38 * A45) * _x, 1.06 - 0.38 * A45, 0)),
+        (f"{_s}UpLeg", "Hips", (0.08 * _x, 0.66, 0)), (f"{_s}Leg", f"{_s}UpLeg", (0.08 * _x, 0.36, 0.01)),
+        (f"{_s}Foot", f"{_s}Leg", (0.08 * _x, 0.07, 0)), (f"{_s}ToeBase", f"{_s}Foot", (0.08 * _x, 0.01, 0.1)),
+    ]
+
+
+def _rig(joints, prefix: str):
+    names = [prefix + n for n, _, _ in joints]
+    index = {n: i for i, (n, _, _) in enumerate(joints)}
+    parents = np.array([-1 if p is None else index[p] for _, p, _ in joints])
+    gpos = np.array([w for _, _, w in joints], np.float64)
+    J = len(joints)
+    # Each joint's Y axis along its first child's bone (leaves: along their own bone), twisted a little.
+    grot = np.zeros((J, 4))
+    for j in range(J):
+        kids = [c for c in range(J) if parents[c] == j]
+        d = gpos[kids[0]] - gpos[j] if kids else gpos[j] - gpos[parents[j]]
+        twist = quat_from_angle_axis(np.array(0.3 * j), np.array([0.0, 1.0, 0.0]))
+        grot[j] = quat_mul(quat_between(np.array([0.0, 1.0, 0.0]), d / np.linalg.norm(d)), twist)
+    lrot, lpos = grot.copy(), gpos.copy()
+    for j in range(J):
+        p = parents[j]
+        if p >= 0:
+            lrot[j] = quat_mul(quat_inv(grot[p]), grot[j])
+            lpos[j] = quat_rotate(quat_inv(grot[p]), gpos[j] - gpos[p])
+    return Skeleton(names=names, parents=parents, offsets=lpos), lpos, lrot, gpos
+
+
+def _tubes(gpos, parents, lpos, lrot, radius=0.04, sides=6) -> SkinnedMesh:
+    """A hexagonal tube around every bone, skinned rigidly to the bone's parent joint."""
+    verts, tris, joints = [], [], []
+    ang = np.linspace(0, 2 * np.pi, sides, endpoint=False)
+    for j, p in enumerate(parents):
+        if p < 0:
+            continue
+        a, b = gpos[p], gpos[j]
+        d = (b - a) / np.linalg.norm(b - a)
+        u = np.cross(d, [0.0, 0.0, 1.0] if abs(d[2]) < 0.9 else [1.0, 0.0, 0.0])
+        u /= np.linalg.norm(u)
+        v = np.cross(d, u)
+        base = len(verts)
+        for end in (a, b):
+            for t in ang:
+                verts.append(end + radius * (np.cos(t) * u + np.sin(t) * v))
+                joints.append(p)
+        for k in range(sides):
+            k2 = (k + 1) % sides
+            tris += [(base + k, base + k2, base + sides + k), (base + k2, base + sides + k2, base + sides + k)]
+    verts = np.array(verts)
+    n = len(verts)
+    jt = np.zeros((n, 4), np.uint16)
+    jt[:, 0] = joints
+    w = np.zeros((n, 4), np.float32)
+    w[:, 0] = 1.0
+    normals = np.zeros_like(verts)
+    normals[:, 1] = 1.0
+    return SkinnedMesh(positions=verts.astype(np.float32), normals=normals.astype(np.float32),
+                       triangles=np.array(tris, np.uint32), joints=jt, weights=w, bind_positions=lpos, bind_rotations=lrot)
+
+
+def write_mixamo_rig(path):
+    """A 1.3 m Mixamo-named (`mixamorig:`) humanoid in an A-pose with a tube mesh; returns (path, bind world
+    positions by short name)."""
+    skel, lpos, lrot, gpos = _rig(_HUMANOID, "mixamorig:")
+    write_gltf(path, skeleton=skel, mesh=_tubes(gpos, skel.parents, lpos, lrot))
+    return path, {n: gpos[i] for i, (n, _, _) in enumerate(_HUMANOID)}
+
+
+UNREAL = {"Hips": "pelvis", "Spine": "spine_01", "Spine1": "spine_02", "Spine2": "spine_03", "Neck": "neck_01",
+          "Head": "head", "HeadTop_End": "head_end", **{f"{s}{a}": f"{b}_{s[0].lower()}" for s in ("Left", "Right")
+          for a, b in (("Shoulder", "clavicle"), ("Arm", "upperarm"), ("ForeArm", "lowerarm"), ("Hand", "hand"),
+                       ("UpLeg", "thigh"), ("Leg", "calf"), ("Foot", "foot"), ("ToeBase", "ball"))}}
+# VRM humanoid bone names of the same joints (VRM 1.0); the node names are a VRoid-like J_Bip_* scheme.
+VRM_BONES = {"Hips": "hips", "Spine": "spine", "Spine1": "chest", "Spine2": "upperChest", "Neck": "neck",
+             "Head": "head", **{f"{s}{a}": f"{s.lower()}{b}" for s in ("Left", "Right") for a, b in (
+                 ("Shoulder", "Shoulder"), ("Arm", "UpperArm"), ("ForeArm", "LowerArm"), ("Hand", "Hand"),
+                 ("UpLeg", "UpperLeg"), ("Leg", "LowerLeg"), ("Foot", "Foot"), ("ToeBase", "Toes"))}}
+
+
+def write_renamed_rig(path, rename: dict, vrm: bool = False):
+    """The same humanoid with its joints renamed (short name -> new name; others keep 'X_<short>'); with
+    vrm=True the file carries a VRMC_vrm humanoid table naming the joints by VRM bone."""
+    import pygltflib
+    joints = [(rename.get(n, f"X_{n}"), rename.get(p, f"X_{p}") if p else None, w) for n, p, w in _HUMANOID]
+    skel, lpos, lrot, gpos = _rig(joints, "")
+    write_gltf(path, skeleton=skel, mesh=_tubes(gpos, skel.parents, lpos, lrot))
+    if vrm:
+        g = pygltflib.GLTF2().load(str(path))
+        node = {n.name: i for i, n in enumerate(g.nodes)}
+        g.extensionsUsed = ["VRMC_vrm"]
+        g.extensions = {"VRMC_vrm": {"specVersion": "1.0", "humanoid": {"humanBones": {
+            bone: {"node": node[rename.get(short, f"X_{short}")]} for short, bone in VRM_BONES.items()}}}}
+        g.save_binary(str(path))
+    return path
+
+
+def write_tail_rig(path):
+    """A skinned chain of four bones (not a humanoid)."""
+    joints = [("bone0", None, (0, 0, 0))] + [(f"bone{i}", f"bone{i - 1}", (0, 0.2 * i, 0)) for i in range(1, 4)]
+    skel, lpos, lrot, gpos = _rig(joints, "")
+    write_gltf(path, skeleton=skel, mesh=_tubes(gpos, skel.parents, lpos, lrot))
+    return path
