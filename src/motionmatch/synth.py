@@ -19,14 +19,15 @@ from .scenario import Scenario, load_scenario, parse_scenario
 
 
 def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = None, progress: bool = False,
-                 terrain=None) -> dict:
-    """Simulate a scenario at the database rate; returns a record of per-frame arrays."""
+                 terrain=None, controller_settings=None) -> dict:
+    """Simulate a scenario at the database rate; returns a record of per-frame arrays.
+    controller_settings: the character's ControllerSettings (None: defaults)."""
     from tqdm import tqdm
 
     settings = settings or CharacterSettings()
     if scenario.style:
         settings.tag_filter = scenario.style
-    ch = Character(db, settings)
+    ch = Character(db, settings, controller_settings)
     if terrain is not None:
         ch.set_terrain(terrain)
     ch.set_driver(scenario.make_driver())
@@ -122,7 +123,7 @@ def plot_trajectory(path, rec: dict, scenario: Scenario, fps: float) -> None:
 
 
 def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None, progress: bool = True,
-               retarget_to=None, retarget_map=None) -> dict:
+               retarget_to=None, retarget_map=None, controller_settings=None) -> dict:
     """Run `scenario` (path, dict or Scenario) and write out_dir/motion.bvh, metrics.json and
     trajectory.png; returns the metrics."""
     if isinstance(scenario, (str, Path)):
@@ -135,7 +136,7 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
     if getattr(scenario, "terrain", None):
         from .runtime.terrain import Heightfield
         terrain = Heightfield.from_spec(scenario.terrain)
-    rec = run_scenario(db, scenario, settings, progress, terrain)
+    rec = run_scenario(db, scenario, settings, progress, terrain, controller_settings)
     allowed = None
     if scenario.style:
         from .search import range_mask
