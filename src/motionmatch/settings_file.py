@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import NamedTuple
@@ -170,6 +171,10 @@ def _toml_value(v) -> str:
     return json.dumps(str(v))       # a JSON string is a valid TOML basic string
 
 
+def _toml_key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
 def dumps_settings(character: CharacterSettings, controller: ControllerSettings | None = None,
                    comment: str = "") -> str:
     """The settings as TOML text (what save_settings writes)."""
@@ -180,7 +185,7 @@ def dumps_settings(character: CharacterSettings, controller: ControllerSettings 
         lines.append(f"[{table}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if not isinstance(v, dict)]
         for name, inner in sub.items():
-            lines += ["", f"[{table}.{name}]"] + [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in inner.items()]
+            lines += ["", f"[{table}.{name}]"] + [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in inner.items()]
         lines.append("")
     return "\n".join(lines)
 

@@ -189,14 +189,22 @@ SESSIONS = web.AppKey("sessions", dict)
 THREE_DIR = web.AppKey("three_dir", object)   # Path of node_modules/three, or None
 
 
-def runtime_backend(db) -> Backend:
+def runtime_backend(db, settings=None) -> Backend:
     """The library's runtime character over a loaded database (its kernels compiled up front, so the
-    first client's stream does not stall on JIT compilation)."""
+    first client's stream does not stall on JIT compilation). settings: a settings_file.RuntimeSettings
+    every new character starts from (None: the defaults)."""
+    import copy
     from ..runtime.character import Character, CharacterSettings, warm_up
     from ..runtime.controller import GamepadInput
 
+    def new_character():
+        if settings is None:
+            return Character(db, CharacterSettings())
+        rs = copy.deepcopy(settings)
+        return Character(db, rs.character, rs.controller)
+
     warm_up(db)
-    return Backend(new_character=lambda: Character(db, CharacterSettings()), make_input=GamepadInput,
+    return Backend(new_character=new_character, make_input=GamepadInput,
                    load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")))
 
 
@@ -562,6 +570,18 @@ async def record_handler(request: web.Request) -> web.StreamResponse:
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
+async def settings_file_handler(request: web.Request) -> web.Response:
+    """The session's live settings as a settings file (TOML, see settings_file.py) to download."""
+    from ..settings_file import dumps_settings
+    ch = _session_or_404(request).ch
+    controller = getattr(getattr(ch, "controller", None), "settings", None)
+    text = dumps_settings(ch.settings, controller, comment="saved from the motionmatch app; "
+                          "load with --settings FILE (synth, serve, bench quality)")
+    name = time.strftime("motionmatch-settings-%Y%m%d-%H%M%S.toml")
+    return web.Response(text=text, content_type="application/toml",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
 async def scenario_handler(request: web.Request) -> web.Response:
     session = _session_or_404(request)
     loader = request.app[BACKEND].load_scenario
@@ -634,6 +654,7 @@ def make_app(backend: Backend, node_modules=None) -> web.Application:
     app.router.add_get("/ws", websocket_handler)
     app.router.add_get("/api/status", status_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
+    app.router.add_get("/api/session/{sid}/settings.toml", settings_file_handler)
     app.router.add_post("/api/session/{sid}/scenario", scenario_handler)
     # Static routes refuse paths that resolve outside their folder (aiohttp normalizes and checks).
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
@@ -661,6 +682,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     parser.add_argument("--node-modules", default=None,
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
+    parser.add_argument("--settings", default=None, help="settings file (TOML) every character starts from")
 
 
 def run_serve(args) -> int:
@@ -673,7 +695,11 @@ def run_serve(args) -> int:
         return 1
     path = args.db or database.build_default_database(progress=True)
     db = database.load_database(path)
-    app = make_app(runtime_backend(db), node_modules=args.node_modules)
+    settings = None
+    if getattr(args, "settings", None):
+        from ..settings_file import load_settings
+        settings = load_settings(args.settings, db.features.schema.names)
+    app = make_app(runtime_backend(db, settings), node_modules=args.node_modules)
     return _run(app, args.host, args.port)
 
 

@@ -523,6 +523,7 @@ function onText(msg) {
       buildTuning(msg);
       applySettingsToUi(msg.settings);
       $('b-download').href = `/api/session/${msg.session}/record.bvh`;
+      $('b-settings').href = `/api/session/${msg.session}/settings.toml`;
       setMode('live');
       pumpInput(true);
       break;
