@@ -22,6 +22,15 @@ def _scenario(path: Path, turn: tuple[float, float], duration: float = 3.0) -> P
 
 
 @pytest.fixture(scope="module")
+def cluster():
+    """One local two-worker cluster on loopback for the module (tasks that kill a worker are
+    reported at once: allowed_failures=0)."""
+    from motionmatch.cluster import open_client
+    with open_client(workers=2, allowed_failures=0) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
 def tiny_scenarios(tmp_path_factory) -> list[Path]:
     d = tmp_path_factory.mktemp("scen")
     return [_scenario(d / "walk_right.json", (1.0, 0.0)), _scenario(d / "walk_back.json", (0.0, -1.0))]
@@ -92,19 +101,17 @@ def test_synth_loads_settings_and_cli_reports_a_bad_file(jlpm_db_path, tmp_path,
 # ---------------------------------------------------------------------------------------------
 # the engine
 
-def test_local_cluster_on_loopback_matches_in_process_runs(jlpm_db_path, tiny_scenarios):
-    from motionmatch.cluster import open_client, ordered_map, worker_count
+def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path, tiny_scenarios):
+    from motionmatch.cluster import ordered_map, worker_count
     from motionmatch.quality import quality_runs
 
-    with open_client(workers=2) as client:
-        assert client.scheduler.address.startswith("tcp://127.0.0.1:")
-        assert worker_count(client) == 2
-        assert all(a.startswith("tcp://127.0.0.1:") for a in client.nthreads())
-        pids = set(ordered_map(client, lambda _: os.getpid(), range(8)))
-        assert os.getpid() not in pids
+    assert cluster.scheduler.address.startswith("tcp://127.0.0.1:")
+    assert worker_count(cluster) == 2
+    assert all(a.startswith("tcp://127.0.0.1:") for a in cluster.nthreads())
+    assert os.getpid() not in set(ordered_map(cluster, lambda _: os.getpid(), range(8)))
     rs = settings_from_dict({})
     here = quality_runs(jlpm_db_path, tiny_scenarios, rs)
-    there = quality_runs(jlpm_db_path, tiny_scenarios, rs, workers=2)
+    there = quality_runs(jlpm_db_path, tiny_scenarios, rs, address=cluster.scheduler.address)
     assert list(there) == ["walk_right", "walk_back"]
     for name in here:   # runs are deterministic: the same figures wherever they ran
         for key in ("foot_sliding_cm_s", "trajectory_error_cm", "responsiveness_s", "pops"):
@@ -112,13 +119,15 @@ def test_local_cluster_on_loopback_matches_in_process_runs(jlpm_db_path, tiny_sc
         assert 0.0 < here[name]["pops"]["ratio"] < 5.0
 
 
-def test_build_on_the_engine_equals_a_local_build(jlpm_dir, tmp_path):
+def test_build_on_the_engine_equals_a_local_build(cluster, bandai_dir, tmp_path):
     from motionmatch.database import load_database
-    files = [str(p) for p in sorted(jlpm_dir.glob("*.bvh"))]
+    files = [str(p) for p in sorted((bandai_dir / "dataset-2").glob("dataset-2_walk_normal_*.bvh"))[:20]]
+    assert len(files) == 20      # two chunks of files
     assert main(["build", *files, "-o", str(tmp_path / "a.npz"), "--quiet", "--no-mirror"]) == 0
-    assert main(["build", *files, "-o", str(tmp_path / "b.npz"), "--quiet", "--no-mirror", "--workers", "2"]) == 0
+    assert main(["build", *files, "-o", str(tmp_path / "b.npz"), "--quiet", "--no-mirror",
+                 "--address", cluster.scheduler.address]) == 0
     a, b = load_database(tmp_path / "a.npz"), load_database(tmp_path / "b.npz")
-    assert a.range_names == b.range_names and len(a.range_names) == 2
+    assert a.range_names == b.range_names and len(a.range_names) == 20
     np.testing.assert_array_equal(a.positions, b.positions)
     np.testing.assert_array_equal(a.features.raw, b.features.raw)
 
@@ -126,13 +135,15 @@ def test_build_on_the_engine_equals_a_local_build(jlpm_dir, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # tune
 
-def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(jlpm_db_path, tiny_scenarios, tmp_path, capsys):
+def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlpm_db_path, tiny_scenarios, tmp_path,
+                                                                    capsys):
     import optuna
     from motionmatch.tuning import STUDY_NAME
 
     out = tmp_path / "tuned.toml"
-    args = ["tune", "--db", str(jlpm_db_path), "--scenarios", *map(str, tiny_scenarios), "--workers", "2",
-            "-o", str(out)]
+    # On the module's running cluster (warm workers); `--workers K` starts the same kind of cluster.
+    args = ["tune", "--db", str(jlpm_db_path), "--scenarios", *map(str, tiny_scenarios), "-o", str(out),
+            "--address", cluster.scheduler.address]
     assert main(args + ["--trials", "2"]) == 0
     rs = load_settings(out)
     assert rs.character.search_interval > 0 and rs.controller.velocity_halflife > 0
@@ -150,9 +161,8 @@ def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(jlpm_db_path
     assert "trial 2:" in capsys.readouterr().err
 
 
-def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_on(jlpm_db_path, tiny_scenarios,
-                                                                                   tmp_path):
-    from motionmatch.cluster import open_client
+def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_on(cluster, jlpm_db_path,
+                                                                                   tiny_scenarios, tmp_path):
     from motionmatch.settings_file import settings_to_dict
     from motionmatch.tuning import evaluate_trial, open_study, run_study, search_space
 
@@ -172,11 +182,44 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
     study = open_study(tmp_path / "study.jsonl")
     space = search_space(["hips_velocity"])
     base = settings_to_dict(*settings_from_dict({}))
-    with open_client(workers=1, allowed_failures=0) as client:
-        run_study(study, space, base, str(jlpm_db_path), tiny_scenarios[:1], 4, client, {}, log=lambda s: None,
-                  evaluate=flaky)
+    run_study(study, space, base, str(jlpm_db_path), tiny_scenarios[:1], 4, cluster, {}, log=lambda s: None,
+              evaluate=flaky)
     states = [t.state.name for t in study.trials]
-    assert states == ["FAIL", "FAIL", "COMPLETE", "COMPLETE"]
-    assert "RuntimeError: bad settings" in study.trials[0].user_attrs["error"]
-    assert "KilledWorker" in study.trials[1].user_attrs["error"]
-    assert study.trials[2].values[0] > 0.0
+    assert sorted(states) == ["COMPLETE", "COMPLETE", "FAIL", "FAIL"] and states[0] == "FAIL"
+    errors = [t.user_attrs.get("error", "") for t in study.trials]
+    assert "RuntimeError: bad settings" in errors[0]
+    assert sum("KilledWorker" in e for e in errors) == 1
+    assert all(t.values[0] > 0.0 for t in study.trials if t.state.name == "COMPLETE")
+
+
+# ---------------------------------------------------------------------------------------------
+# the app: characters start from --settings; the live settings download as a settings file
+
+def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tmp_path):
+    import aiohttp
+    from motionmatch.app import server as srv
+    from test_app import Client, ServerThread, run
+
+    start = tmp_path / "start.toml"
+    start.write_text("[character]\nbias = 0.3\n[controller]\nvelocity_halflife = 0.2\n")
+    server = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db, load_settings(start))))
+    try:
+        async def go():
+            async with aiohttp.ClientSession() as s:
+                c = await Client.open(s, server.url)
+                assert c.hello["settings"]["bias"] == 0.3
+                await c.ws.send_str(json.dumps({"type": "settings", "halflife": 0.2, "warp_limit_deg": 45}))
+                await c.next_text("settings")
+                async with s.get(f"{server.url}/api/session/{c.hello['session']}/settings.toml") as r:
+                    assert r.status == 200 and "attachment" in r.headers["Content-Disposition"]
+                    (tmp_path / "saved.toml").write_text(await r.text())
+                async with s.get(f"{server.url}/api/session/nope/settings.toml") as r:
+                    assert r.status == 404
+                await c.ws.close()
+        run(go())
+    finally:
+        server.stop()
+    saved = load_settings(tmp_path / "saved.toml", channels=jlpm_db.features.schema.names)
+    assert saved.character.bias == 0.3 and saved.character.halflife == 0.2
+    assert saved.character.warp.orientation_limit_deg == 45
+    assert saved.controller.velocity_halflife == 0.2

@@ -8,9 +8,11 @@ Objectives, all minimized, each a mean over the tuning scenarios (quality.scenar
   pops_ratio            joint acceleration p99 over transitions / the source's p99
   tracking_miss         1 - mean of the velocity and facing tracking fractions
 
-Trial 0 is always the runtime's defaults. The pick (the "chosen" trial): among the Pareto-optimal
-trials no worse than the defaults on sliding, trajectory and pops (within TOLERANCE), the one with
-the lowest mean of its objectives divided by the defaults'; the defaults when none qualifies.
+Trial 0 is always the starting settings (the runtime's defaults, or --settings) and runs first; every
+later trial carries constraints "no worse than trial 0 on trajectory, sliding, pops and tracking"
+(within TOLERANCE relative plus SLACK absolute), which the sampler (NSGA-II) uses to steer toward
+the feasible region. The pick (the "chosen" trial): among the feasible Pareto-optimal trials, the
+most responsive one, if it is more responsive than trial 0; otherwise trial 0.
 """
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ import numpy as np
 from .settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
 
 OBJECTIVES = ("responsiveness_s", "trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")
-NO_WORSE = ("trajectory_cm", "sliding_ratio", "pops_ratio")
-TOLERANCE = 0.02            # "no worse" allows 2 % (run-to-run differences of equal settings are 0: runs are deterministic)
+NO_WORSE = ("trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")
+TOLERANCE = 0.02    # "no worse" allows 2 % ...
+SLACK = 0.005       # ... plus 0.005 (cm, ratio or fraction): a near-zero baseline leaves some room
 STUDY_NAME = "motionmatch-tune"
 
 
@@ -69,10 +72,10 @@ BASE_SPACE = (
 
 def search_space(channels: list[str], defaults: RuntimeSettings | None = None) -> list[Param]:
     """The searched settings: BASE_SPACE (fields the runtime no longer has are dropped) and a weight
-    per feature channel (0.1 to 4, log scale)."""
+    per feature channel (0.3 to 3, log scale)."""
     tables = settings_to_dict(*(defaults or settings_from_dict({})))
     space = [p for p in BASE_SPACE if p.key in tables[p.table]]
-    return space + [Param("weights", c, 0.1, 4.0, log=True) for c in channels]
+    return space + [Param("weights", c, 0.3, 3.0, log=True) for c in channels]
 
 
 def default_params(space: list[Param], defaults: RuntimeSettings, schema_weights: dict) -> dict:
@@ -147,50 +150,66 @@ def open_study(path, seed: int = 0):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage = JournalStorage(JournalFileBackend(str(path)))
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=12, multivariate=True)
+    sampler = optuna.samplers.NSGAIISampler(population_size=40, seed=seed,
+                                            constraints_func=lambda t: t.user_attrs.get("constraints", [0.0] * len(NO_WORSE)))
     return optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, load_if_exists=True,
                                directions=["minimize"] * len(OBJECTIVES))
+
+
+def no_worse_limits(values: dict) -> dict:
+    """The largest value of each NO_WORSE objective still counted as no worse than `values`."""
+    return {k: values[k] * (1.0 + TOLERANCE) + SLACK for k in NO_WORSE}
 
 
 def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: list[Path], trials: int, client,
               defaults_params: dict, log=print, evaluate=evaluate_trial) -> None:
     """Run trials until the study holds `trials` finished ones, as many at a time as the cluster
-    has workers. A trial that raises or loses its worker is recorded as failed (its error in the
-    user attribute `error`) and the study goes on. Trials left running by an interrupted run are
-    marked failed first."""
+    has workers (trial 0, the starting settings, alone first: the others' constraints need it).
+    A trial that raises or loses its worker is recorded as failed (its error in the user attribute
+    `error`) and the study goes on. Trials left running by an interrupted run are marked failed."""
     from dask.distributed import as_completed
     from optuna.trial import TrialState
 
     from .cluster import worker_count
 
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
-        if t.state == TrialState.RUNNING:
-            study.tell(t.number, state=TrialState.FAIL)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(t.number, state=TrialState.FAIL)
     if not study.trials:
         study.enqueue_trial(defaults_params, user_attrs={"defaults": True})
     done = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
-    slots = min(worker_count(client), max(trials - done, 0))
+    first, asked = done, done
+    slots = worker_count(client)
     scen = [str(p) for p in scenario_paths]
     running = {}
     pool = as_completed()
     started = time.perf_counter()
 
-    def launch():
-        trial = study.ask()
-        tables = suggest(trial, space, base)
-        fut = client.submit(evaluate, str(db_path), scen, tables, pure=False)
-        running[fut.key] = trial
-        pool.add(fut)
+    def limits():
+        base_trial = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("defaults")), None)
+        if base_trial is None or not base_trial.state.is_finished():
+            return None                                    # still to run: wait for it
+        if base_trial.state != TrialState.COMPLETE:
+            return {}                                      # failed: no constraints
+        return no_worse_limits(dict(zip(OBJECTIVES, base_trial.values)))
 
-    for _ in range(slots):
-        launch()
-    asked, first = done + slots, done
+    def fill():
+        nonlocal asked
+        while asked < trials and len(running) < slots and (not running or limits() is not None):
+            trial = study.ask()
+            fut = client.submit(evaluate, str(db_path), scen, suggest(trial, space, base), pure=False)
+            running[fut.key] = trial
+            pool.add(fut)
+            asked += 1
+
+    fill()
     for fut in pool:
         trial = running.pop(fut.key)
         try:
             rows = fut.result()
             obj = objectives(rows)
+            lim = {} if trial.user_attrs.get("defaults") else limits()
             trial.set_user_attr("scenarios", {k: _summary(m) for k, m in rows.items()})
+            trial.set_user_attr("constraints", [obj[k] - lim[k] for k in NO_WORSE] if lim else [0.0] * len(NO_WORSE))
             study.tell(trial, [obj[k] for k in OBJECTIVES])
             what = " ".join(f"{k}={v:.3g}" for k, v in obj.items())
         except Exception as e:  # noqa: BLE001 - any failure of a trial is recorded, the study goes on
@@ -200,9 +219,7 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
         done += 1
         rate = (done - first) / max((time.perf_counter() - started) / 60.0, 1e-9)
         log(f"trial {trial.number}: {what}  [{done}/{trials}, {rate:.1f} trials/min]")
-        if asked < trials:
-            launch()
-            asked += 1
+        fill()
 
 
 def _summary(m: dict) -> dict:
@@ -221,19 +238,11 @@ def pick(study):
     defaults = next((t for t in complete if t.user_attrs.get("defaults")), None)
     if defaults is None:
         raise ValueError("the study has no completed defaults trial (trial 0); run more trials")
-    base = dict(zip(OBJECTIVES, defaults.values))
-
-    def ratios(t):
-        return {k: v / base[k] if base[k] > 1e-9 else 1.0 + v for k, v in zip(OBJECTIVES, t.values)}
-
-    best, best_score = defaults, float(np.mean(list(ratios(defaults).values())))
-    for t in study.best_trials:
-        r = ratios(t)
-        if all(r[k] <= 1.0 + TOLERANCE for k in NO_WORSE):
-            score = float(np.mean(list(r.values())))
-            if score < best_score:
-                best, best_score = t, score
-    return best, defaults
+    lim = no_worse_limits(dict(zip(OBJECTIVES, defaults.values)))
+    feasible = [t for t in study.best_trials
+                if all(v <= lim[k] for k, v in zip(OBJECTIVES, t.values) if k in lim)]
+    best = min(feasible, key=lambda t: t.values[0], default=defaults)
+    return (best if best.values[0] < defaults.values[0] else defaults), defaults
 
 
 def trial_tables(trial, space: list[Param], base: dict) -> dict:
@@ -294,14 +303,14 @@ def compare_table(before: dict, after: dict, title: str) -> list[str]:
 
 def better_on(before: dict, after: dict) -> tuple[bool, str]:
     """Whether `after` beats `before` on a scenario set: lower mean responsiveness and no worse
-    (within TOLERANCE) mean trajectory error, foot sliding and pops. Returns (verdict, reason)."""
+    (within TOLERANCE and SLACK) mean trajectory error, foot sliding and pops. Returns (verdict, reason)."""
     def mean(rows, k):
         xs = [r[k] for r in rows.values() if r.get(k) is not None]
         return float(np.mean(xs)) if xs else 0.0
     msgs, ok = [], True
     for k in ("responsiveness_s", "trajectory_cm", "sliding_cm_s", "pops_ratio"):
         a, b = mean(before, k), mean(after, k)
-        worse = b > a * (1.0 + TOLERANCE) + 1e-9 if k != "responsiveness_s" else b >= a
+        worse = b > a * (1.0 + TOLERANCE) + SLACK if k != "responsiveness_s" else b >= a
         ok &= not worse
         msgs.append(f"{k} {a:.3g} -> {b:.3g}{' (fails)' if worse else ''}")
     return ok, "; ".join(msgs)
