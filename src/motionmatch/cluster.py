@@ -16,6 +16,7 @@ Workers open a database memory-mapped once per process (`worker_database`), so t
 from __future__ import annotations
 
 import logging
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -62,6 +63,9 @@ def open_client(workers: int | None = None, address: str | None = None, allowed_
                 client.close()
             return
         n = max(1, int(workers or 1))
+        # The scheduler's HTTP endpoint (no dashboard) tries port 8787 first and says so when another
+        # cluster holds it; it then takes a free port on 127.0.0.1, which is all we want.
+        warnings.filterwarnings("ignore", message="Port 8787 is already in use")
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                scheduler_port=0, dashboard_address=None, silence_logs=logging.ERROR,
                                env=WORKER_ENV)

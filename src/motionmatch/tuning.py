@@ -150,8 +150,7 @@ def open_study(path, seed: int = 0):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage = JournalStorage(JournalFileBackend(str(path)))
-    sampler = optuna.samplers.NSGAIISampler(population_size=40, seed=seed,
-                                            constraints_func=lambda t: t.user_attrs.get("constraints", [0.0] * len(NO_WORSE)))
+    sampler = optuna.samplers.NSGAIISampler(population_size=40, seed=seed)
     return optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, load_if_exists=True,
                                directions=["minimize"] * len(OBJECTIVES))
 
@@ -209,7 +208,8 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
             obj = objectives(rows)
             lim = {} if trial.user_attrs.get("defaults") else limits()
             trial.set_user_attr("scenarios", {k: _summary(m) for k, m in rows.items()})
-            trial.set_user_attr("constraints", [obj[k] - lim[k] for k in NO_WORSE] if lim else [0.0] * len(NO_WORSE))
+            for k in NO_WORSE:       # feasible when <= 0
+                trial.set_constraint(k, obj[k] - lim[k] if lim else 0.0)
             study.tell(trial, [obj[k] for k in OBJECTIVES])
             what = " ".join(f"{k}={v:.3g}" for k, v in obj.items())
         except Exception as e:  # noqa: BLE001 - any failure of a trial is recorded, the study goes on
