@@ -109,6 +109,14 @@ def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path
     assert worker_count(cluster) == 2
     assert all(a.startswith("tcp://127.0.0.1:") for a in cluster.nthreads())
     assert os.getpid() not in set(ordered_map(cluster, lambda _: os.getpid(), range(8)))
+
+    def opened(_):
+        from motionmatch.cluster import worker_database
+        db = worker_database(jlpm_db_path)
+        return os.getpid(), id(db), isinstance(db.positions.base, np.memmap)
+    seen = list(ordered_map(cluster, opened, range(6)))
+    assert all(mapped for _, _, mapped in seen)                 # memory-mapped, not read into memory
+    assert len({(pid, ident) for pid, ident, _ in seen}) == len({pid for pid, _, _ in seen})  # once per worker
     rs = settings_from_dict({})
     here = quality_runs(jlpm_db_path, tiny_scenarios, rs)
     there = quality_runs(jlpm_db_path, tiny_scenarios, rs, address=cluster.scheduler.address)
