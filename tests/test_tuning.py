@@ -167,6 +167,10 @@ def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlp
     again = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
     assert len(again) == 3 and [t.values for t in again[:2]] == [t.values for t in first]
     assert "trial 2:" in capsys.readouterr().err
+    out.unlink()
+    assert main(args + ["--trials", "3"]) == 0      # the same number: no new trial, the outputs again
+    assert len(optuna.load_study(study_name=STUDY_NAME, storage=storage).trials) == 3
+    assert load_settings(out).character.search_interval > 0
 
 
 def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_on(cluster, jlpm_db_path,

@@ -50,7 +50,7 @@ def scenario_files(specs=None) -> list[Path]:
 def source_baselines(db, style: str | None) -> tuple[float, float]:
     """(foot sliding cm/s, joint acceleration p99 m/s^2) of the database's own motion, restricted to
     clips matching `style`; computed once per database and style in a process."""
-    key = (id(db), style)
+    key = (id(db), style)     # the entry keeps its database alive, so the id is not reused
     if key not in _baselines:
         allowed = None
         if style:
@@ -64,8 +64,8 @@ def source_baselines(db, style: str | None) -> tuple[float, float]:
         seams = np.cumsum([len(c) for c in clips])
         inner = np.setdiff1d(np.arange(seams[-1]), np.concatenate([seams - 1, seams, [0]]))
         acc = joint_acceleration_p99(np.concatenate(clips), db.fps, inner)
-        _baselines[key] = (source_foot_sliding_cm_s(db, allowed_ranges=allowed), acc)
-    return _baselines[key]
+        _baselines[key] = (db, source_foot_sliding_cm_s(db, allowed_ranges=allowed), acc)
+    return _baselines[key][1:]
 
 
 def scenario_metrics(db, scenario, settings: RuntimeSettings | None = None) -> dict:
