@@ -271,7 +271,7 @@ def plot_pareto(path, study, chosen, defaults) -> None:
     for ax, k in zip(axes.ravel(), OBJECTIVES[1:]):
         j = OBJECTIVES.index(k)
         ax.scatter(vals[~on, 0], vals[~on, j], s=10, color="0.7", label="trials")
-        ax.scatter(vals[on, 0], vals[on, j], s=18, color="tab:blue", label="Pareto front (5 objectives)")
+        ax.scatter(vals[on, 0], vals[on, j], s=18, color="tab:blue", label="Pareto front (feasible, 5 objectives)")
         ax.scatter([defaults.values[0]], [defaults.values[j]], s=120, marker="*", color="tab:red", label="defaults")
         ax.scatter([chosen.values[0]], [chosen.values[j]], s=120, marker="*", color="tab:green", label="chosen")
         ax.set_xlabel("responsiveness (s)")
