@@ -62,6 +62,7 @@ def _add_build(sub):
     p.add_argument("--jlpm22-only", action="store_true",
                    help="without DATA: only the jlpm22 takes (default: the mixed default set: jlpm22 takes, CMU "
                         "side-steps, Bandai-Namco backward and slow walks, retargeted onto the jlpm22 skeleton)")
+    _add_engine_options(p, "files")
     p.set_defaults(func=run_build)
 
 
@@ -100,7 +101,13 @@ def run_build(args) -> int:
                              role_mapping=load_mapping(args.mapping) if args.mapping else None,
                              user_tags=user_tags, skeleton=skeleton, file_tags=file_tags)
     schema = load_schema(args.schema) if args.schema else default_schema()
-    db = build_database(files, settings, schema, progress=not args.quiet)
+    if args.workers or args.address:
+        from .cluster import open_client, ordered_map
+        with open_client(args.workers, args.address) as client:
+            db = build_database(files, settings, schema, progress=not args.quiet,
+                                map_chunks=lambda fn, chunks: ordered_map(client, fn, chunks))
+    else:
+        db = build_database(files, settings, schema, progress=not args.quiet)
     save_database(db, args.out)
     db.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
     print(f"wrote {args.out}")
@@ -178,18 +185,31 @@ def _add_character_options(p):
     p.add_argument("--backend", default=None, help="search back-end (aabb, brute, brute_numpy)")
     p.add_argument("--warping", action=argparse.BooleanOptionalAction, default=None,
                    help="orientation, play-rate, stride and slope warping (default on)")
+    p.add_argument("--settings", default=None,
+                   help="settings file (TOML, e.g. from `motionmatch tune`); the options above override it")
 
 
-def character_settings_from_args(args):
+def runtime_settings_from_args(args, db):
+    """--settings FILE (checked against the database's feature channels), then the options over it."""
+    from .settings_file import load_settings, settings_from_dict
+    rs = load_settings(args.settings, db.features.schema.names) if args.settings else settings_from_dict({})
+    character_settings_from_args(args, rs.character)
+    return rs
+
+
+def character_settings_from_args(args, s=None):
+    """CharacterSettings `s` (default: new defaults) with the character options that were given."""
     from .runtime.character import CharacterSettings
-    s = CharacterSettings()
+    s = s if s is not None else CharacterSettings()
     for name, attr in (("inertialization", "inertialization"), ("halflife", "halflife"),
                        ("search_interval", "search_interval"), ("bias", "bias"), ("backend", "search_backend")):
         v = getattr(args, name, None)
         if v is not None:
             setattr(s, attr, v)
-    s.adjustment = not getattr(args, "no_adjustment", False)
-    s.clamping = not getattr(args, "no_clamping", False)
+    if getattr(args, "no_adjustment", False):
+        s.adjustment = False
+    if getattr(args, "no_clamping", False):
+        s.clamping = False
     if getattr(args, "foot_locking", None) is not None:
         s.foot_locking = bool(args.foot_locking)
     if getattr(args, "warping", None) is not None:
@@ -241,9 +261,9 @@ def run_synth(args) -> int:
                                 f"({{\"duration\": ..., \"inputs\": [...]}} or {{\"duration\": ..., \"path\": {{...}}}}, "
                                 f"see README 'Scenario files')")
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
-    metrics = synthesize(db, scen, args.out, character_settings_from_args(args),
-                         progress=not (args.quiet or args.json), retarget_to=args.retarget_to,
-                         retarget_map=args.mapping)
+    rs = runtime_settings_from_args(args, db)
+    metrics = synthesize(db, scen, args.out, rs.character, progress=not (args.quiet or args.json),
+                         retarget_to=args.retarget_to, retarget_map=args.mapping, controller_settings=rs.controller)
     if args.gltf:
         from .export import export_gltf
         from .io.bvh import read_bvh
@@ -265,7 +285,7 @@ def run_synth_crowd(args) -> int:
         raise ValueError("--retarget-to works with --scenario only")
     spec = load_crowd(args.crowd)           # a bad file fails before the database loads
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
-    metrics = synthesize_crowd(db, spec, args.out, character_settings_from_args(args),
+    metrics = synthesize_crowd(db, spec, args.out, runtime_settings_from_args(args, db).character,
                                progress=not (args.quiet or args.json))
     if args.json:
         print(json.dumps(metrics))
@@ -299,6 +319,7 @@ def _add_bench(sub):
     pq.add_argument("--out", default=None, help="also write each scenario's synth output under this folder")
     pq.add_argument("--style", default=None, help="tag expression applied to every scenario")
     pq.add_argument("--json", action="store_true")
+    _add_engine_options(pq, "scenarios")
     _add_character_options(pq)
     pq.set_defaults(func=run_bench_quality)
     from .fuzz import add_bench_fuzz_args, run_bench_fuzz
@@ -308,43 +329,26 @@ def _add_bench(sub):
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
-def run_bench_quality(args) -> int:
-    from dataclasses import replace as dc_replace
-    from .database import load_database
-    from .metrics import compute_metrics, source_foot_sliding_cm_s
-    from .scenario import load_scenario
-    from .search import range_mask
-    from .synth import change_frames, run_scenario, synthesize
-    import numpy as np
+def _add_engine_options(p, what: str):
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=int, default=None,
+                   help=f"spread the {what} over a local cluster of K worker processes on 127.0.0.1")
+    g.add_argument("--address", default=None, help="spread them over a running Dask cluster (tcp://HOST:PORT)")
 
-    db = load_database(args.db)
-    paths = []
-    roots = args.scenarios or [Path(__file__).resolve().parents[2] / "scenarios"]
-    for r in map(Path, roots):
-        paths += sorted(r.glob("*.json")) if r.is_dir() else [r]
-    if not paths:
-        raise FileNotFoundError(f"no scenario files in {roots}")
-    rows = {}
-    for p in paths:
-        scen = load_scenario(p)
-        if args.style:
-            scen = dc_replace(scen, style=args.style)
-        settings = character_settings_from_args(args)
-        if args.out:
-            m = synthesize(db, scen, Path(args.out) / p.stem, settings, progress=False)
-        else:
-            rec = run_scenario(db, scen, settings)
-            allowed = np.flatnonzero(range_mask(scen.style, db.range_tags)) if scen.style else None
-            m = compute_metrics(rec, db.fps, source_foot_sliding_cm_s(db, allowed_ranges=allowed),
-                                change_frames(scen, db.fps))
-        rows[p.stem] = m
-        print(f"  {p.stem}: done", file=sys.stderr)
+
+def run_bench_quality(args) -> int:
+    from .database import load_database
+    from .quality import quality_runs, scenario_files
+
+    paths = scenario_files(args.scenarios)
+    rs = runtime_settings_from_args(args, load_database(args.db))
+    rows = quality_runs(args.db, paths, rs, args.style, args.workers, args.address, args.out)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
     head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
-            "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "search med", "frame med",
-            "frame p99"]
+            "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "pops", "search med",
+            "frame med", "frame p99"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, m in rows.items():
@@ -358,6 +362,7 @@ def run_bench_quality(args) -> int:
                 "-" if "twist_deg" not in m else f"{m['twist_deg']['p95']:.0f}",
                 "-" if "twist_deg" not in m else f"{m['twist_deg']['max']:.0f}",
                 "-" if not m.get("shoulder_facing") else f"{m['shoulder_facing']['mean']:.2f}",
+                "-" if "pops" not in m else f"{m['pops']['ratio']:.2f}",
                 f"{m['search_us']['median']:.0f}", f"{m['frame_us']['median']:.0f}", f"{m['frame_us']['p99']:.0f}"]
         print("| " + " | ".join(map(str, vals)) + " |")
     return 0
@@ -370,9 +375,10 @@ def run_bench_runtime(args) -> int:
     from .synth import run_scenario
     db = load_database(args.db)
     scen = random_scenario(args.seconds, seed=args.seed)
-    settings = character_settings_from_args(args)
-    run_scenario(db, random_scenario(2.0, seed=args.seed + 1), settings)   # JIT warm-up, not timed
-    rec = run_scenario(db, scen, settings)
+    rs = runtime_settings_from_args(args, db)
+    run_scenario(db, random_scenario(2.0, seed=args.seed + 1), rs.character,
+                 controller_settings=rs.controller)   # JIT warm-up, not timed
+    rec = run_scenario(db, scen, rs.character, controller_settings=rs.controller)
     t = rec["timing"]
     out = {"frames": len(t), "db_frames": db.num_frames, "searches": len(rec["search_us"]),
            "note": "JIT warm-up excluded (a 2 s run first); search_us counts only frames that searched"}

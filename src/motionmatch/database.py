@@ -250,14 +250,15 @@ def _process_chunk(args):
 
 def build_database(files: list[Path], settings: BuildSettings | None = None,
                    schema: FeatureSchema | None = None, progress: bool = True,
-                   warn=None, workers: int | None = None) -> Database:
+                   warn=None, workers: int | None = None, map_chunks=None) -> Database:
     """Read, preprocess and concatenate clips into a Database.
 
     A bad file is reported through `warn` (default: stderr) and skipped, unless settings.strict.
     All clips must share one skeleton (joint names and hierarchy); a second skeleton is an error unless
     settings.skeleton names a BVH whose skeleton every clip is retargeted onto (retarget.retarget_onto:
     rest pose, unit and a leading synthetic T-pose frame handled; then resampled like any clip).
-    Large builds use a process per core.
+    Large builds use a process per core; map_chunks(fn, chunks) (an ordered map such as the
+    distributed engine's, `motionmatch build --workers K`) replaces that when given.
     """
     from concurrent.futures import ProcessPoolExecutor
     from tqdm import tqdm
@@ -326,7 +327,10 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
                 continue
             results.extend(res)
 
-    if workers > 1:
+    if map_chunks is not None:
+        for batch in map_chunks(_process_chunk, chunks):
+            take(batch)
+    elif workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as ex:
             for batch in ex.map(_process_chunk, chunks):
                 take(batch)

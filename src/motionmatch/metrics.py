@@ -234,3 +234,17 @@ def terrain_metrics(toes, grounds, fps, foot_ground=None) -> dict:
     return {"foot_penetration_cm": {"mean": round(float(d.mean()), 3), "max": round(float(d.max()), 3)},
             "foot_float_cm": {"mean": round(float(fl.mean()) if len(fl) else 0.0, 3),
                               "max": round(float(fl.max()) if len(fl) else 0.0, 3)}}
+
+
+
+def joint_acceleration_p99(global_positions: np.ndarray, fps: float, frames=None) -> float:
+    """99th percentile (m/s^2) of the joints' acceleration magnitudes, from second differences of
+    global positions (F, J, 3) in metres, over the given frames (default: all frames with both
+    neighbours; frames without them are left out)."""
+    p = np.asarray(global_positions, dtype=np.float64)
+    f = np.arange(1, len(p) - 1) if frames is None else np.unique(np.asarray(frames, dtype=np.int64))
+    f = f[(f >= 1) & (f < len(p) - 1)]
+    if not len(f):
+        return 0.0
+    acc = np.linalg.norm(p[f + 1] - 2.0 * p[f] + p[f - 1], axis=2) * fps * fps
+    return float(np.percentile(acc, 99))

@@ -23,7 +23,7 @@ POSE_CHUNK = 1024  # frames of poses buffered between hand-offs to a pose sink
 
 
 def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = None, progress: bool = False,
-                 terrain=None, pose_sink=None) -> dict:
+                 terrain=None, pose_sink=None, controller_settings=None) -> dict:
     """Simulate a scenario at the database rate; returns a record of per-frame arrays.
 
     The record always holds the light per-frame arrays the metrics need (root and simulation
@@ -31,13 +31,14 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     pose_sink None the record also holds `global_positions`, `local_pos` and `local_rot` (F, J, ...);
     otherwise pose_sink(local_pos (n, J, 3), local_rot (n, J, 4)) receives them in order, in chunks of
     POSE_CHUNK frames, and they are not kept: memory stays flat in the run's length.
+    controller_settings: the character's ControllerSettings (None: defaults).
     """
     from tqdm import tqdm
 
     settings = settings or CharacterSettings()
     if scenario.style:
         settings.tag_filter = scenario.style
-    ch = Character(db, settings)
+    ch = Character(db, settings, controller_settings)
     if terrain is not None:
         ch.set_terrain(terrain)
     ch.set_driver(scenario.make_driver())
@@ -151,7 +152,7 @@ def plot_trajectory(path, rec: dict, scenario: Scenario, fps: float) -> None:
 
 
 def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None, progress: bool = True,
-               retarget_to=None, retarget_map=None) -> dict:
+               retarget_to=None, retarget_map=None, controller_settings=None) -> dict:
     """Run `scenario` (path, dict or Scenario) and write out_dir/motion.bvh, metrics.json and
     trajectory.png; returns the metrics. Frames go to the BVH as they are produced (except with
     retarget_to), so memory does not grow with the scenario's duration beyond a few small per-frame
@@ -170,7 +171,7 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
         # Retargeting fits the whole motion (bind frame, ground height): it needs all of it at once.
         from .io.bvh import read_bvh
         from .retarget import retarget_animation
-        rec = run_scenario(db, scenario, settings, progress, terrain)
+        rec = run_scenario(db, scenario, settings, progress, terrain, controller_settings=controller_settings)
         anim = retarget_animation(record_animation(db, rec), read_bvh(retarget_to), mapping=retarget_map,
                                   source_bind_frame=0)
         write_bvh(out / "motion.bvh", anim)
@@ -180,7 +181,8 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
         with BVHWriter(out / "motion.bvh", skel, db.fps, int(round(scenario.duration * db.fps))) as bvh:
             def write_poses(lp, lr):
                 bvh.write(*remove_simulation_bone(db.skeleton, lp, lr)[1:])
-            rec = run_scenario(db, scenario, settings, progress, terrain, pose_sink=write_poses)
+            rec = run_scenario(db, scenario, settings, progress, terrain, pose_sink=write_poses,
+                               controller_settings=controller_settings)
     allowed = None
     if scenario.style:
         from .search import range_mask

@@ -237,15 +237,23 @@ SESSIONS = web.AppKey("sessions", dict)
 THREE_DIR = web.AppKey("three_dir", object)   # Path of node_modules/three, or None
 
 
-def runtime_backend(db, character: dict | None = None) -> Backend:
+def runtime_backend(db, character: dict | None = None, settings=None) -> Backend:
     """The library's runtime character over a loaded database (its kernels compiled up front, so the
     first client's stream does not stall on JIT compilation); `character` is the body the page draws
-    (see character_for)."""
+    (see character_for); settings: a settings_file.RuntimeSettings every new character starts from
+    (None: the defaults)."""
+    import copy
     from ..runtime.character import Character, CharacterSettings, warm_up
     from ..runtime.controller import GamepadInput
 
+    def new_character():
+        if settings is None:
+            return Character(db, CharacterSettings())
+        rs = copy.deepcopy(settings)
+        return Character(db, rs.character, rs.controller)
+
     warm_up(db)
-    return Backend(new_character=lambda: Character(db, CharacterSettings()), make_input=GamepadInput,
+    return Backend(new_character=new_character, make_input=GamepadInput,
                    load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")),
                    character=character)
 
@@ -883,6 +891,18 @@ async def record_handler(request: web.Request) -> web.StreamResponse:
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
+async def settings_file_handler(request: web.Request) -> web.Response:
+    """The session's live settings as a settings file (TOML, see settings_file.py) to download."""
+    from ..settings_file import dumps_settings
+    ch = _session_or_404(request).ch
+    controller = getattr(getattr(ch, "controller", None), "settings", None)
+    text = dumps_settings(ch.settings, controller, comment="saved from the motionmatch app; "
+                          "load with --settings FILE (synth, serve, bench quality)")
+    name = time.strftime("motionmatch-settings-%Y%m%d-%H%M%S.toml")
+    return web.Response(text=text, content_type="application/toml",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
 async def scenario_handler(request: web.Request) -> web.Response:
     session = _session_or_404(request)
     loader = request.app[BACKEND].load_scenario
@@ -1015,6 +1035,7 @@ def make_app(backend: Backend, node_modules=None, host: str | None = None) -> we
     app.router.add_get("/api/status", status_handler)
     app.router.add_get("/api/character.glb", character_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
+    app.router.add_get("/api/session/{sid}/settings.toml", settings_file_handler)
     app.router.add_post("/api/session/{sid}/scenario", scenario_handler)
     app.router.add_get("/api/session/{sid}/clips", clips_handler)
     app.router.add_get("/api/session/{sid}/terrain", terrain_get_handler)
@@ -1056,6 +1077,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
                         help="a rigged humanoid glTF to drive (default: a body generated for the database skeleton)")
     parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
                         help="[roles] table (role = \"joint name\") for a model whose joint names are not recognised")
+    parser.add_argument("--settings", default=None, help="settings file (TOML) every character starts from")
 
 
 def run_serve(args) -> int:
@@ -1071,12 +1093,16 @@ def run_serve(args) -> int:
         raise FileNotFoundError(f"{args.character}: no such model file")
     path = database_path(args.db, mixed=not args.jlpm22_only)
     db = database.load_database(path)
+    settings = None
+    if getattr(args, "settings", None):
+        from ..settings_file import load_settings
+        settings = load_settings(args.settings, db.features.schema.names)
     try:
         character = character_for(db, path, args.character, args.character_map)
     except ImportError as exc:   # the body needs scikit-image and pygltflib; the capsules do not
         log.warning("no character body (%s): drawing capsules", exc)
         character = None
-    app = make_app(runtime_backend(db, character), node_modules=args.node_modules, host=args.host)
+    app = make_app(runtime_backend(db, character, settings), node_modules=args.node_modules, host=args.host)
     if args.crowd:
         from .crowd import setup_crowd
         setup_crowd(app, db, args.crowd)

@@ -558,6 +558,7 @@ function onMessage(msg) {
       buildTuning(msg);
       applySettingsToUi(msg.settings);
       $('b-download').href = `/api/session/${msg.session}/record.bvh`;
+      $('b-settings').href = `/api/session/${msg.session}/settings.toml`;
       setMode('live');
       pumpInput(true);
       break;

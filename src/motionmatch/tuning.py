@@ -1,0 +1,398 @@
+"""`motionmatch tune`: search the character's settings against the quality metrics (Optuna,
+multi-objective), trials spread over the distributed engine (cluster.py). See docs/tuning.md.
+
+Objectives, all minimized, each a mean over the tuning scenarios (quality.scenario_metrics):
+  responsiveness_s      seconds until the root follows an input change (scenarios with changes)
+  trajectory_cm         mean root-to-simulation distance
+  sliding_ratio         foot sliding / the source's foot sliding
+  pops_ratio            joint acceleration p99 over transitions / the source's p99
+  tracking_miss         1 - mean of the velocity and facing tracking fractions
+
+Trial 0 is always the starting settings (the runtime's defaults, or --settings) and runs first; every
+later trial carries constraints "no worse than trial 0 on trajectory, sliding, pops and tracking"
+(within TOLERANCE relative plus SLACK absolute), which the sampler (NSGA-II) uses to steer toward
+the feasible region. The pick (the "chosen" trial): among the feasible Pareto-optimal trials, the
+most responsive one, if it is more responsive than trial 0; otherwise trial 0.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
+
+OBJECTIVES = ("responsiveness_s", "trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")
+NO_WORSE = ("trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")
+TOLERANCE = 0.02    # "no worse" allows 2 % ...
+SLACK = 0.005       # ... plus 0.005 (cm, ratio or fraction): a near-zero baseline leaves some room
+STUDY_NAME = "motionmatch-tune"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One searched setting: `table.key` of a settings file, a range (or choices) and a log scale."""
+    table: str
+    key: str
+    low: float = 0.0
+    high: float = 1.0
+    log: bool = False
+    choices: tuple = ()
+    when: tuple = ()        # (param name, value): searched only when that choice is taken
+
+    @property
+    def name(self) -> str:
+        return f"{self.table}.{self.key}"
+
+
+BASE_SPACE = (
+    Param("character", "search_interval", 0.03, 0.3, log=True),
+    Param("character", "bias", 0.0, 0.5),
+    Param("character", "inertialization", choices=("spring", "quintic")),
+    Param("character", "halflife", 0.03, 0.3, log=True, when=("character.inertialization", "spring")),
+    Param("character", "blend_time", 0.1, 0.6, when=("character.inertialization", "quintic")),
+    Param("character", "adjustment_position_halflife", 0.03, 0.5, log=True),
+    Param("character", "adjustment_rotation_halflife", 0.05, 0.5, log=True),
+    Param("character", "adjustment_max_ratio", 0.1, 1.5),
+    Param("character", "clamp_radius", 0.05, 0.4),
+    Param("character", "clamp_angle_deg", 30.0, 180.0),
+    Param("character", "foot_unlock_radius", 0.1, 0.6),
+    Param("controller", "velocity_halflife", 0.05, 0.4, log=True),
+    Param("controller", "stop_halflife", 0.05, 0.3, log=True),
+    Param("controller", "rotation_halflife", 0.05, 0.4, log=True),
+    Param("warp", "orientation_limit_deg", 30.0, 120.0),
+    Param("warp", "stride_min", 0.3, 0.9),
+    Param("warp", "stride_max", 1.0, 1.5),
+)
+
+
+def search_space(channels: list[str], defaults: RuntimeSettings | None = None) -> list[Param]:
+    """The searched settings: BASE_SPACE (fields the runtime no longer has are dropped) and a weight
+    per feature channel (0.3 to 3, log scale)."""
+    tables = settings_to_dict(*(defaults or settings_from_dict({})))
+    space = [p for p in BASE_SPACE if p.key in tables[p.table]]
+    return space + [Param("weights", c, 0.3, 3.0, log=True) for c in channels]
+
+
+def default_params(space: list[Param], defaults: RuntimeSettings, schema_weights: dict) -> dict:
+    """The defaults as trial parameters (clipped into the searched ranges)."""
+    tables = settings_to_dict(*defaults)
+    out = {}
+    for p in space:
+        v = schema_weights.get(p.key) if p.table == "weights" else tables[p.table].get(p.key)
+        if p.when and out.get(p.when[0]) != p.when[1]:
+            continue
+        out[p.name] = v if p.choices else float(min(max(v, p.low), p.high))
+    return out
+
+
+def suggest(trial, space: list[Param], base: dict) -> dict:
+    """Settings-file tables for one trial: `base` (tables of the starting settings) with the trial's
+    values (define-by-run: conditional parameters follow their choice)."""
+    import copy
+    taken, tables = {}, copy.deepcopy(base)
+    for p in space:
+        if p.when and taken.get(p.when[0]) != p.when[1]:
+            continue
+        if p.choices:
+            v = trial.suggest_categorical(p.name, list(p.choices))
+        else:
+            v = trial.suggest_float(p.name, p.low, p.high, log=p.log)
+        taken[p.name] = v
+        if p.table == "weights":
+            tables.setdefault("character", {}).setdefault("weights", {})[p.key] = v
+        else:
+            tables.setdefault(p.table, {})[p.key] = v
+    return tables
+
+
+def objectives(rows: dict) -> dict:
+    """The five objectives from {scenario: metrics} (see the module docstring)."""
+    def mean(xs):
+        xs = [x for x in xs if x is not None]
+        return float(np.mean(xs)) if xs else 0.0
+    ms = list(rows.values())
+    return {
+        "responsiveness_s": mean([m["responsiveness_s"] for m in ms]),
+        "trajectory_cm": mean([m["trajectory_error_cm"]["mean"] for m in ms]),
+        "sliding_ratio": mean([m["foot_sliding_cm_s"] / max(m["foot_sliding_source_cm_s"], 1e-6) for m in ms]),
+        "pops_ratio": mean([m["pops"]["ratio"] for m in ms]),
+        "tracking_miss": mean([None if not m.get("tracking") else
+                               1.0 - 0.5 * (m["tracking"]["velocity"]["mean"] + m["tracking"]["facing"]["mean"])
+                               for m in ms]),
+    }
+
+
+def evaluate_trial(db_path: str, scenario_paths: list[str], tables: dict) -> dict:
+    """A trial on an engine worker: {scenario: metrics} of every scenario under the settings.
+    Non-finite output (NaN joints) is an error: such settings are recorded as a failed trial."""
+    from .quality import run_on_worker
+    rows = {}
+    for p in scenario_paths:
+        m = run_on_worker(db_path, p, tables)
+        if m["nan_frames"]:
+            raise ValueError(f"{Path(p).name}: {m['nan_frames']} frames with non-finite joint positions")
+        rows[Path(p).stem] = m
+    return rows
+
+
+def open_study(path, seed: int = 0):
+    """The Optuna study kept in a journal file (created, or resumed when it exists)."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage = JournalStorage(JournalFileBackend(str(path)))
+    sampler = optuna.samplers.NSGAIISampler(population_size=40, seed=seed)
+    return optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, load_if_exists=True,
+                               directions=["minimize"] * len(OBJECTIVES))
+
+
+def no_worse_limits(values: dict) -> dict:
+    """The largest value of each NO_WORSE objective still counted as no worse than `values`."""
+    return {k: values[k] * (1.0 + TOLERANCE) + SLACK for k in NO_WORSE}
+
+
+def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: list[Path], trials: int, client,
+              defaults_params: dict, log=print, evaluate=evaluate_trial) -> None:
+    """Run trials until the study holds `trials` finished ones, as many at a time as the cluster
+    has workers (trial 0, the starting settings, alone first: the others' constraints need it).
+    A trial that raises or loses its worker is recorded as failed (its error in the user attribute
+    `error`) and the study goes on. Trials left running by an interrupted run are marked failed."""
+    from dask.distributed import as_completed
+    from optuna.trial import TrialState
+
+    from .cluster import worker_count
+
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(t.number, state=TrialState.FAIL)
+    if not study.trials:
+        study.enqueue_trial(defaults_params, user_attrs={"defaults": True})
+    done = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+    first, asked = done, done
+    slots = worker_count(client)
+    scen = [str(p) for p in scenario_paths]
+    running = {}
+    pool = as_completed()
+    started = time.perf_counter()
+
+    def limits():
+        base_trial = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("defaults")), None)
+        if base_trial is None or not base_trial.state.is_finished():
+            return None                                    # still to run: wait for it
+        if base_trial.state != TrialState.COMPLETE:
+            return {}                                      # failed: no constraints
+        return no_worse_limits(dict(zip(OBJECTIVES, base_trial.values)))
+
+    def fill():
+        nonlocal asked
+        while asked < trials and len(running) < slots and (not running or limits() is not None):
+            trial = study.ask()
+            fut = client.submit(evaluate, str(db_path), scen, suggest(trial, space, base), pure=False)
+            running[fut.key] = trial
+            pool.add(fut)
+            asked += 1
+
+    fill()
+    for fut in pool:
+        trial = running.pop(fut.key)
+        try:
+            rows = fut.result()
+            obj = objectives(rows)
+            lim = {} if trial.user_attrs.get("defaults") else limits()
+            trial.set_user_attr("scenarios", {k: _summary(m) for k, m in rows.items()})
+            for k in NO_WORSE:       # feasible when <= 0
+                trial.set_constraint(k, obj[k] - lim[k] if lim else 0.0)
+            study.tell(trial, [obj[k] for k in OBJECTIVES])
+            what = " ".join(f"{k}={v:.3g}" for k, v in obj.items())
+        except Exception as e:  # noqa: BLE001 - any failure of a trial is recorded, the study goes on
+            trial.set_user_attr("error", f"{type(e).__name__}: {e}"[:500])
+            study.tell(trial, state=TrialState.FAIL)
+            what = f"FAILED ({type(e).__name__}: {str(e)[:120]})"
+        done += 1
+        rate = (done - first) / max((time.perf_counter() - started) / 60.0, 1e-9)
+        log(f"trial {trial.number}: {what}  [{done}/{trials}, {rate:.1f} trials/min]")
+        fill()
+
+
+def _summary(m: dict) -> dict:
+    """The per-scenario figures kept with a trial (for the table)."""
+    tr = m.get("tracking") or {}
+    return {"responsiveness_s": m["responsiveness_s"], "trajectory_cm": m["trajectory_error_cm"]["mean"],
+            "sliding_cm_s": m["foot_sliding_cm_s"], "source_sliding_cm_s": m["foot_sliding_source_cm_s"],
+            "pops_ratio": m["pops"]["ratio"],
+            "velocity_ok": tr.get("velocity", {}).get("mean"), "facing_ok": tr.get("facing", {}).get("mean")}
+
+
+def pick(study):
+    """(chosen trial, defaults trial): see the module docstring for the rule."""
+    from optuna.trial import TrialState
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    defaults = next((t for t in complete if t.user_attrs.get("defaults")), None)
+    if defaults is None:
+        raise ValueError("the study has no completed defaults trial (trial 0); run more trials")
+    lim = no_worse_limits(dict(zip(OBJECTIVES, defaults.values)))
+    feasible = [t for t in study.best_trials
+                if all(v <= lim[k] for k, v in zip(OBJECTIVES, t.values) if k in lim)]
+    best = min(feasible, key=lambda t: t.values[0], default=defaults)
+    return (best if best.values[0] < defaults.values[0] else defaults), defaults
+
+
+def trial_tables(trial, space: list[Param], base: dict) -> dict:
+    """Settings-file tables of a finished trial's parameters."""
+    class _Fixed:
+        def suggest_categorical(self, name, choices):
+            return trial.params[name]
+
+        def suggest_float(self, name, low, high, log=False):
+            return trial.params[name]
+    return suggest(_Fixed(), space, base)
+
+
+def plot_pareto(path, study, chosen, defaults) -> None:
+    """Responsiveness against each other objective: every trial, the Pareto front, defaults, chosen."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    front = {t.number for t in study.best_trials}
+    vals = np.array([t.values for t in trials])
+    on = np.array([t.number in front for t in trials])
+    fig, axes = plt.subplots(2, 2, figsize=(10, 8), dpi=100)
+    for ax, k in zip(axes.ravel(), OBJECTIVES[1:]):
+        j = OBJECTIVES.index(k)
+        ax.scatter(vals[~on, 0], vals[~on, j], s=10, color="0.7", label="trials")
+        ax.scatter(vals[on, 0], vals[on, j], s=18, color="tab:blue", label="Pareto front (feasible, 5 objectives)")
+        ax.scatter([defaults.values[0]], [defaults.values[j]], s=120, marker="*", color="tab:red", label="defaults")
+        ax.scatter([chosen.values[0]], [chosen.values[j]], s=120, marker="*", color="tab:green", label="chosen")
+        ax.set_xlabel("responsiveness (s)")
+        ax.set_ylabel(k)
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle(f"{len(trials)} completed trials")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def compare_table(before: dict, after: dict, title: str) -> list[str]:
+    """Markdown rows: per scenario, defaults -> chosen for each figure; then the means."""
+    keys = ("responsiveness_s", "trajectory_cm", "sliding_cm_s", "pops_ratio", "velocity_ok", "facing_ok")
+    lines = [f"### {title}", "", "| scenario | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+
+    def cell(a, b):
+        return "-" if a is None or b is None else f"{a:.3g} -> {b:.3g}"
+    for name in before:
+        lines.append(f"| {name} | " + " | ".join(cell(before[name].get(k), after[name].get(k)) for k in keys) + " |")
+    means = []
+    for k in keys:
+        pairs = [(before[n][k], after[n][k]) for n in before if before[n].get(k) is not None and after[n].get(k) is not None]
+        means.append(cell(*np.mean(pairs, axis=0)) if pairs else "-")
+    lines.append("| **mean** | " + " | ".join(means) + " |")
+    return lines + [""]
+
+
+def better_on(before: dict, after: dict) -> tuple[bool, str]:
+    """Whether `after` beats `before` on a scenario set: lower mean responsiveness and no worse
+    (within TOLERANCE and SLACK) mean trajectory error, foot sliding and pops. Returns (verdict, reason)."""
+    def mean(rows, k):
+        xs = [r[k] for r in rows.values() if r.get(k) is not None]
+        return float(np.mean(xs)) if xs else 0.0
+    msgs, ok = [], True
+    for k in ("responsiveness_s", "trajectory_cm", "sliding_cm_s", "pops_ratio"):
+        a, b = mean(before, k), mean(after, k)
+        worse = b > a * (1.0 + TOLERANCE) + SLACK if k != "responsiveness_s" else b >= a
+        ok &= not worse
+        msgs.append(f"{k} {a:.3g} -> {b:.3g}{' (fails)' if worse else ''}")
+    return ok, "; ".join(msgs)
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+def add_tune_args(p) -> None:
+    p.add_argument("--db", required=True, help="database file (.npz)")
+    p.add_argument("--scenarios", nargs="+", required=True,
+                   help="tuning scenarios: folders, .json files or .list files (see scenarios/tuning.list)")
+    p.add_argument("--validation", nargs="+", default=None,
+                   help="validation scenarios: the chosen settings vs the defaults there decide the verdict")
+    p.add_argument("--trials", type=int, required=True, help="finished trials the study should hold (resumes)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=int, default=2, help="local cluster workers on 127.0.0.1 (default 2)")
+    g.add_argument("--address", default=None, help="join a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("-o", "--out", required=True, help="settings file to write (TOML); also OUT.pareto.png, "
+                   "OUT.table.md and the study OUT.study.jsonl")
+    p.add_argument("--study", default=None, help="study journal file (default: next to --out)")
+    p.add_argument("--settings", default=None, help="settings file to start from (default: the runtime's defaults)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed")
+
+
+def run_tune(args) -> int:
+    from .cluster import open_client
+    from .database import load_database
+    from .quality import scenario_files
+    from .settings_file import load_settings, save_settings
+
+    if args.trials < 1:
+        raise ValueError("--trials must be at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    tuning = scenario_files(args.scenarios)
+    validation = scenario_files(args.validation) if args.validation else []
+    db = load_database(args.db)
+    channels = list(db.features.schema.names)
+    base = load_settings(args.settings, channels) if args.settings else settings_from_dict({})
+    schema_weights = {c.name: float(base.character.weights.get(c.name, c.weight)) for c in db.features.schema.channels}
+    space = search_space(channels, base)
+    base_tables = settings_to_dict(*base)
+    out = Path(args.out)
+    stem = out.with_suffix("")
+    study = open_study(args.study or f"{stem}.study.jsonl", args.seed)
+    print(f"tuning on {len(tuning)} scenario(s): {' '.join(p.stem for p in tuning)}", file=sys.stderr)
+    with open_client(args.workers, args.address, allowed_failures=0) as client:
+        t0 = time.perf_counter()
+        run_study(study, space, base_tables, args.db, tuning, args.trials, client,
+                  default_params(space, base, schema_weights), log=lambda s: print(s, file=sys.stderr))
+        minutes = (time.perf_counter() - t0) / 60.0
+        chosen, defaults = pick(study)
+        chosen_tables = trial_tables(chosen, space, base_tables)
+        report = [f"# motionmatch tune: {args.db}", "",
+                  f"Trials: {len(study.trials)} in the study ({minutes:.1f} min this run). Chosen: trial "
+                  f"{chosen.number}{' (the defaults)' if chosen is defaults else ''}; defaults: trial {defaults.number}.",
+                  "", *compare_table(defaults.user_attrs["scenarios"], chosen.user_attrs["scenarios"],
+                                     "Tuning scenarios: defaults -> chosen")]
+        verdict = None
+        if validation and chosen is defaults:
+            verdict = False
+            report += ["Better on validation: no (the pick is the defaults).", ""]
+        elif validation:
+            futs = [client.submit(evaluate_trial, str(args.db), [str(p) for p in validation], t, pure=False)
+                    for t in (trial_tables(defaults, space, base_tables), chosen_tables)]
+            before, after = ({k: _summary(m) for k, m in f.result().items()} for f in futs)
+            verdict, why = better_on(before, after)
+            report += compare_table(before, after, "Validation scenarios: defaults -> chosen")
+            report += [f"Better on validation: {'yes' if verdict else 'no'} ({why}).", ""]
+    rs = settings_from_dict(chosen_tables, "chosen trial")
+    note = (f"motionmatch tune: trial {chosen.number} of {len(study.trials)} on {args.db}"
+            + ("" if verdict is None else f"; better than the defaults on validation: {'yes' if verdict else 'no'}"))
+    save_settings(out, rs.character, rs.controller, comment=note)
+    plot_pareto(f"{stem}.pareto.png", study, chosen, defaults)
+    Path(f"{stem}.table.md").write_text("\n".join(report))
+    print("\n".join(report))
+    print(f"wrote {out}, {stem}.pareto.png, {stem}.table.md")
+    return 0
+
+
+def register_cli(sub) -> None:
+    p = sub.add_parser("tune", help="search the character's settings against the quality metrics (Optuna, Dask)")
+    add_tune_args(p)
+    p.set_defaults(func=run_tune)

@@ -1,0 +1,237 @@
+"""Settings files, the distributed engine (a local Dask cluster on loopback) and `motionmatch tune`."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from motionmatch.cli import main
+from motionmatch.settings_file import (SettingsError, dumps_settings, load_settings, save_settings,
+                                       settings_from_dict)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _scenario(path: Path, turn: tuple[float, float], duration: float = 3.0) -> Path:
+    path.write_text(json.dumps({"duration": duration, "inputs": [
+        {"t": 0.0, "move": [0.0, 1.0]}, {"t": duration / 2, "move": list(turn)}]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One local two-worker cluster on loopback for the module (tasks that kill a worker are
+    reported at once: allowed_failures=0)."""
+    from motionmatch.cluster import open_client
+    with open_client(workers=2, allowed_failures=0) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def tiny_scenarios(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("scen")
+    return [_scenario(d / "walk_right.json", (1.0, 0.0)), _scenario(d / "walk_back.json", (0.0, -1.0))]
+
+
+# ---------------------------------------------------------------------------------------------
+# settings files
+
+def test_settings_file_round_trip(tmp_path):
+    rs = settings_from_dict({"character": {"bias": 0.25, "inertialization": "quintic",
+                                           "weights": {"hips_velocity": 2.0}},
+                             "warp": {"stride_max": 1.4, "play_rate": True},
+                             "controller": {"velocity_halflife": 0.09}})
+    save_settings(tmp_path / "s.toml", rs.character, rs.controller, comment="round trip")
+    back = load_settings(tmp_path / "s.toml")
+    assert back.character.bias == 0.25 and back.character.inertialization == "quintic"
+    assert back.character.weights == {"hips_velocity": 2.0}
+    assert back.character.warp.stride_max == 1.4 and back.character.warp.play_rate is True
+    assert back.controller.velocity_halflife == 0.09
+    # Everything else is stored too and comes back unchanged.
+    assert dumps_settings(back.character, back.controller, "round trip") == (tmp_path / "s.toml").read_text()
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[character]\nbias = 0.2\nsearch_intervall = 0.1\n", ["[character]", "'search_intervall'"]),
+    ("[controller]\nvelocity_halflife = 9.0\n", ["[controller] velocity_halflife", "out of range"]),
+    ("[warp]\nstride_min = -1.0\n", ["[warp] stride_min", "out of range"]),
+    ("[character]\nfoot_locking = 1\n", ["[character] foot_locking", "true or false"]),
+    ("[character]\ninertialization = \"cubic\"\n", ["[character] inertialization", "spring"]),
+    ("[character.weights]\nhips_velocity = 20.0\n", ["[weights] hips_velocity", "out of range"]),
+    ("[characters]\nbias = 0.1\n", ["unknown table", "characters"]),
+    ("[character\n", ["not a TOML file"]),
+])
+def test_bad_settings_file_names_the_key(tmp_path, text, words):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(SettingsError) as e:
+        load_settings(p)
+    for w in words + [str(p)]:
+        assert w in str(e.value)
+
+
+def test_unknown_weight_channel_is_named(tmp_path):
+    p = tmp_path / "w.toml"
+    p.write_text("[character.weights]\nknee_velocity = 1.0\n")
+    with pytest.raises(SettingsError, match="unknown channel 'knee_velocity'"):
+        load_settings(p, channels=["hips_velocity"])
+
+
+def test_synth_loads_settings_and_cli_reports_a_bad_file(jlpm_db_path, tmp_path, capsys):
+    scen = _scenario(tmp_path / "s.json", (1.0, 0.0), 2.0)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[controller]\nrotation_halflife = 0.0\n")
+    assert main(["synth", "--db", str(jlpm_db_path), "--scenario", str(scen), "--out", str(tmp_path / "o"),
+                 "--settings", str(bad), "--quiet"]) == 1
+    assert "rotation_halflife = 0.0 is out of range" in capsys.readouterr().err
+    slow = tmp_path / "slow.toml"
+    slow.write_text("[controller]\nvelocity_halflife = 1.5\nrotation_halflife = 1.5\n")
+    out = {}
+    for name, extra in (("default", []), ("slow", ["--settings", str(slow)])):
+        assert main(["synth", "--db", str(jlpm_db_path), "--scenario", str(scen), "--out", str(tmp_path / name),
+                     "--quiet"] + extra) == 0
+        out[name] = json.loads((tmp_path / name / "metrics.json").read_text())
+    # A sluggish controller makes the character slower to follow the turn.
+    assert out["slow"]["responsiveness_s"] > out["default"]["responsiveness_s"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine
+
+def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path, tiny_scenarios):
+    from motionmatch.cluster import ordered_map, worker_count
+    from motionmatch.quality import quality_runs
+
+    assert cluster.scheduler.address.startswith("tcp://127.0.0.1:")
+    assert worker_count(cluster) == 2
+    assert all(a.startswith("tcp://127.0.0.1:") for a in cluster.nthreads())
+    assert os.getpid() not in set(ordered_map(cluster, lambda _: os.getpid(), range(8)))
+
+    def opened(_):
+        from motionmatch.cluster import worker_database
+        db = worker_database(jlpm_db_path)
+        return os.getpid(), id(db), isinstance(db.positions.base, np.memmap)
+    seen = list(ordered_map(cluster, opened, range(6)))
+    assert all(mapped for _, _, mapped in seen)                 # memory-mapped, not read into memory
+    assert len({(pid, ident) for pid, ident, _ in seen}) == len({pid for pid, _, _ in seen})  # once per worker
+    rs = settings_from_dict({})
+    here = quality_runs(jlpm_db_path, tiny_scenarios, rs)
+    there = quality_runs(jlpm_db_path, tiny_scenarios, rs, address=cluster.scheduler.address)
+    assert list(there) == ["walk_right", "walk_back"]
+    for name in here:   # runs are deterministic: the same figures wherever they ran
+        for key in ("foot_sliding_cm_s", "trajectory_error_cm", "responsiveness_s", "pops"):
+            assert here[name][key] == there[name][key]
+        assert 0.0 < here[name]["pops"]["ratio"] < 5.0
+
+
+def test_build_on_the_engine_equals_a_local_build(cluster, bandai_dir, tmp_path):
+    from motionmatch.database import load_database
+    files = [str(p) for p in sorted((bandai_dir / "dataset-2").glob("dataset-2_walk_normal_*.bvh"))[:20]]
+    assert len(files) == 20      # two chunks of files
+    assert main(["build", *files, "-o", str(tmp_path / "a.npz"), "--quiet", "--no-mirror"]) == 0
+    assert main(["build", *files, "-o", str(tmp_path / "b.npz"), "--quiet", "--no-mirror",
+                 "--address", cluster.scheduler.address]) == 0
+    a, b = load_database(tmp_path / "a.npz"), load_database(tmp_path / "b.npz")
+    assert a.range_names == b.range_names and len(a.range_names) == 20
+    np.testing.assert_array_equal(a.positions, b.positions)
+    np.testing.assert_array_equal(a.features.raw, b.features.raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# tune
+
+def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlpm_db_path, tiny_scenarios, tmp_path,
+                                                                    capsys):
+    import optuna
+    from motionmatch.tuning import STUDY_NAME
+
+    out = tmp_path / "tuned.toml"
+    # On the module's running cluster (warm workers); `--workers K` starts the same kind of cluster.
+    args = ["tune", "--db", str(jlpm_db_path), "--scenarios", *map(str, tiny_scenarios), "-o", str(out),
+            "--address", cluster.scheduler.address]
+    assert main(args + ["--trials", "2"]) == 0
+    rs = load_settings(out)
+    assert rs.character.search_interval > 0 and rs.controller.velocity_halflife > 0
+    assert (tmp_path / "tuned.pareto.png").stat().st_size > 10_000
+    table = (tmp_path / "tuned.table.md").read_text()
+    assert "| walk_right |" in table and "| walk_back |" in table
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "tuned.study.jsonl")))
+    first = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
+    assert [t.state.name for t in first] == ["COMPLETE", "COMPLETE"]
+    assert first[0].user_attrs["defaults"] and first[0].params["character.search_interval"] == pytest.approx(0.1)
+    # Asking for three trials runs one more and keeps the first two.
+    assert main(args + ["--trials", "3"]) == 0
+    again = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
+    assert len(again) == 3 and [t.values for t in again[:2]] == [t.values for t in first]
+    assert "trial 2:" in capsys.readouterr().err
+    out.unlink()
+    assert main(args + ["--trials", "3"]) == 0      # the same number: no new trial, the outputs again
+    assert len(optuna.load_study(study_name=STUDY_NAME, storage=storage).trials) == 3
+    assert load_settings(out).character.search_interval > 0
+
+
+def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_on(cluster, jlpm_db_path,
+                                                                                   tiny_scenarios, tmp_path):
+    from motionmatch.settings_file import settings_to_dict
+    from motionmatch.tuning import evaluate_trial, open_study, run_study, search_space
+
+    marker = tmp_path / "calls"
+    marker.mkdir()
+
+    def flaky(db_path, scenario_paths, tables):
+        # The first call raises, the second takes its worker process down, the rest run for real.
+        n = len(list(marker.iterdir()))
+        (marker / str(n)).touch()
+        if n == 0:
+            raise RuntimeError("bad settings")
+        if n == 1:
+            os._exit(3)
+        return evaluate_trial(db_path, scenario_paths, tables)
+
+    study = open_study(tmp_path / "study.jsonl")
+    space = search_space(["hips_velocity"])
+    base = settings_to_dict(*settings_from_dict({}))
+    run_study(study, space, base, str(jlpm_db_path), tiny_scenarios[:1], 4, cluster, {}, log=lambda s: None,
+              evaluate=flaky)
+    states = [t.state.name for t in study.trials]
+    assert sorted(states) == ["COMPLETE", "COMPLETE", "FAIL", "FAIL"] and states[0] == "FAIL"
+    errors = [t.user_attrs.get("error", "") for t in study.trials]
+    assert "RuntimeError: bad settings" in errors[0]
+    assert sum("KilledWorker" in e for e in errors) == 1
+    assert all(t.values[0] > 0.0 for t in study.trials if t.state.name == "COMPLETE")
+
+
+# ---------------------------------------------------------------------------------------------
+# the app: characters start from --settings; the live settings download as a settings file
+
+def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tmp_path):
+    import aiohttp
+    from motionmatch.app import server as srv
+    from test_app import Client, ServerThread, run
+
+    start = tmp_path / "start.toml"
+    start.write_text("[character]\nbias = 0.3\n[controller]\nvelocity_halflife = 0.2\n")
+    server = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db, load_settings(start))))
+    try:
+        async def go():
+            async with aiohttp.ClientSession() as s:
+                c = await Client.open(s, server.url)
+                assert c.hello["settings"]["bias"] == 0.3
+                await c.ws.send_str(json.dumps({"type": "settings", "halflife": 0.2, "warp_limit_deg": 45}))
+                await c.next_text("settings")
+                async with s.get(f"{server.url}/api/session/{c.hello['session']}/settings.toml") as r:
+                    assert r.status == 200 and "attachment" in r.headers["Content-Disposition"]
+                    (tmp_path / "saved.toml").write_text(await r.text())
+                async with s.get(f"{server.url}/api/session/nope/settings.toml") as r:
+                    assert r.status == 404
+                await c.ws.close()
+        run(go())
+    finally:
+        server.stop()
+    saved = load_settings(tmp_path / "saved.toml", channels=jlpm_db.features.schema.names)
+    assert saved.character.bias == 0.3 and saved.character.halflife == 0.2
+    assert saved.character.warp.orientation_limit_deg == 45
+    assert saved.controller.velocity_halflife == 0.2
