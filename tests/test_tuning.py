@@ -214,7 +214,7 @@ def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tm
 
     start = tmp_path / "start.toml"
     start.write_text("[character]\nbias = 0.3\n[controller]\nvelocity_halflife = 0.2\n")
-    server = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db, load_settings(start))))
+    server = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db, settings=load_settings(start))))
     try:
         async def go():
             async with aiohttp.ClientSession() as s:
