@@ -15,8 +15,7 @@ from tqdm import tqdm
 from ..datapaths import find_data, list_bvh_files
 from ..io.bvh import read_bvh
 from ..preprocess import tags_from_filename
-from ..skeleton import find_roles
-from .trackers import (TrackerSettings, device_calibration, device_features, mirror_trackers,
+from .trackers import (TrackerSettings, calibrate_file, device_features, mirror_trackers,
                        simulate_trackers, slice_stream)
 
 HELD_OUT_STYLES = {"dataset-1": "sad", "dataset-2": "youthful"}
@@ -65,31 +64,19 @@ def split_held_out(files) -> tuple[list[ClipPart], list[ClipPart]]:
     return train, held
 
 
-def _calibrate(anim, part: ClipPart, parts: list[ClipPart]):
-    """Device calibration of anim's skeleton, measured on a walking clip of the same folder when there
-    is one (upright, looking ahead), else on anim itself."""
-    for other in parts:
-        if other.path.parent == part.path.parent and any(w in other.path.name for w in ("walk", "locomotion")):
-            ref = anim if other.path == part.path else read_bvh(other.path)
-            if ref.skeleton.names == anim.skeleton.names:
-                return device_calibration(ref, find_roles(ref.skeleton.names))
-            break
-    return device_calibration(anim, find_roles(anim.skeleton.names))
-
-
 def load_sequences(parts: list[ClipPart], settings: TrackerSettings | None = None, mirrored: bool = False,
                    seed: int = 0, progress: bool = True, min_frames: int = 2) -> list[Sequence]:
     """Simulate the trackers on every part (and on its mirror image when `mirrored`, which doubles
-    the data and balances left and right). The devices are calibrated on the first clip of each
-    skeleton in the list (mirroring keeps the skeleton). Noise and dropouts use `seed`."""
+    the data and balances left and right). The devices are calibrated once per folder
+    (trackers.calibration_reference). Noise and dropouts use `seed`."""
     rng = np.random.default_rng(seed)
     calibrations: dict[tuple, np.ndarray] = {}
     out = []
     for part in tqdm(parts, desc="trackers", unit="clip", disable=not progress):
         anim = read_bvh(part.path)
-        key = tuple(anim.skeleton.names)
+        key = (part.path.parent, tuple(anim.skeleton.names))
         if key not in calibrations:
-            calibrations[key] = _calibrate(anim, part, parts)
+            calibrations[key] = calibrate_file(part.path, anim)
         stream, truth = simulate_trackers(anim, settings, rng, calibrations[key])
         for stream, truth, suffix in [(stream, truth, "")] + (
                 [(*mirror_trackers(stream, truth), " (mirrored)")] if mirrored else []):

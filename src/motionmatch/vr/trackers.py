@@ -13,6 +13,7 @@ of its matrix, continuous for learning).
 from __future__ import annotations
 
 import csv
+import fnmatch
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -93,8 +94,9 @@ def device_calibration(anim: Animation, roles: dict[str, int]) -> np.ndarray:
     right-to-left hip vector crossed with up) with +Y up.
 
     Rest poses cannot serve (Bandai-Namco's lays every bone along its local X), so calibrate once per
-    skeleton on one clip and pass the result to simulate_trackers for every clip of that skeleton:
-    per-clip offsets would leak each clip's average body facing into the controller rotations.
+    skeleton on a neutral clip (calibration_reference) and pass the result to simulate_trackers for
+    every clip of that skeleton: per-clip offsets would leak each clip's average body facing into the
+    controller rotations, and a styled clip (a sad walk looks down) would tilt every device.
     """
     gpos, grot = anim.global_transforms()
     across = gpos[:, roles["left_upper_leg"]] - gpos[:, roles["right_upper_leg"]]
@@ -103,6 +105,32 @@ def device_calibration(anim: Animation, roles: dict[str, int]) -> np.ndarray:
     rel = quat_mul(quat_inv(grot[:, joints]), body[:, None])
     rel = np.where((rel * rel[:1]).sum(-1, keepdims=True) < 0, -rel, rel)
     return quat_abs(quat_normalize(rel.mean(0)))
+
+
+_REFERENCE_PATTERNS = ("*walk_normal*", "*locomotion*", "*walk*")
+
+
+def calibration_reference(path) -> Path:
+    """The clip a BVH file's devices are calibrated on: the first (sorted) neutral walk in its folder
+    (names matching *walk_normal*, else *locomotion*, else *walk*), else the file itself."""
+    path = Path(path)
+    names = sorted(f for f in path.parent.iterdir() if f.name.lower().endswith((".bvh", ".bvh.gz")))
+    for pattern in _REFERENCE_PATTERNS:
+        hit = next((f for f in names if fnmatch.fnmatch(f.name, pattern)), None)
+        if hit is not None:
+            return hit
+    return path
+
+
+def calibrate_file(path, anim: Animation, unit: str = "auto") -> np.ndarray:
+    """device_calibration for the clip `anim` read from `path`, measured on calibration_reference(path)
+    when that clip has the same skeleton, else on anim."""
+    from ..io.bvh import read_bvh
+    ref_path = calibration_reference(path)
+    ref = anim if ref_path == Path(path) else read_bvh(ref_path, unit=unit)
+    if ref.skeleton.names != anim.skeleton.names:
+        ref = anim
+    return device_calibration(ref, find_roles(ref.skeleton.names))
 
 
 def body_truth(anim: Animation, roles: dict[str, int]) -> BodyTruth:
@@ -241,7 +269,8 @@ def read_trackers(path, unit: str = "auto") -> tuple[TrackerStream, BodyTruth | 
     name = p.name.lower()
     if name.endswith(".bvh") or name.endswith(".bvh.gz"):
         from ..io.bvh import read_bvh
-        return simulate_trackers(read_bvh(p, unit=unit))
+        anim = read_bvh(p, unit=unit)
+        return simulate_trackers(anim, calibration=calibrate_file(p, anim, unit))
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such tracker file")
     if name.endswith(".json"):
