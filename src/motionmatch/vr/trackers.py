@@ -421,7 +421,7 @@ def _check_times(p, t, field_fmt, lines=None):
 
 def resample_stream(t, positions, rotations, valid, fps: float = STREAM_FPS, source: str = "") -> TrackerStream:
     """A stream sampled at times t (F,) seconds (any, increasing) resampled to `fps`: linear
-    positions, slerp rotations; a new frame is valid when both neighbours are."""
+    positions, slerp rotations; a new frame is valid when the samples it is interpolated from are."""
     rotations = quat_unroll(quat_normalize(np.asarray(rotations, np.float64)), axis=0)
     t = np.asarray(t, np.float64) - t[0]
     n = int(np.floor(t[-1] * fps + 1e-6)) + 1
@@ -432,7 +432,8 @@ def resample_stream(t, positions, rotations, valid, fps: float = STREAM_FPS, sou
     a = np.clip((tn - t[i0]) / span, 0.0, 1.0)
     pos = positions[i0] + (positions[i1] - positions[i0]) * a[:, None, None]
     rot = quat_slerp(rotations[i0], rotations[i1], a[:, None, None])
-    return TrackerStream(pos, quat_abs(rot), valid[i0] & valid[i1], fps, source=source)
+    ok = np.where((a < 1e-6)[:, None], valid[i0], np.where((a > 1 - 1e-6)[:, None], valid[i1], valid[i0] & valid[i1]))
+    return TrackerStream(pos, quat_abs(rot), ok, fps, source=source)
 
 
 def write_trackers_json(path, stream: TrackerStream) -> None:

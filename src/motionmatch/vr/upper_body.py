@@ -1,5 +1,5 @@
 """Upper-body touch-ups for a VR avatar (seed 002, sections 4.2.2 and 4.3), as pure functions on one
-pose: arms by two-joint IK to the controllers with the chest leaning when they are out of reach, the
+pose: arms by two-joint IK to the controllers with the upper body leaning when they are out of reach, the
 head turned to the HMD, and the root clamped near the HMD's floor projection.
 
 Poses are local positions (J, 3) and rotations (J, 4) of any skeleton with `parents` and skeleton roles
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kinematics import forward_kinematics
-from ..rotations import (quat_between, quat_from_scaled_angle_axis, quat_inv, quat_inv_mul, quat_mul,
+from ..rotations import (quat_from_matrix, quat_from_scaled_angle_axis, quat_inv, quat_inv_mul, quat_mul,
                          quat_mul_inv, quat_normalize, quat_rotate, quat_to_scaled_angle_axis)
 from ..runtime.ik import two_joint_ik
 
@@ -47,38 +47,43 @@ def _set_global_rotation(local_rot, grot, parents, joint, world):
 
 def lean_chest(local_pos, local_rot, parents, roles, hand_targets, buffer: float = 0.01,
                max_lean_deg: float = 35.0) -> np.ndarray:
-    """Local rotations (J, 4) with the chest turned about its joint so that shoulders move toward
-    controllers beyond the arms' reach (the smallest rotation bringing each such shoulder within
-    reach, averaged over the two arms, at most max_lean_deg)."""
+    """Local rotations (J, 4) with the upper body leaning (the spine joint turned) so that shoulders
+    move toward controllers beyond the arms' reach: the rotation about the spine joint that best
+    carries each shoulder to where its arm would just reach (shoulders within reach stay), at most
+    max_lean_deg."""
     local_rot = np.array(local_rot, np.float64, copy=True)
     gpos, grot = forward_kinematics(local_pos[None], local_rot[None], parents)
     gpos, grot = gpos[0], grot[0]
-    chest = roles["chest"]
-    leans = []
+    pivot = roles["spine"]
+    src, dst, lean = [], [], False
     for side, target in zip(("left", "right"), hand_targets):
         upper, lower, hand = arm_chain(parents, roles, side)
         reach = (np.linalg.norm(gpos[lower] - gpos[upper]) + np.linalg.norm(gpos[hand] - gpos[lower])) * (1 - buffer)
-        to_target = np.asarray(target) - gpos[upper]
+        to_target = np.asarray(target, np.float64) - gpos[upper]
         dist = np.linalg.norm(to_target)
-        if dist <= reach:
-            continue
-        arm = gpos[upper] - gpos[chest]
-        leans.append(quat_to_scaled_angle_axis(quat_between(arm, arm + to_target * (1 - reach / dist))))
-    if not leans:
+        shoulder = gpos[upper] - gpos[pivot]
+        src.append(shoulder)
+        dst.append(shoulder + (to_target * (1 - reach / dist) if dist > reach else 0.0))
+        lean |= dist > reach
+    if not lean:
         return local_rot
-    lean = np.mean(leans, axis=0)
-    angle = np.linalg.norm(lean)
+    # Best rotation of the two shoulders onto their goals (Kabsch, no reflection).
+    u, _, vt = np.linalg.svd(np.array(src).T @ np.array(dst))
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    r = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    lean_vec = quat_to_scaled_angle_axis(quat_from_matrix(r))
+    angle = np.linalg.norm(lean_vec)
     limit = np.radians(max_lean_deg)
     if angle > limit:
-        lean *= limit / angle
-    _set_global_rotation(local_rot, grot, parents, chest, quat_mul(quat_from_scaled_angle_axis(lean), grot[chest]))
+        lean_vec *= limit / angle
+    _set_global_rotation(local_rot, grot, parents, pivot, quat_mul(quat_from_scaled_angle_axis(lean_vec), grot[pivot]))
     return local_rot
 
 
 def reach_arms(local_pos, local_rot, parents, roles, hand_targets, hand_rotations=None,
                buffer: float = 0.01, max_lean_deg: float = 35.0) -> np.ndarray:
-    """Local rotations (J, 4) with the hands on hand_targets (2, 3), left then right: the chest leans
-    for out-of-reach targets (lean_chest), then two-joint IK per arm keeping the current elbow plane;
+    """Local rotations (J, 4) with the hands on hand_targets (2, 3), left then right: the upper body
+    leans toward out-of-reach targets (lean_chest), then two-joint IK per arm keeping the current elbow plane;
     the hands take hand_rotations (2, 4) world when given. Targets within reach end within
     `buffer` of the arm's length of the target (sub-centimetre)."""
     parents = np.asarray(parents)
