@@ -14,7 +14,7 @@ from motionmatch.kinematics import forward_kinematics
 from motionmatch.preprocess import resample
 from motionmatch.rotations import quat_angle, quat_inv_mul, quat_mul_inv, quat_rotate
 from motionmatch.skeleton import find_roles
-from motionmatch.vr.dataset import ClipPart, load_sequences, split_held_out
+from motionmatch.vr.dataset import load_sequences, split_held_out
 from motionmatch.vr.driver import desired_trajectory, driver_start, driver_step, select_database
 from motionmatch.vr.orientation import angle_error_deg, evaluate, load_networks
 from motionmatch.vr.trackers import (TrackerFileError, TrackerSettings, calibrate_file, device_features,
@@ -167,16 +167,20 @@ def test_csv_tracker_file_is_read_and_resampled(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Network (needs the `learn` extra, installed by `make test`)
 
+TINY = dict(iterations=400, batch=64, rollout=20, checkpoint_every=150, progress=False)
+
+
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from motionmatch.vr.train import TrainSettings, train_orientation
+def tiny_data():
     take2 = _need(JLPM / "locomotion_take2.bvh")
-    train = [p for p in split_held_out([TAKE1, take2])[0]]
-    seqs = load_sequences(train, mirrored=True, progress=False)
+    return load_sequences(split_held_out([TAKE1, take2])[0], mirrored=True, progress=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, tiny_data):
+    from motionmatch.vr.train import TrainSettings, train_orientation
     out = tmp_path_factory.mktemp("vr") / "vr.npz"
-    result = train_orientation(seqs, out, TrainSettings(iterations=400, batch=64, rollout=20,
-                                                        checkpoint_every=150, progress=False))
-    return out, result
+    return out, train_orientation(tiny_data, out, TrainSettings(**TINY))
 
 
 def test_tiny_network_beats_hmd_forward_on_held_out(tiny_model):
@@ -212,34 +216,34 @@ def test_rollout_training_feeds_back_its_outputs(tiny_model):
     assert abs(float(turned - base)) > 1.05 * abs(float(first_turned - first_base)) / 20
 
 
-def test_training_resumes_from_a_checkpoint(tmp_path):
-    from motionmatch.vr.train import TrainSettings, _checkpoint_path, train_orientation
-    seqs = load_sequences([ClipPart(TAKE1, 0.0, 0.3)], progress=False)
-    out = tmp_path / "vr.npz"
-    settings = TrainSettings(iterations=30, batch=16, rollout=5, checkpoint_every=10, progress=False)
-    full = train_orientation(seqs, out, settings)
-    assert not _checkpoint_path(out).exists()
-    # A run cut short leaves a checkpoint; the next run picks it up and ends where a full run ends.
+def test_training_resumes_from_a_checkpoint(tmp_path, tiny_data, tiny_model):
     from motionmatch.vr import train as tr
+    out = tmp_path / "vr.npz"
+    settings = tr.TrainSettings(**TINY)
+    # A run cut short (here in the rollout network's training) leaves a checkpoint; the next run picks
+    # it up and ends where the uninterrupted run (tiny_model) ended.
     saved = {}
     real = tr._save_checkpoint
 
-    def stop_after_first(path, *a):
+    def interrupt_at_fourth(path, *a):
         real(path, *a)
         saved["n"] = saved.get("n", 0) + 1
         if saved["n"] == 4:
             raise KeyboardInterrupt
-    tr._save_checkpoint = stop_after_first
+    tr._save_checkpoint = interrupt_at_fourth
     try:
         with pytest.raises(KeyboardInterrupt):
-            train_orientation(seqs, out, settings)
+            tr.train_orientation(tiny_data, out, settings)
     finally:
         tr._save_checkpoint = real
-    assert _checkpoint_path(out).exists()
-    resumed = train_orientation(seqs, out, settings)
-    assert resumed.resumed
-    for a, b in zip(full.networks["network"].weights, resumed.networks["network"].weights):
-        assert np.allclose(a, b, atol=1e-5)
+    assert tr._checkpoint_path(out).exists() and not out.exists()
+    resumed = tr.train_orientation(tiny_data, out, settings)
+    assert resumed.resumed and not tr._checkpoint_path(out).exists()
+    full = tiny_model[1]
+    for name in ("network_r1", "network"):
+        for a, b in zip(full.networks[name].weights, resumed.networks[name].weights):
+            assert np.allclose(a, b, atol=1e-5)
+        assert np.allclose(full.history[name], resumed.history[name], atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import jax
@@ -41,6 +42,9 @@ class TrainSettings:
     final_learning_rate: float = 1e-4
     seed: int = 0
     checkpoint_every: int = 500
+    backprop_rollout: bool = False   # gradients through the fed-back outputs (unstable in our trials)
+    weight_decay: float = 0.0
+    input_noise: float = 0.0         # Gaussian noise on the normalized inputs (regularization)
     progress: bool = True
 
     def identity(self) -> dict:
@@ -104,31 +108,44 @@ def _forward(params, h):
     return h @ w + b
 
 
-def _loss(params, batch, mean, std):
+def _loss(params, batch, mean, std, backprop_rollout=False, noise=None):
     x, facing, hmd, prev0 = batch          # (B, r, I), (B, r, 2), (B, r + 1), (B, 2)
 
     def step(prev, k):
-        out = _forward(params, (jnp.concatenate([x[:, k], prev], axis=-1) - mean) / std)
+        h = (jnp.concatenate([x[:, k], prev], axis=-1) - mean) / std
+        out = _forward(params, h if noise is None else h + noise[:, k])
         d = out / jnp.maximum(jnp.linalg.norm(out, axis=-1, keepdims=True), 1e-6)
         turn = hmd[:, k] - hmd[:, k + 1]
         c, s = jnp.cos(turn), jnp.sin(turn)
         nxt = jnp.stack([d[:, 0] * c + d[:, 1] * s, d[:, 1] * c - d[:, 0] * s], axis=-1)
-        return jax.lax.stop_gradient(nxt), jnp.mean((out - facing[:, k]) ** 2)
+        return (nxt if backprop_rollout else jax.lax.stop_gradient(nxt)), jnp.mean((out - facing[:, k]) ** 2)
 
     _, losses = jax.lax.scan(step, prev0, jnp.arange(x.shape[1]))
     return losses.mean()
 
 
-def _make_step(optimizer, rollout: int, batch: int):
+@lru_cache(maxsize=8)
+def _optimizer(learning_rate: float, final_learning_rate: float, iterations: int, weight_decay: float):
+    schedule = optax.exponential_decay(learning_rate, iterations, final_learning_rate / learning_rate)
+    # Rolled-out gradients pass through the fed-back outputs r times and can spike: clip them.
+    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=weight_decay))
+
+
+@lru_cache(maxsize=8)
+def _make_step(optimizer, rollout: int, batch: int, backprop_rollout: bool, input_noise: float):
+    """The jitted training step; cached so runs with the same settings compile once per process."""
     @jax.jit
     def train_step(params, opt_state, key, data, mean, std):
         x, hmd, body, facing, starts = data
+        key, noise_key = jax.random.split(key)
+        noise = input_noise * jax.random.normal(noise_key, (batch, rollout, NUM_NETWORK_INPUTS)) if input_noise > 0 else None
         idx = starts[jax.random.randint(key, (batch,), 0, starts.shape[0])]
         win = idx[:, None] + jnp.arange(rollout)[None]
         hmd_win = hmd[jnp.concatenate([win, win[:, -1:] + 1], axis=1).clip(0, hmd.shape[0] - 1)]
         rel0 = body[idx - 1] - hmd[idx]
         prev0 = jnp.stack([jnp.sin(rel0), jnp.cos(rel0)], axis=-1)
-        loss, grads = jax.value_and_grad(_loss)(params, (x[win], facing[win], hmd_win, prev0), mean, std)
+        loss, grads = jax.value_and_grad(_loss)(params, (x[win], facing[win], hmd_win, prev0), mean, std,
+                                                  backprop_rollout, noise)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
     return train_step
@@ -190,10 +207,8 @@ def train_orientation(sequences, out, settings: TrainSettings | None = None, met
     resumed = ckpt is not None
     x, hmd, body, facing, _ = _stack(sequences, 1)
     mean, std = _normalization(x, facing)
-    schedule = optax.exponential_decay(settings.learning_rate, settings.iterations,
-                                       settings.final_learning_rate / settings.learning_rate)
-    # Rolled-out gradients pass through the fed-back outputs r times and can spike: clip them.
-    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(schedule))
+    optimizer = _optimizer(settings.learning_rate, settings.final_learning_rate, settings.iterations,
+                           settings.weight_decay)
     history: dict[str, list] = ckpt["history"] if ckpt else {}
     networks: dict[str, OrientationNetwork] = {}
     if ckpt:
@@ -217,7 +232,8 @@ def train_orientation(sequences, out, settings: TrainSettings | None = None, met
             first, key = ckpt["iteration"], ckpt["key"]
         losses = history.setdefault(name, [])
         del losses[first:]
-        train_step = _make_step(optimizer, rollout, settings.batch)
+        train_step = _make_step(optimizer, rollout, settings.batch, settings.backprop_rollout,
+                                settings.input_noise)
         t0 = time.perf_counter()
         bar = tqdm(range(first, settings.iterations), desc=f"train r={rollout}", unit="it",
                    disable=not settings.progress, initial=first, total=settings.iterations)
