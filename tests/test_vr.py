@@ -196,8 +196,10 @@ def test_tiny_network_beats_hmd_forward_on_held_out(tiny_model):
 
 
 def test_rollout_training_feeds_back_its_outputs(tiny_model):
+    import jax
     import jax.numpy as jnp
     from motionmatch.vr import train as tr
+    loss = jax.jit(tr._loss)
     _, result = tiny_model
     assert len(result.history["network"]) == len(result.history["network_r1"]) == 400
     net = result.networks["network"]
@@ -207,12 +209,12 @@ def test_rollout_training_feeds_back_its_outputs(tiny_model):
     facing = jnp.asarray(np.tile([0.0, 1.0], (4, 20, 1)).astype(np.float32))
     hmd = jnp.zeros((4, 21))
     mean, std = jnp.asarray(net.input_mean), jnp.asarray(net.input_std)
-    base = tr._loss(params, (x, facing, hmd, jnp.tile(jnp.array([0.0, 1.0]), (4, 1))), mean, std)
-    turned = tr._loss(params, (x, facing, hmd, jnp.tile(jnp.array([1.0, 0.0]), (4, 1))), mean, std)
+    base = loss(params, (x, facing, hmd, jnp.tile(jnp.array([0.0, 1.0]), (4, 1))), mean, std)
+    turned = loss(params, (x, facing, hmd, jnp.tile(jnp.array([1.0, 0.0]), (4, 1))), mean, std)
     # Only the first step sees the given previous facing; a different start changes later steps too
     # (through the fed-back outputs), so the 20-step loss differs by more than the first step's share.
-    first_base = tr._loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], jnp.tile(jnp.array([0.0, 1.0]), (4, 1))), mean, std)
-    first_turned = tr._loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], jnp.tile(jnp.array([1.0, 0.0]), (4, 1))), mean, std)
+    first_base = loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], jnp.tile(jnp.array([0.0, 1.0]), (4, 1))), mean, std)
+    first_turned = loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], jnp.tile(jnp.array([1.0, 0.0]), (4, 1))), mean, std)
     assert abs(float(turned - base)) > 1.05 * abs(float(first_turned - first_base)) / 20
 
 

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from ..datapaths import find_data, list_bvh_files
 from ..io.bvh import read_bvh
 from ..preprocess import tags_from_filename
+from ..rotations import quat_from_scaled_angle_axis, quat_mul
 from .trackers import (TrackerSettings, calibrate_file, device_features, mirror_trackers,
                        simulate_trackers, slice_stream)
 
@@ -65,10 +66,13 @@ def split_held_out(files) -> tuple[list[ClipPart], list[ClipPart]]:
 
 
 def load_sequences(parts: list[ClipPart], settings: TrackerSettings | None = None, mirrored: bool = False,
-                   seed: int = 0, progress: bool = True, min_frames: int = 2) -> list[Sequence]:
+                   seed: int = 0, progress: bool = True, min_frames: int = 2,
+                   attachment_jitter_deg: float = 0.0) -> list[Sequence]:
     """Simulate the trackers on every part (and on its mirror image when `mirrored`, which doubles
     the data and balances left and right). The devices are calibrated once per folder
-    (trackers.calibration_reference). Noise and dropouts use `seed`."""
+    (trackers.calibration_reference). attachment_jitter_deg: standard deviation (per axis) of a random
+    rotation of each device's attachment per clip, as if every clip were a different person wearing
+    and holding the devices a little differently (augmentation). Noise, dropouts and jitter use `seed`."""
     rng = np.random.default_rng(seed)
     calibrations: dict[tuple, np.ndarray] = {}
     out = []
@@ -77,7 +81,11 @@ def load_sequences(parts: list[ClipPart], settings: TrackerSettings | None = Non
         key = (part.path.parent, tuple(anim.skeleton.names))
         if key not in calibrations:
             calibrations[key] = calibrate_file(part.path, anim)
-        stream, truth = simulate_trackers(anim, settings, rng, calibrations[key])
+        calib = calibrations[key]
+        if attachment_jitter_deg > 0:
+            jitter = rng.normal(0.0, np.radians(attachment_jitter_deg), (3, 3))
+            calib = quat_mul(calib, quat_from_scaled_angle_axis(jitter))
+        stream, truth = simulate_trackers(anim, settings, rng, calib)
         for stream, truth, suffix in [(stream, truth, "")] + (
                 [(*mirror_trackers(stream, truth), " (mirrored)")] if mirrored else []):
             F = stream.num_frames
