@@ -5,6 +5,9 @@ import json
 import time
 from pathlib import Path
 
+# Attachment jitter for training (docs/VR.md): 15 degrees cut the held-out error from 7.0 to 6.0 degrees.
+JITTER_DEG = 15.0
+
 
 def register_cli(sub) -> None:
     vr = sub.add_parser("vr", help="VR avatar from three trackers: the body-orientation network")
@@ -17,10 +20,12 @@ def register_cli(sub) -> None:
     t.add_argument("-o", "--out", required=True, help="model file to write (.npz)")
     t.add_argument("--data", dest="data_root", help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
     t.add_argument("--rollout", type=int, default=50, help="steps fed their own output per sample (default 50)")
-    t.add_argument("--iterations", type=int, default=None, help="iterations per network (default 4000)")
-    t.add_argument("--batch", type=int, default=None, help="windows per iteration (default 128)")
+    t.add_argument("--iterations", type=int, default=None, help="iterations per network (default 6000)")
+    t.add_argument("--batch", type=int, default=None, help="windows per iteration (default 256)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-mirror", action="store_true", help="do not add mirrored clips")
+    t.add_argument("--jitter-deg", type=float, default=JITTER_DEG,
+                   help=f"per-clip random device attachment rotation, degrees per axis (default {JITTER_DEG:g})")
     t.add_argument("--restart", action="store_true", help="ignore a checkpoint of an earlier run")
     t.add_argument("--plot", help="loss curves PNG (default: OUT with -loss.png)")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -56,7 +61,8 @@ def run_train(args) -> int:
 
     t0 = time.perf_counter()
     parts = _parts(args, held_out=False)
-    sequences = load_sequences(parts, mirrored=not args.no_mirror, progress=not args.quiet)
+    sequences = load_sequences(parts, mirrored=not args.no_mirror, progress=not args.quiet,
+                               attachment_jitter_deg=args.jitter_deg, seed=args.seed)
     settings = TrainSettings(rollout=args.rollout, seed=args.seed, progress=not args.quiet)
     if args.iterations is not None:
         settings.iterations = args.iterations

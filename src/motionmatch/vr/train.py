@@ -35,8 +35,8 @@ class TrainSettings:
     """Training options; sizes follow the thesis (two hidden layers of 32, r = 50)."""
 
     rollout: int = 50
-    iterations: int = 4000           # per network
-    batch: int = 128
+    iterations: int = 6000           # per network
+    batch: int = 256
     hidden: int = 32
     learning_rate: float = 1e-3
     final_learning_rate: float = 1e-4
@@ -44,7 +44,7 @@ class TrainSettings:
     checkpoint_every: int = 500
     backprop_rollout: bool = False   # gradients through the fed-back outputs (unstable in our trials)
     weight_decay: float = 0.0
-    input_noise: float = 0.0         # Gaussian noise on the normalized inputs (regularization)
+    input_noise: float = 0.3         # Gaussian noise on the normalized inputs (regularization)
     progress: bool = True
 
     def identity(self) -> dict:
