@@ -199,11 +199,12 @@ def _dropouts(frames: int, rate: float, seconds: float, rng) -> np.ndarray:
 
 
 def _hold_invalid(pos, rot, valid):
-    """A lost device reports its last tracked pose, as VR runtimes do."""
+    """A lost device reports its last tracked pose, as VR runtimes do (before its first tracked
+    frame, that frame's pose)."""
     F = pos.shape[0]
-    idx = np.where(valid, np.arange(F)[:, None], 0)
-    idx = np.maximum.accumulate(idx, axis=0)
-    d = np.arange(3)[None]
+    idx = np.maximum.accumulate(np.where(valid, np.arange(F)[:, None], -1), axis=0)
+    idx = np.where(idx < 0, np.argmax(valid, axis=0)[None], idx)
+    d = np.arange(valid.shape[1])[None]
     return pos[idx, d], rot[idx, d]
 
 
@@ -286,15 +287,7 @@ def _fill_dropouts(p, pos, rot, valid):
     for d in range(3):
         if not valid[:, d].any():
             raise TrackerFileError(f"{p}: device {DEVICES[d]!r} has no tracked frame")
-        first = int(np.argmax(valid[:, d]))
-        # Before the first tracked frame a device holds that frame's pose.
-        pos[:first, d], rot[:first, d] = pos[first, d], rot[first, d]
-        valid_d = valid[:, d].copy()
-        valid_d[:first] = True
-        hold_p, hold_r = _hold_invalid(pos[:, d:d + 1].repeat(3, 1), rot[:, d:d + 1].repeat(3, 1),
-                                       valid_d[:, None].repeat(3, 1))
-        pos[:, d], rot[:, d] = hold_p[:, 0], hold_r[:, 0]
-    return pos, rot
+    return _hold_invalid(pos, rot, valid)
 
 
 def _device_pose(p, where: str, dev: dict):
