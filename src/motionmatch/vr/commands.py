@@ -20,7 +20,7 @@ def register_cli(sub) -> None:
     t.add_argument("-o", "--out", required=True, help="model file to write (.npz)")
     t.add_argument("--data", dest="data_root", help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
     t.add_argument("--rollout", type=int, default=50, help="steps fed their own output per sample (default 50)")
-    t.add_argument("--iterations", type=int, default=None, help="iterations per network (default 6000)")
+    t.add_argument("--iterations", type=int, default=None, help="iterations per network (default 9000)")
     t.add_argument("--batch", type=int, default=None, help="windows per iteration (default 256)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-mirror", action="store_true", help="do not add mirrored clips")

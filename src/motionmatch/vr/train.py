@@ -35,7 +35,7 @@ class TrainSettings:
     """Training options; sizes follow the thesis (two hidden layers of 32, r = 50)."""
 
     rollout: int = 50
-    iterations: int = 6000           # per network
+    iterations: int = 9000           # per network
     batch: int = 256
     hidden: int = 32
     learning_rate: float = 1e-3
