@@ -9,6 +9,7 @@ import sys
 _COMMAND_MODULES = (
     "motionmatch.commands",
     "motionmatch.tuning",
+    "motionmatch.vr.commands",
 )
 
 

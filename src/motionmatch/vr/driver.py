@@ -1,0 +1,121 @@
+"""Turning a live tracker stream into what the runtime character controller needs (seed 002, 4.2.1):
+the spring-smoothed HMD floor velocity (the desired velocity), the spring-smoothed predicted body
+facing (the desired facing), the trajectory built from them, the root target, and the database
+choice by HMD height.
+
+State is a structure of arrays (VRDriverState) updated by free functions, one frame at a time.
+Metres, seconds, quaternions (w, x, y, z), Y up, yaw 0 faces +Z.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..rotations import quat_from_yaw, quat_mul_inv, quat_to_scaled_angle_axis
+from ..runtime.springs import simple_spring_damper_exact, simple_spring_damper_exact_quat
+from .orientation import OrientationNetwork, network_step, rotate_facing
+from .trackers import features_from
+from .upper_body import ROOT_ALPHA_LOOSE, hmd_floor_target
+
+# Thesis trajectory samples: 20, 40 and 60 frames ahead at 60 fps.
+TRAJECTORY_TIMES = np.array([20.0, 40.0, 60.0]) / 60.0
+
+
+@dataclass
+class VRDriverSettings:
+    """velocity_halflife / facing_halflife (s): smoothing of the HMD velocity and of the predicted
+    facing; alpha (m): root clamp radius (upper_body.ROOT_ALPHA_TIGHT or _LOOSE)."""
+
+    velocity_halflife: float = 0.2
+    facing_halflife: float = 0.2
+    alpha: float = ROOT_ALPHA_LOOSE
+
+
+@dataclass
+class VRDriverState:
+    """Last device poses (3, 3) / (3, 4), smoothed floor velocity (3,) with its rate (3,), smoothed
+    facing (4,) with its angular velocity (3,), and the network's last facing (2,) in the HMD floor frame
+    of the last frame with that frame's HMD yaw."""
+
+    positions: np.ndarray
+    rotations: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+    facing: np.ndarray
+    facing_velocity: np.ndarray
+    network_facing: np.ndarray
+    hmd_yaw: float
+
+
+def driver_start(positions, rotations) -> VRDriverState:
+    """State at the first tracker frame: at rest, facing the HMD's floor forward."""
+    positions = np.asarray(positions, np.float64)
+    rotations = np.asarray(rotations, np.float64)
+    yaw = _hmd_yaw(rotations[0])
+    return VRDriverState(positions.copy(), rotations.copy(), np.zeros(3), np.zeros(3), quat_from_yaw(yaw),
+                         np.zeros(3), np.array([0.0, 1.0]), yaw)
+
+
+def _hmd_yaw(rotation) -> float:
+    # Forward (+Z) of the device rotated to the world: the matrix's third column.
+    w, x, y, z = rotation
+    fx, fz = 2 * (x * z + w * y), 1 - 2 * (x * x + y * y)
+    return float(np.arctan2(fx, fz))
+
+
+def driver_step(state: VRDriverState, network: OrientationNetwork, positions, rotations, dt: float,
+                settings: VRDriverSettings | None = None) -> VRDriverState:
+    """Advance by one tracker frame of dt seconds with device poses positions (3, 3) / rotations (3, 4)
+    (trackers.DEVICES order): predict the body facing, then move both springs toward the new goals."""
+    settings = settings or VRDriverSettings()
+    positions = np.asarray(positions, np.float64)
+    rotations = np.asarray(rotations, np.float64)
+    vel = (positions - state.positions) / dt
+    ang = quat_to_scaled_angle_axis(quat_mul_inv(rotations, state.rotations)) / dt
+    yaw = _hmd_yaw(rotations[0])
+    x = features_from(rotations, vel, ang, yaw)
+    prev = rotate_facing(state.network_facing, state.hmd_yaw - yaw)
+    d = network_step(network, x[None], prev[None])[0]
+    goal_facing = quat_from_yaw(yaw + np.arctan2(d[0], d[1]))
+    floor_vel = np.array([vel[0, 0], 0.0, vel[0, 2]])
+    v, a = simple_spring_damper_exact(state.velocity, state.acceleration, floor_vel, settings.velocity_halflife, dt)
+    q, w = simple_spring_damper_exact_quat(state.facing, state.facing_velocity, goal_facing,
+                                           settings.facing_halflife, dt)
+    return VRDriverState(positions, rotations, v, a, q, w, d, yaw)
+
+
+def driver_goal_facing(state: VRDriverState) -> np.ndarray:
+    """The network's latest body facing (4,), world yaw rotation (the springs' goal)."""
+    return quat_from_yaw(state.hmd_yaw + np.arctan2(state.network_facing[0], state.network_facing[1]))
+
+
+def desired_trajectory(state: VRDriverState, settings: VRDriverSettings | None = None,
+                       times=TRAJECTORY_TIMES) -> tuple[np.ndarray, np.ndarray]:
+    """Future root positions (K, 3) and facings (K, 4) in world space at `times` seconds ahead (seed
+    002 eq. 4.3-4.4): from the HMD floor target along the smoothed velocity (p + t v), and the facing
+    spring continued toward the network's facing."""
+    settings = settings or VRDriverSettings()
+    times = np.asarray(times, np.float64)
+    target = hmd_floor_target(state.positions[0], state.rotations[0])
+    pos = target[None] + times[:, None] * state.velocity[None]
+    goal = np.broadcast_to(driver_goal_facing(state), (len(times), 4))
+    q, _ = simple_spring_damper_exact_quat(np.broadcast_to(state.facing, (len(times), 4)),
+                                           np.broadcast_to(state.facing_velocity, (len(times), 3)),
+                                           goal, settings.facing_halflife, times)
+    return pos, q
+
+
+def select_database(hmd_height: float, standing_height: float, ranges) -> int:
+    """Index of the database whose (low, high) range of height ratios holds HMD height / standing
+    height (calibrated while the user stands), e.g. [(0.0, 0.7) crouch, (0.7, 0.93) bent knees,
+    (0.93, 10.0) upright]; the nearest range when none holds it."""
+    ratio = hmd_height / max(standing_height, 1e-6)
+    best, best_gap = 0, np.inf
+    for i, (low, high) in enumerate(ranges):
+        if low <= ratio < high:
+            return i
+        gap = min(abs(ratio - low), abs(ratio - high))
+        if gap < best_gap:
+            best, best_gap = i, gap
+    return best
