@@ -8,6 +8,7 @@ import sys
 # Modules that define register_cli(subparsers); each sub-parser sets func=callable(args) -> int.
 _COMMAND_MODULES = (
     "motionmatch.commands",
+    "motionmatch.lmm.commands",
 )
 
 

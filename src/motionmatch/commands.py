@@ -216,6 +216,10 @@ def _add_bench(sub):
     pq.add_argument("--json", action="store_true")
     _add_character_options(pq)
     pq.set_defaults(func=run_bench_quality)
+    from .lmm.commands import add_bench_lmm_args, run_bench_lmm
+    pl = bsub.add_parser("lmm", help="learned motion matching against classic: memory (quality: with the runtime)")
+    add_bench_lmm_args(pl)
+    pl.set_defaults(func=run_bench_lmm)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 

@@ -302,6 +302,11 @@ def _rates(data: PoseFrames, values: np.ndarray) -> np.ndarray:
     return (values[data.diff_to] - values[data.diff_from]) * data.fps
 
 
+def _optimizer(s: TrainSettings):
+    # The learning rate is a state entry so each step can set it from the stage's progress.
+    return optax.inject_hyperparams(optax.adamw)(learning_rate=s.learning_rate, weight_decay=1e-3)
+
+
 def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainResult:
     """Train all three networks on a database and write the model file (and its loss curves PNG)."""
     from tqdm import tqdm
@@ -366,7 +371,7 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
             nets["projector"] = (*x_stats, *_stats(xz))
         trainable = ("compressor", "decompressor") if stage == "decompressor" else (stage,)
         sub = {k: params[k] for k in trainable}
-        opt = optax.inject_hyperparams(optax.adamw)(learning_rate=s.learning_rate, weight_decay=1e-3)
+        opt = _optimizer(s)
         opt_state = opt.init(sub)
         if opt_leaves is not None and si == start_stage:
             opt_state = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(opt_state),
@@ -449,7 +454,7 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
         stage_seconds[stage] = round(time.perf_counter() - t_start, 1)
         if si + 1 < len(STAGES):
             # The next stage starts from here after an interruption.
-            fresh = optax.inject_hyperparams(optax.adamw)(learning_rate=s.learning_rate).init(
+            fresh = _optimizer(s).init(
                 {STAGES[si + 1]: params[STAGES[si + 1]]})
             _save_checkpoint(ckpt_file, {"version": CHECKPOINT_VERSION, "identity": identity, "stage": si + 1,
                                          "iteration": 0, "elapsed": 0.0, "rng": rng.bit_generator.state,
@@ -489,6 +494,7 @@ def plot_curves(history: dict, path) -> None:
     stages = [st for st in STAGES if st in history]
     fig, axes = plt.subplots(1, len(stages), figsize=(5.5 * len(stages), 4), squeeze=False)
     for ax, st in zip(axes[0], stages):
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)
         for name, v in history[st].items():
             k = max(1, len(v) // 100)
             smooth = np.convolve(v, np.ones(k) / k, mode="valid") if len(v) >= k else v
@@ -497,7 +503,7 @@ def plot_curves(history: dict, path) -> None:
         ax.set_yscale("log")
         ax.set_title(f"{st} ({len(next(iter(history[st].values())))} iterations)")
         ax.set_xlabel("iteration")
-        ax.legend(fontsize=6, ncol=2)
+        ax.legend(fontsize=6, ncol=2, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
