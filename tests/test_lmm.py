@@ -135,8 +135,9 @@ def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkey
     import motionmatch.search
     from motionmatch.cli import main
     out = tmp_path / "m.npz"
+    # The fixture's layer width: the compiled training steps are reused.
     args = ["lmm", "train", "--db", str(jlpm_db_path), "-o", str(out), "--iterations", "30", "--frames", "150",
-            "--hidden", "16", "--quiet"]
+            "--hidden", "64", "--quiet"]
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt

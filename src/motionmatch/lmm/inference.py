@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ..scalar_quat import cross3, qfrom_matrix
 from .model import LearnedModel, Network, pose_layout
 
 
@@ -60,24 +61,9 @@ def _two_columns_to_quat(txy, out):
         bx, by, bz = bx - d * ax, by - d * ay, bz - d * az
         n = np.sqrt(bx * bx + by * by + bz * bz) + 1e-12
         bx, by, bz = bx / n, by / n, bz / n
-        cx, cy, cz = ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
-        # Matrix [a b c] (columns) to quaternion, branching on the largest diagonal term for precision.
-        m00, m11, m22 = ax, by, cz
-        tr = m00 + m11 + m22
-        if tr > 0.0:
-            s = np.sqrt(tr + 1.0) * 2.0
-            w, x, y, z = 0.25 * s, (bz - cy) / s, (cx - az) / s, (ay - bx) / s
-        elif m00 > m11 and m00 > m22:
-            s = np.sqrt(1.0 + m00 - m11 - m22) * 2.0
-            w, x, y, z = (bz - cy) / s, 0.25 * s, (bx + ay) / s, (cx + az) / s
-        elif m11 > m22:
-            s = np.sqrt(1.0 + m11 - m00 - m22) * 2.0
-            w, x, y, z = (cx - az) / s, (bx + ay) / s, 0.25 * s, (cy + bz) / s
-        else:
-            s = np.sqrt(1.0 + m22 - m00 - m11) * 2.0
-            w, x, y, z = (ay - bx) / s, (cx + az) / s, (cy + bz) / s, 0.25 * s
-        if w < 0.0:
-            w, x, y, z = -w, -x, -y, -z
+        cx, cy, cz = cross3(ax, ay, az, bx, by, bz)
+        # The matrix [a b c] has the vectors as columns.
+        w, x, y, z = qfrom_matrix(ax, bx, cx, ay, by, cy, az, bz, cz)
         out[i, 0], out[i, 1], out[i, 2], out[i, 3] = w, x, y, z
 
 

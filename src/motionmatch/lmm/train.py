@@ -138,6 +138,11 @@ def character_space(y, parents: tuple[int, ...]):
     return cpos, jnp.concatenate([crot[..., :, 0], crot[..., :, 1]], axis=-1)
 
 
+@partial(jax.jit, static_argnames=("parents",))
+def _compressor_inputs(y, *, parents: tuple):
+    return compressor_input(y, parents)
+
+
 def compressor_input(y, parents):
     cpos, ctxy = character_space(y, parents)
     lead = y.shape[:-1]
@@ -215,11 +220,36 @@ def projector_losses(params, query, x, z, *, nets, z_scale):
             "dist": jnp.mean(jnp.abs(dist(xp) - dist(x)))}
 
 
-def _weighted(losses_fn, weights):
-    def total(*args, **kwargs):
-        losses = losses_fn(*args, **kwargs)
-        return sum(weights[k] * v for k, v in losses.items()), losses
-    return total
+def _stage_loss(sub, inputs, nets, z_scale, *, stage: str, parents: tuple, dt: float):
+    """(weighted total, named losses) of a stage's trainable networks `sub` on one batch."""
+    if stage == "decompressor":
+        losses, weights = decompressor_losses(sub, *inputs, nets=nets, parents=parents, dt=dt), DECOMPRESSOR_WEIGHTS
+    elif stage == "stepper":
+        losses, weights = stepper_losses(sub, *inputs, nets=nets, z_scale=z_scale, dt=dt), STEPPER_WEIGHTS
+    else:
+        losses, weights = projector_losses(sub, *inputs, nets=nets, z_scale=z_scale), PROJECTOR_WEIGHTS
+    return sum(weights[k] * v for k, v in losses.items()), losses
+
+
+# One optimizer object for every run: the learning rate is a state entry each step sets from the stage's
+# progress, and compiled steps are reused by later runs in the same process (tests, notebooks).
+OPTIMIZER = optax.inject_hyperparams(optax.adamw)(learning_rate=1e-3, weight_decay=1e-3)
+
+
+@partial(jax.jit, static_argnames=("stage", "parents", "dt"))
+def train_step(sub, opt_state, lr, inputs, nets, z_scale, *, stage: str, parents: tuple, dt: float):
+    """One optimizer step of a stage; returns the new networks, optimizer state, total and named losses."""
+    opt_state.hyperparams["learning_rate"] = lr
+    (total, losses), grads = jax.value_and_grad(_stage_loss, has_aux=True)(
+        sub, inputs, nets, z_scale, stage=stage, parents=parents, dt=dt)
+    updates, opt_state = OPTIMIZER.update(grads, opt_state, sub)
+    return optax.apply_updates(sub, updates), opt_state, total, losses
+
+
+@partial(jax.jit, static_argnames=("parents",))
+def compress(layers, stats, y, *, parents: tuple):
+    """The compressor's latent z (..., Z) of pose vectors y (..., D)."""
+    return mlp(layers, stats, compressor_input(y, parents), "elu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,21 +320,16 @@ def _network(layers, stats, activation: str) -> Network:
 
 
 def _compress_all(params, nets, data: PoseFrames, parents, chunk: int = 4096) -> np.ndarray:
-    fn = jax.jit(lambda p, y: mlp(p, nets["compressor"], compressor_input(y, parents), "elu"))
     out = []
     for s in range(0, data.num_frames, chunk):
-        out.append(np.asarray(fn(params["compressor"], jnp.asarray(pose_vectors(data, np.arange(s, min(s + chunk, data.num_frames)))))))
+        y = pose_vectors(data, np.arange(s, min(s + chunk, data.num_frames)))
+        out.append(np.asarray(compress(params["compressor"], nets["compressor"], jnp.asarray(y), parents=parents)))
     return np.concatenate(out).astype(np.float32)
 
 
 def _rates(data: PoseFrames, values: np.ndarray) -> np.ndarray:
     """Finite-difference rates of change per second of per-frame values, inside clips."""
     return (values[data.diff_to] - values[data.diff_from]) * data.fps
-
-
-def _optimizer(s: TrainSettings):
-    # The learning rate is a state entry so each step can set it from the stage's progress.
-    return optax.inject_hyperparams(optax.adamw)(learning_rate=s.learning_rate, weight_decay=1e-3)
 
 
 def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainResult:
@@ -318,7 +343,7 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
     data = pose_frames(db, s.max_frames)
     parents = tuple(int(p) for p in db.skeleton.parents)
     n, f, zs, h = data.num_frames, data.features.shape[1], s.latent, s.hidden
-    dt = np.float32(1.0 / data.fps)
+    dt = float(1.0 / data.fps)
     identity = {"settings": s.identity(), "fingerprint": database_fingerprint(db), "frames": n}
     ckpt_file = checkpoint_path(out_path)
     resumed = _load_checkpoint(ckpt_file, identity)
@@ -327,7 +352,7 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
     sample = np.sort(np.random.default_rng(s.seed + 1).choice(n, size=min(n, 20000), replace=False))
     y_sample = pose_vectors(data, sample)
     x_stats = _stats(data.features)
-    comp_in = np.asarray(jax.jit(lambda y: compressor_input(y, parents))(jnp.asarray(y_sample)))
+    comp_in = np.asarray(_compressor_inputs(jnp.asarray(y_sample), parents=parents))
     nets = {"compressor": (*_stats(comp_in), *_unit_stats(zs)),
             "decompressor": (np.concatenate([x_stats[0], np.zeros(zs, np.float32)]),
                              np.concatenate([x_stats[1], np.ones(zs, np.float32)]), *_stats(y_sample))}
@@ -364,15 +389,14 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
             continue
         if stage != "decompressor" and latents is None:
             latents = _compress_all(params, nets, data, parents)
-            z_mean, z_std = _stats(latents, floor=1e-4)
+            _, z_std = _stats(latents, floor=1e-4)
             z_scale = jnp.asarray(z_std)
             xz = np.concatenate([data.features, latents], axis=1)
             nets["stepper"] = (*_stats(xz), *_stats(_rates(data, xz)))
             nets["projector"] = (*x_stats, *_stats(xz))
         trainable = ("compressor", "decompressor") if stage == "decompressor" else (stage,)
         sub = {k: params[k] for k in trainable}
-        opt = _optimizer(s)
-        opt_state = opt.init(sub)
+        opt_state = OPTIMIZER.init(sub)
         if opt_leaves is not None and si == start_stage:
             opt_state = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(opt_state),
                                                      [jnp.asarray(a) for a in opt_leaves])
@@ -381,14 +405,12 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
 
         if stage == "decompressor":
             starts = window_starts(data, 2)
-            loss_fn = _weighted(partial(decompressor_losses, nets=nets, parents=parents, dt=dt), DECOMPRESSOR_WEIGHTS)
 
             def batch():
                 w = sample_windows(rng, starts, s.batch, 2)
                 return jnp.asarray(pose_vectors(data, w)), jnp.asarray(data.features[w])
         elif stage == "stepper":
             starts = window_starts(data, s.stepper_window)
-            loss_fn = _weighted(partial(stepper_losses, nets=nets, z_scale=z_scale, dt=dt), STEPPER_WEIGHTS)
 
             def batch():
                 w = sample_windows(rng, starts, s.batch, s.stepper_window)
@@ -396,7 +418,6 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
         else:
             searcher = Searcher(data.features, data.range_starts, data.range_stops, backend="aabb")
             searchable = np.flatnonzero(searcher.searchable)
-            loss_fn = _weighted(partial(projector_losses, nets=nets, z_scale=z_scale), PROJECTOR_WEIGHTS)
 
             def batch():
                 k = searchable[rng.integers(0, len(searchable), size=s.batch)]
@@ -405,12 +426,8 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
                 nearest, _ = searcher.search_batch(query)
                 return jnp.asarray(query), jnp.asarray(data.features[nearest]), jnp.asarray(latents[nearest])
 
-        @jax.jit
-        def train_step(sub, opt_state, lr, *inputs):
-            opt_state.hyperparams["learning_rate"] = lr
-            (total, losses), grads = jax.value_and_grad(loss_fn, has_aux=True)(sub, *inputs)
-            updates, opt_state = opt.update(grads, opt_state, sub)
-            return optax.apply_updates(sub, updates), opt_state, total, losses
+        stage_nets = {k: tuple(jnp.asarray(a) for a in v) for k, v in nets.items()}
+        scale = z_scale if z_scale is not None else jnp.ones((zs,), jnp.float32)
 
         iters, seconds = s.budget(stage)
         hist = history.setdefault(stage, {})
@@ -426,7 +443,8 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
             if progress >= 1.0:
                 break
             lr = np.float32(s.learning_rate * s.final_learning_rate_ratio ** progress)
-            sub, opt_state, total, losses = train_step(sub, opt_state, lr, *batch())
+            sub, opt_state, total, losses = train_step(sub, opt_state, lr, batch(), stage_nets, scale,
+                                                       stage=stage, parents=parents, dt=dt)
             it += 1
             losses = {k: float(v) for k, v in losses.items()}
             losses["total"] = float(total)
@@ -454,7 +472,7 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
         stage_seconds[stage] = round(time.perf_counter() - t_start, 1)
         if si + 1 < len(STAGES):
             # The next stage starts from here after an interruption.
-            fresh = _optimizer(s).init(
+            fresh = OPTIMIZER.init(
                 {STAGES[si + 1]: params[STAGES[si + 1]]})
             _save_checkpoint(ckpt_file, {"version": CHECKPOINT_VERSION, "identity": identity, "stage": si + 1,
                                          "iteration": 0, "elapsed": 0.0, "rng": rng.bit_generator.state,
