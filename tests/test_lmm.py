@@ -239,3 +239,22 @@ def test_saved_model_round_trips(trained, tmp_path):
     for name in ("decompressor", "stepper", "projector"):
         for a, b in zip(getattr(model, name).weights, getattr(again, name).weights):
             np.testing.assert_array_equal(a, b)
+
+
+def test_joints_above_the_hips_are_learned_at_the_simulation_bone(bandai_walk_db):
+    """Bandai's joint_Root carries metres of world offset; the learned pose moves it onto the simulation
+    bone and keeps the hips' and all lower joints' world pose."""
+    from motionmatch.lmm.dataset import learned_local_pose, pose_frames, pose_vectors
+    from motionmatch.lmm.model import pose_layout
+    db = bandai_walk_db
+    data = pose_frames(db)
+    assert data.above_hips == (db.skeleton.index("joint_Root"),) and data.hips == db.roles["hips"]
+    frames = np.arange(0, db.num_frames, 37)
+    pos, rot = learned_local_pose(data, frames)
+    got = forward_kinematics(pos, rot, db.skeleton.parents)[0]
+    want = forward_kinematics(np.asarray(db.positions[frames]), np.asarray(db.rotations[frames]), db.skeleton.parents)[0]
+    np.testing.assert_allclose(got[:, data.hips:], want[:, data.hips:], atol=1e-5)
+    assert np.abs(np.asarray(db.positions[frames, 1])).max() > 1.0       # what the networks are spared
+    y = pose_vectors(data, frames)
+    lay = pose_layout(db.num_joints)
+    assert np.abs(y[:, lay["positions"]]).max() < 1.5 and np.abs(y[:, lay["velocities"]]).max() < 20.0

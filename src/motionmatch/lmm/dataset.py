@@ -3,6 +3,11 @@
 Pose vectors are built on demand for the frames a batch asks for, so a 600k-frame database stays
 memory-mapped instead of being expanded (its pose vectors would take ~0.8 GB). Velocities are the
 runtime's: forward differences inside a clip, backward at its last frame.
+
+Joints between the simulation bone and the hips (Bandai-Namco's `joint_Root`) may carry the clip's world
+translation, which no feature can predict. The learned pose puts them at the simulation bone (zero
+translation, identity rotation) and gives the hips their transform relative to the simulation bone, so
+the hips and everything below keep their exact world pose.
 """
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rotations import quat_inv_rotate, quat_mul_inv, quat_to_matrix, quat_to_scaled_angle_axis
+from ..rotations import quat_inv_rotate, quat_mul, quat_mul_inv, quat_rotate, quat_to_matrix, quat_to_scaled_angle_axis
 from .model import pose_layout, pose_size
 
 
@@ -27,6 +32,8 @@ class PoseFrames:
     diff_from: np.ndarray       # (N,) int64: velocity of frame f = (frame diff_to[f] - frame diff_from[f]) * fps
     diff_to: np.ndarray
     fps: float
+    hips: int = 1                   # the hips joint
+    above_hips: tuple = ()          # joints strictly between the simulation bone and the hips, top down
 
     @property
     def num_frames(self) -> int:
@@ -52,21 +59,43 @@ def pose_frames(db, max_frames: int | None = None) -> PoseFrames:
     f = np.arange(n)
     diff_from = np.where(last, f - 1, f)
     diff_to = np.where(last, f, f + 1)
+    hips = int(db.roles.get("hips", 1))
+    above, j = [], int(db.skeleton.parents[hips])
+    while j > 0:
+        above.insert(0, j)
+        j = int(db.skeleton.parents[j])
     # Frames between kept clips (dropped one-frame clips) are never sampled; pairs stay in range.
     return PoseFrames(db.positions, db.rotations, db.contacts, db.features.normalized[:n],
-                      starts, stops, diff_from, diff_to, float(db.fps))
+                      starts, stops, diff_from, diff_to, float(db.fps), hips, tuple(above))
+
+
+def learned_local_pose(data: PoseFrames, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Local positions (M, J, 3) and rotations (M, J, 4), float64, of frames, with the joints above the
+    hips moved onto the simulation bone (see the module docstring)."""
+    pos = np.asarray(data.positions[frames], dtype=np.float64)
+    rot = np.asarray(data.rotations[frames], dtype=np.float64)
+    if data.above_hips:
+        top = data.above_hips[0]
+        p, q = pos[:, top].copy(), rot[:, top].copy()
+        for j in data.above_hips[1:] + (data.hips,):
+            p = p + quat_rotate(q, pos[:, j])
+            q = quat_mul(q, rot[:, j])
+        pos[:, data.hips], rot[:, data.hips] = p, q
+        for j in data.above_hips:
+            pos[:, j] = 0.0
+            rot[:, j] = (1.0, 0.0, 0.0, 0.0)
+    return pos, rot
 
 
 def pose_vectors(data: PoseFrames, frames: np.ndarray) -> np.ndarray:
     """Pose vectors y (..., D) float32 of the given frame indices (layout: model.pose_layout)."""
     frames = np.asarray(frames, dtype=np.int64)
     flat = frames.reshape(-1)
-    a, b = data.diff_from[flat], data.diff_to[flat]
-    pos = np.asarray(data.positions[flat], dtype=np.float64)
-    rot = np.asarray(data.rotations[flat], dtype=np.float64)
-    vel = (np.asarray(data.positions[b], dtype=np.float64) - data.positions[a]) * data.fps
-    ang = quat_to_scaled_angle_axis(quat_mul_inv(np.asarray(data.rotations[b], dtype=np.float64),
-                                                 np.asarray(data.rotations[a], dtype=np.float64))) * data.fps
+    pos, rot = learned_local_pose(data, flat)
+    pos_a, rot_a = learned_local_pose(data, data.diff_from[flat])
+    pos_b, rot_b = learned_local_pose(data, data.diff_to[flat])
+    vel = (pos_b - pos_a) * data.fps
+    ang = quat_to_scaled_angle_axis(quat_mul_inv(rot_b, rot_a)) * data.fps
     m = len(flat)
     k = data.num_joints - 1
     lay = pose_layout(data.num_joints)
