@@ -10,6 +10,7 @@ _COMMAND_MODULES = (
     "motionmatch.commands",
     "motionmatch.tuning",
     "motionmatch.vr.commands",
+    "motionmatch.lmm.commands",
 )
 
 

@@ -326,6 +326,10 @@ def _add_bench(sub):
     pf = bsub.add_parser("fuzz", help="hostile-input campaigns: BVH mutants, damaged databases, bad scenarios")
     add_bench_fuzz_args(pf)
     pf.set_defaults(func=run_bench_fuzz)
+    from .lmm.commands import add_bench_lmm_args, run_bench_lmm
+    pl = bsub.add_parser("lmm", help="learned motion matching against classic: memory (quality: with the runtime)")
+    add_bench_lmm_args(pl)
+    pl.set_defaults(func=run_bench_lmm)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 

@@ -59,3 +59,26 @@ def qlog(w, x, y, z):
         return 2.0 * x, 2.0 * y, 2.0 * z
     k = 2.0 * math.atan2(s, w) / s
     return x * k, y * k, z * k
+
+
+@numba.njit(cache=True, inline="always")
+def qfrom_matrix(m00, m01, m02, m10, m11, m12, m20, m21, m22):
+    """Rotation matrix (row by row) to a unit quaternion, w >= 0 (Shepperd's method: branch on the
+    largest diagonal term, so no division by a small number)."""
+    tr = m00 + m11 + m22
+    if tr > 0.0:
+        s = math.sqrt(tr + 1.0) * 2.0
+        w, x, y, z = 0.25 * s, (m21 - m12) / s, (m02 - m20) / s, (m10 - m01) / s
+    elif m00 > m11 and m00 > m22:
+        s = math.sqrt(1.0 + m00 - m11 - m22) * 2.0
+        w, x, y, z = (m21 - m12) / s, 0.25 * s, (m01 + m10) / s, (m02 + m20) / s
+    elif m11 > m22:
+        s = math.sqrt(1.0 + m11 - m00 - m22) * 2.0
+        w, x, y, z = (m02 - m20) / s, (m01 + m10) / s, 0.25 * s, (m12 + m21) / s
+    else:
+        s = math.sqrt(1.0 + m22 - m00 - m11) * 2.0
+        w, x, y, z = (m10 - m01) / s, (m02 + m20) / s, (m12 + m21) / s, 0.25 * s
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    if w < 0.0:
+        n = -n
+    return w / n, x / n, y / n, z / n
