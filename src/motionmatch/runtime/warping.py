@@ -602,3 +602,145 @@ class HipsHeight:
         """Hips offset (metres, <= 0 when dropping) after dt seconds toward -drop."""
         self.offset, self.velocity = _spring(self.offset, self.velocity, -float(drop), self.halflife, dt)
         return self.offset
+
+
+# ----------------------------------------------------------------------------------------------
+# Compiled per-character warping over a crowd's warp table: one row per character, columns below.
+# The same rules as OrientationWarper / SpeedWarper; settings come from a packed settings row.
+
+ANGLE, ANGLE_RATE, TARGET, WEIGHT, BACKWARD, ROOT_GOAL_YAW, RATE, RATE_VEL, SCALE, SCALE_VEL = range(10)
+WARP_COLUMNS = 10
+
+
+def new_warp_table(n: int) -> np.ndarray:
+    """Warp state of n characters at rest (no twist, rate and stride 1)."""
+    w = np.zeros((n, WARP_COLUMNS))
+    w[:, RATE] = w[:, SCALE] = 1.0
+    return w
+
+
+@numba.njit(cache=True, inline="always")
+def wrap_nb(a):
+    return (a + math.pi) % _TWO_PI - math.pi
+
+
+@numba.njit(cache=True, inline="always")
+def clamp_nb(x, lo, hi):
+    return lo if x < lo else hi if x > hi else x
+
+
+@numba.njit(cache=True)
+def ramp_nb(x, lo, hi):
+    if x <= lo:
+        return 0.0
+    if x >= hi:
+        return 1.0
+    t = (x - lo) / (hi - lo)
+    return t * t * (3.0 - 2.0 * t)
+
+
+@numba.njit(cache=True)
+def spring_nb(x, v, goal, halflife, dt):
+    y = 2.0 * _LN2 / (max(halflife, 1e-4) + 1e-5)
+    j0 = x - goal
+    j1 = v + j0 * y
+    e = math.exp(-y * dt)
+    return e * (j0 + j1 * dt) + goal, e * (v - j1 * y * dt)
+
+
+@numba.njit(cache=True)
+def orientation_offsets_nb(facing_yaw, travel_yaw, limit, backward):
+    base = math.pi if backward else 0.0
+    e = wrap_nb(wrap_nb(facing_yaw - travel_yaw) - base)
+    w = clamp_nb(e, -limit, limit)
+    return wrap_nb(facing_yaw - w), w
+
+
+@numba.njit(cache=True)
+def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz, enabled, limit, backward_angle,
+                     min_travel):
+    """OrientationWarper.plan for row i of the warp table."""
+    gspeed = math.hypot(goal_vx, goal_vz)
+    if not enabled or gspeed < 1e-6:
+        wt[i, WEIGHT] = 0.0
+    else:
+        delta = abs(wrap_nb(goal_yaw - math.atan2(goal_vx, goal_vz)))
+        b = backward_angle
+        if delta > b + math.radians(5.0):
+            wt[i, BACKWARD] = 1.0
+        elif delta < b - math.radians(5.0):
+            wt[i, BACKWARD] = 0.0
+        wt[i, WEIGHT] = ramp_nb(delta, math.radians(5.0), math.radians(15.0))
+    speed = math.hypot(sim_vx, sim_vz)
+    k = wt[i, WEIGHT] * ramp_nb(speed, 0.0, min_travel)
+    if k > 0.0:
+        _, w = orientation_offsets_nb(sim_yaw, math.atan2(sim_vx, sim_vz), limit, wt[i, BACKWARD] != 0.0)
+        wt[i, ROOT_GOAL_YAW] = wrap_nb(sim_yaw - k * w)
+    else:
+        wt[i, ROOT_GOAL_YAW] = sim_yaw
+
+
+@numba.njit(cache=True)
+def orientation_query_rotations(wt, i, pos, rot, ox, oz, times, limit, min_travel):
+    """OrientationWarper.query_rotations for row i, rewriting rot (K, 4) in place."""
+    weight = wt[i, WEIGHT]
+    if weight <= 0.0:
+        return
+    px, pz, t_prev = ox, oz, 0.0
+    for k in range(pos.shape[0]):
+        x, z, t = pos[k, 0], pos[k, 2], times[k]
+        dx, dz = x - px, z - pz
+        speed = math.hypot(dx, dz) / max(t - t_prev, 1e-6)
+        px, pz, t_prev = x, z, t
+        kk = weight * ramp_nb(speed, 0.0, min_travel)
+        if kk <= 0.0:
+            continue
+        facing = 2.0 * math.atan2(rot[k, 2], rot[k, 0])
+        _, w = orientation_offsets_nb(facing, math.atan2(dx, dz), limit, wt[i, BACKWARD] != 0.0)
+        h = 0.5 * wrap_nb(facing - kk * w)
+        rot[k, 0], rot[k, 1], rot[k, 2], rot[k, 3] = math.cos(h), 0.0, math.sin(h), 0.0
+
+
+@numba.njit(cache=True)
+def orientation_update(wt, i, sim_yaw, root_yaw, speed, dt, limit, min_travel, halflife):
+    """OrientationWarper.update for row i: the smoothed twist angle (radians)."""
+    k = wt[i, WEIGHT] * ramp_nb(speed, 0.0, min_travel)
+    wt[i, TARGET] = k * clamp_nb(wrap_nb(sim_yaw - root_yaw), -limit, limit)
+    wt[i, ANGLE], wt[i, ANGLE_RATE] = spring_nb(wt[i, ANGLE], wt[i, ANGLE_RATE], wt[i, TARGET], halflife, dt)
+    return wt[i, ANGLE]
+
+
+@numba.njit(cache=True)
+def playback_rate_nb(desired_speed, anim_speed, lo, hi, share):
+    if desired_speed < 0.1 or anim_speed < 0.1:
+        return 1.0
+    ratio = desired_speed / anim_speed
+    return clamp_nb(ratio ** share if share != 1.0 else ratio, lo, hi)
+
+
+@numba.njit(cache=True)
+def stride_scale_nb(desired_speed, anim_speed, rate, lo, hi):
+    if desired_speed < 0.1 or anim_speed < 0.1:
+        return 1.0
+    return clamp_nb(desired_speed / (anim_speed * rate), lo, hi)
+
+
+@numba.njit(cache=True)
+def speed_update(wt, i, desired_speed, anim_speed, dt, play_rate, rate_min, rate_max, share, stride, stride_min,
+                 stride_max, halflife):
+    """SpeedWarper.update for row i: (rate, scale)."""
+    r = playback_rate_nb(desired_speed, anim_speed, rate_min, rate_max, share) if play_rate else 1.0
+    k = stride_scale_nb(desired_speed, anim_speed, r, stride_min, stride_max) if stride else 1.0
+    if play_rate and share < 1.0:
+        r = playback_rate_nb(desired_speed, anim_speed * k, rate_min, rate_max, 1.0)
+    wt[i, RATE], wt[i, RATE_VEL] = spring_nb(wt[i, RATE], wt[i, RATE_VEL], r, halflife, dt)
+    wt[i, SCALE], wt[i, SCALE_VEL] = spring_nb(wt[i, SCALE], wt[i, SCALE_VEL], k, halflife, dt)
+    return wt[i, RATE], wt[i, SCALE]
+
+
+@numba.njit(cache=True)
+def query_scale_nb(desired_speed, floor, play_rate, rate_min, stride, stride_min):
+    if floor <= 0.0 or desired_speed < 0.1 or desired_speed >= floor:
+        return 1.0
+    slowest = (rate_min if play_rate else 1.0) * (stride_min if stride else 1.0)
+    return max(1.0, min(floor / desired_speed, 1.0 / max(slowest, 1e-3)))
