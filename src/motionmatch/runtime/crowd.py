@@ -201,6 +201,7 @@ class Crowd:
         self.searches_last_tick = 0
         self.searched = np.zeros(n, dtype=np.int64)
         self.everyone = np.arange(n)
+        self.phase = np.zeros(n)
         self.apply_settings()
         for i in range(n):
             self.reset_agent(i, start_frame=None if start_frames is None else int(start_frames[i]))
@@ -288,6 +289,7 @@ class Crowd:
             a[i] = 0.0
         self.search_state[i] = 0.0
         self.search_state[i, FORCE] = 1.0
+        self.phase[i] = (i * 0.6180339887498949) % 1.0     # golden-ratio spread; agent 0 (a Character): 0
         self.transitions[i] = 0
         self.contacts[i] = False
         self.locks[i] = 0.0
@@ -353,7 +355,11 @@ class Crowd:
             q = ss.normalize(raw[sel])
             self.last_query[agents[sel]] = q
             best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], bias=bias, mask=mask)
-        self.search_state[agents, TIMER] = self.packed[agents, S.SEARCH_INTERVAL]
+        # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
+        # not search all at once every interval.
+        interval = self.packed[agents, S.SEARCH_INTERVAL]
+        self.search_state[agents, TIMER] = interval - interval * self.phase[agents]
+        self.phase[agents] = 0.0
         self.search_state[agents, FORCE] = 0.0
         self.last_current[agents] = self.frame[agents]
         self.last_best[agents], self.last_cost[agents] = best, cost
@@ -405,6 +411,14 @@ class Crowd:
         v = np.zeros((self.n, 3))
         v[:, 0], v[:, 2] = self.ctrl[:, GOAL_VX], self.ctrl[:, GOAL_VZ]
         return v
+
+    def state_bytes(self) -> int:
+        """Bytes held by the crowd's per-character arrays (not the shared per-database ones)."""
+        total = 0
+        for v in vars(self).values():
+            arrays = v if isinstance(v, tuple) else (v,)
+            total += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray) and a.ndim and len(a) == self.n)
+        return int(total)
 
     def local_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Agent i's output local pose (J, 3) / (J, 4), joint 0 the character root in the world (for BVH)."""
