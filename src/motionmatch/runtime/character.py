@@ -9,10 +9,9 @@ import time
 import numpy as np
 
 from ..kinematics import forward_kinematics
-from .controller import (GOAL_VX, GOAL_VZ, GOAL_YAW, PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput,
-                         PathFollower)
+from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput, PathFollower
 from .crowd import Crowd
-from .settings import INERTIALIZATION_METHODS, CharacterSettings  # noqa: F401  (re-exported)
+from .settings import CharacterSettings  # noqa: F401  (callers import it from here)
 
 
 class Character:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .springs import character_spring, half_damping, spring_exact
+
 _TWO_PI = 2.0 * math.pi
-_LN2 = math.log(2.0)
 
 # Controller state: one row per character, one column per quantity (structure-of-arrays over the
 # crowd, float64). Ground position, velocity and acceleration (m, m/s, m/s^2), facing yaw and its
@@ -32,12 +33,6 @@ STATE_COLUMNS = 16
 def wrap_angle(a):
     """Wrap radians to [-pi, pi)."""
     return (a + math.pi) % _TWO_PI - math.pi
-
-
-@numba.njit(cache=True, inline="always")
-def _damping_half(halflife):
-    # halflife_to_damping(halflife) * 0.5, spelled out for compiled code (same rounding).
-    return (4.0 * _LN2) / (halflife + 1e-5) * 0.5
 
 
 @dataclass
@@ -145,31 +140,15 @@ def desired_goals(inp: GamepadInput, held_yaw: float, settings: ControllerSettin
 @numba.njit(cache=True)
 def advance_state(st, i, dt, rot_halflife, gait_halflife):
     """Advance row i of the state table by dt seconds toward its goals (exact closed forms, in place)."""
-    y = _damping_half(st[i, HALFLIFE])
-    e = math.exp(-y * dt)
-    iy, iy2 = 1.0 / y, 1.0 / (y * y)
-    j0x, j0z = st[i, VX] - st[i, GOAL_VX], st[i, VZ] - st[i, GOAL_VZ]
-    j1x, j1z = st[i, AX] + j0x * y, st[i, AZ] + j0z * y
-    st[i, PX] += e * (-j1x * iy2 - (j0x + j1x * dt) * iy) + j1x * iy2 + j0x * iy + st[i, GOAL_VX] * dt
-    st[i, PZ] += e * (-j1z * iy2 - (j0z + j1z * dt) * iy) + j1z * iy2 + j0z * iy + st[i, GOAL_VZ] * dt
-    st[i, VX] = e * (j0x + j1x * dt) + st[i, GOAL_VX]
-    st[i, VZ] = e * (j0z + j1z * dt) + st[i, GOAL_VZ]
-    st[i, AX] = e * (st[i, AX] - j1x * y * dt)
-    st[i, AZ] = e * (st[i, AZ] - j1z * y * dt)
+    hl = st[i, HALFLIFE]
+    st[i, PX], st[i, VX], st[i, AX] = character_spring(st[i, PX], st[i, VX], st[i, AX], st[i, GOAL_VX], hl, dt)
+    st[i, PZ], st[i, VZ], st[i, AZ] = character_spring(st[i, PZ], st[i, VZ], st[i, AZ], st[i, GOAL_VZ], hl, dt)
     # Yaw spring: the quaternion spring restricted to rotations about +Y is this scalar spring on the
     # wrapped angle difference.
-    y = _damping_half(rot_halflife)
-    e = math.exp(-y * dt)
-    j0 = wrap_angle(st[i, YAW] - st[i, GOAL_YAW])
-    j1 = st[i, YAW_RATE] + j0 * y
-    st[i, YAW] = wrap_angle(st[i, GOAL_YAW] + e * (j0 + j1 * dt))
-    st[i, YAW_RATE] = e * (st[i, YAW_RATE] - j1 * y * dt)
-    y = _damping_half(gait_halflife)
-    e = math.exp(-y * dt)
-    j0 = st[i, GAIT] - st[i, GOAL_GAIT]
-    j1 = st[i, GAIT_RATE] + j0 * y
-    st[i, GAIT] = min(max(st[i, GOAL_GAIT] + e * (j0 + j1 * dt), 0.0), 1.0)
-    st[i, GAIT_RATE] = e * (st[i, GAIT_RATE] - j1 * y * dt)
+    j0, st[i, YAW_RATE] = spring_exact(wrap_angle(st[i, YAW] - st[i, GOAL_YAW]), st[i, YAW_RATE], 0.0, rot_halflife, dt)
+    st[i, YAW] = wrap_angle(st[i, GOAL_YAW] + j0)
+    gait, st[i, GAIT_RATE] = spring_exact(st[i, GAIT], st[i, GAIT_RATE], st[i, GOAL_GAIT], gait_halflife, dt)
+    st[i, GAIT] = min(max(gait, 0.0), 1.0)
 
 
 @numba.njit(cache=True)
@@ -196,21 +175,15 @@ def gamepad_step(st, move, run, strafe, look, dt, cs):
 @numba.njit(cache=True)
 def predict_state(st, i, offsets, fps, rot_halflife, out_pos, out_rot):
     """Future positions (K, 3) and yaw rotations (K, 4) of row i at offsets / fps seconds ahead under
-    constant goals (closed-form springs), into out_pos / out_rot."""
-    y = _damping_half(st[i, HALFLIFE])
-    iy, iy2 = 1.0 / y, 1.0 / (y * y)
-    j0x, j0z = st[i, VX] - st[i, GOAL_VX], st[i, VZ] - st[i, GOAL_VZ]
-    j1x, j1z = st[i, AX] + j0x * y, st[i, AZ] + j0z * y
-    yr = _damping_half(rot_halflife)
+    constant goals (the closed-form springs), into out_pos / out_rot."""
+    hl = st[i, HALFLIFE]
     r0 = wrap_angle(st[i, YAW] - st[i, GOAL_YAW])
-    r1 = st[i, YAW_RATE] + r0 * yr
     for k in range(offsets.shape[0]):
         t = offsets[k] / fps
-        e = math.exp(-y * t)
-        out_pos[k, 0] = st[i, PX] + e * (-j1x * iy2 - (j0x + j1x * t) * iy) + j1x * iy2 + j0x * iy + st[i, GOAL_VX] * t
+        out_pos[k, 0] = character_spring(st[i, PX], st[i, VX], st[i, AX], st[i, GOAL_VX], hl, t)[0]
         out_pos[k, 1] = st[i, PY]
-        out_pos[k, 2] = st[i, PZ] + e * (-j1z * iy2 - (j0z + j1z * t) * iy) + j1z * iy2 + j0z * iy + st[i, GOAL_VZ] * t
-        h = 0.5 * (st[i, GOAL_YAW] + math.exp(-yr * t) * (r0 + r1 * t))
+        out_pos[k, 2] = character_spring(st[i, PZ], st[i, VZ], st[i, AZ], st[i, GOAL_VZ], hl, t)[0]
+        h = 0.5 * (st[i, GOAL_YAW] + spring_exact(r0, st[i, YAW_RATE], 0.0, rot_halflife, t)[0])
         out_rot[k, 0], out_rot[k, 1], out_rot[k, 2], out_rot[k, 3] = math.cos(h), 0.0, math.sin(h), 0.0
 
 
@@ -301,7 +274,7 @@ class Controller:
         if not with_velocities:
             return pos, rot
         r = self.table[self.row]
-        y = _damping_half(r[HALFLIFE])
+        y = half_damping(r[HALFLIFE])
         t = offsets / fps
         e = np.exp(-y * t)
         j0x, j0z = r[VX] - r[GOAL_VX], r[VZ] - r[GOAL_VZ]

@@ -16,7 +16,6 @@ Seeds: 000 sections 3.3-3.6, 001, 002 section 3.3, 003, 004.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numba
@@ -28,13 +27,12 @@ from ..search.common import searchable_frames
 from . import settings as S
 from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_step, new_state,
                          reset_state)
-from .matching import (FORCE, LAST_VX, SEARCH_COLUMNS, TIMER, is_rewind, plan_stage, predict_stage, query_stage,
+from .matching import (FORCE, SEARCH_COLUMNS, TIMER, is_rewind, plan_stage, predict_stage, query_stage,
                        trajectory_layout)
 from .playback import playback_stage, transition_stage
 from .settings import CharacterSettings
 from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_stage
 from .warping import PoseWarpRig, clip_speeds, new_warp_table
-from ..kinematics import fk_pose_into  # noqa: F401  (compiled into output_stage)
 
 
 def shared(db, key, build):
@@ -158,7 +156,7 @@ class Crowd:
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
         self.traj_times = self.traj_offsets / float(db.fps)
         parents = np.asarray(db.skeleton.parents, dtype=np.int64)
-        roles, off = db.roles, db.skeleton.offsets
+        roles = db.roles
         rig = PoseWarpRig(roles, parents)
         legs = np.array([[roles[f"{side}_{part}"] for part in ("upper_leg", "lower_leg", "foot", "toe")]
                          for side in ("left", "right")], dtype=np.int64)

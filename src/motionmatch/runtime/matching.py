@@ -15,7 +15,7 @@ import numpy as np
 from . import settings as S
 from .controller import GOAL_VX, GOAL_VZ, GOAL_YAW, PX, PZ, VX, VZ, YAW, predict_state
 from .playback import remainder_2pi
-from .warping import orientation_plan, orientation_query_rotations, query_scale_nb
+from .warping import orientation_plan, orientation_query_rotations, query_scale
 
 # Search state: one row per character.
 TIMER, FORCE, HAS_LAST, LAST_VX, LAST_VZ, LAST_YAW = range(6)
@@ -72,7 +72,7 @@ def query_stage(agents, raw_features, frame, traj_pos, traj_rot, times, ctrl, wt
         factor = 1.0
         if s[S.W_PLAY_RATE] != 0.0 or s[S.W_STRIDE] != 0.0:
             # Slow requests ask for the slowest well-covered speed; play rate and stride slow it down.
-            factor = query_scale_nb(math.hypot(ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ]), s[S.W_QUERY_FLOOR],
+            factor = query_scale(math.hypot(ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ]), s[S.W_QUERY_FLOOR],
                                     s[S.W_PLAY_RATE] != 0.0, s[S.W_RATE_MIN], s[S.W_STRIDE] != 0.0, s[S.W_STRIDE_MIN])
         yaw = root_yaw[i]
         c, sn = math.cos(yaw), math.sin(yaw)

@@ -13,16 +13,14 @@ from __future__ import annotations
 import math
 
 import numba
-import numpy as np
 
 from . import settings as S
-from .controller import PX, PZ, VX, VZ, YAW, GOAL_VX, GOAL_VZ
-from .inertialization import _apply_kernel, _quintic_eval, _quintic_setup, _spring_decay, _transition_kernel
-from .warping import (ROOT_GOAL_YAW, _frame_pose_kernel, _lerp_kernel, _sample_kernel, orientation_update,
-                      speed_update)
+from .controller import PX, PZ, VX, VZ, YAW
+from .inertialization import apply_offsets, quintic_eval, quintic_setup, spring_decay, transition_offsets
+from .springs import half_damping
+from .warping import ROOT_GOAL_YAW, orientation_update, speed_update
 
 _TWO_PI = 2.0 * math.pi
-_LN2 = math.log(2.0)
 
 
 @numba.njit(cache=True, inline="always")
@@ -33,7 +31,7 @@ def remainder_2pi(x):
 
 
 @numba.njit(cache=True)
-def advance_frame_nb(frame, frac, rate, stop):
+def advance_frame(frame, frac, rate, stop):
     """Play `rate` frames forward from frame + frac without passing the clip's last frame (stop
     exclusive); returns (frame, frac)."""
     pos = frac + rate
@@ -46,12 +44,70 @@ def advance_frame_nb(frame, frac, rate, stop):
 
 
 @numba.njit(cache=True)
+def frame_pose(positions, rotations, vel, angvel, root_vel, root_angvel, i, rate,
+                       out_p, out_r, out_v, out_w):
+    """One database frame as float64 with the root as its own-frame motion (position 0, identity
+    rotation, root_vel / root_angvel velocities), velocities scaled by `rate` when it is not 1."""
+    for j in range(positions.shape[1]):
+        for k in range(3):
+            out_p[j, k] = positions[i, j, k]
+            out_v[j, k] = vel[i, j, k]
+            out_w[j, k] = angvel[i, j, k]
+        for k in range(4):
+            out_r[j, k] = rotations[i, j, k]
+    for k in range(3):
+        out_v[0, k] = root_vel[i, k]
+        out_w[0, k] = root_angvel[i, k]
+        out_p[0, k] = 0.0
+    out_r[0, 0], out_r[0, 1], out_r[0, 2], out_r[0, 3] = 1.0, 0.0, 0.0, 0.0
+    if rate != 1.0:
+        for j in range(out_v.shape[0]):
+            for k in range(3):
+                out_v[j, k] *= rate
+                out_w[j, k] *= rate
+
+
+@numba.njit(cache=True)
+def slerp_frames(positions, rotations, i, j, t, out_p, out_r):
+    """Pose between frames i and j at t (0..1): positions lerped, rotations slerped, into out_p / out_r."""
+    J = positions.shape[1]
+    for a in range(J):
+        for k in range(3):
+            p0 = positions[i, a, k]
+            out_p[a, k] = p0 + (positions[j, a, k] - p0) * t
+        aw, ax, ay, az = rotations[i, a, 0], rotations[i, a, 1], rotations[i, a, 2], rotations[i, a, 3]
+        bw, bx, by, bz = rotations[j, a, 0], rotations[j, a, 1], rotations[j, a, 2], rotations[j, a, 3]
+        d = aw * bw + ax * bx + ay * by + az * bz
+        if d < 0.0:
+            bw, bx, by, bz, d = -bw, -bx, -by, -bz, -d
+        if d > 0.9995:
+            wa, wb = 1.0 - t, t
+        else:
+            th = math.acos(min(d, 1.0))
+            st = math.sin(th)
+            wa, wb = math.sin((1.0 - t) * th) / st, math.sin(t * th) / st
+        qw, qx, qy, qz = wa * aw + wb * bw, wa * ax + wb * bx, wa * ay + wb * by, wa * az + wb * bz
+        n = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+        out_r[a, 0], out_r[a, 1], out_r[a, 2], out_r[a, 3] = qw / n, qx / n, qy / n, qz / n
+
+
+@numba.njit(cache=True)
+def lerp_frames(values, i, j, t, out):
+    """Per-frame values (N, ...) lerped between frames i and j at t into out."""
+    v0 = values[i].ravel()
+    v1 = values[j].ravel()
+    o = out.ravel()
+    for k in range(v0.shape[0]):
+        o[k] = v0[k] + (v1[k] - v0[k]) * t
+
+
+@numba.njit(cache=True)
 def anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, f, rate, stop, out_p, out_r, out_v, out_w):
     """Local pose at (fractional) database frame f of a clip ending at `stop` (exclusive), root as
     own-frame motion, velocities scaled by the play rate; into out_* (float64)."""
     i = int(f)
     if f == i:
-        _frame_pose_kernel(positions, rotations, vel, angvel, root_vel, root_angvel, i, rate,
+        frame_pose(positions, rotations, vel, angvel, root_vel, root_angvel, i, rate,
                            out_p, out_r, out_v, out_w)
         return
     i = int(math.floor(f))
@@ -61,9 +117,9 @@ def anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, f, rate,
         i, j, t = last, last, 0.0
     else:
         j = i + 1
-    _sample_kernel(positions, rotations, i, j, t, out_p, out_r)
-    _lerp_kernel(vel, i, j, t, out_v)
-    _lerp_kernel(angvel, i, j, t, out_w)
+    slerp_frames(positions, rotations, i, j, t, out_p, out_r)
+    lerp_frames(vel, i, j, t, out_v)
+    lerp_frames(angvel, i, j, t, out_w)
     for k in range(3):
         out_v[0, k] = root_vel[i, k] + (root_vel[j, k] - root_vel[i, k]) * t
         out_w[0, k] = root_angvel[i, k] + (root_angvel[j, k] - root_angvel[i, k]) * t
@@ -96,13 +152,13 @@ def transition_agent(i, to, db, inert, frame, frame_frac, rate, method, blend_ti
         pos_params[i] = 0.0
         rot_params[i] = 0.0
     else:
-        _transition_kernel(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i],
+        transition_offsets(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i],
                            dp[i], dv[i], dr[i], dw[i])
         if method == 1:
-            _quintic_setup(off_p[i], off_v[i], blend_time, pos_params[i])
-            _quintic_setup(off_r[i], off_w[i], blend_time, rot_params[i])
-            _quintic_eval(pos_params[i], 0.0, off_p[i], off_v[i])
-            _quintic_eval(rot_params[i], 0.0, off_r[i], off_w[i])
+            quintic_setup(off_p[i], off_v[i], blend_time, pos_params[i])
+            quintic_setup(off_r[i], off_w[i], blend_time, rot_params[i])
+            quintic_eval(pos_params[i], 0.0, off_p[i], off_v[i])
+            quintic_eval(rot_params[i], 0.0, off_r[i], off_w[i])
     inert_time[i] = 0.0
     frame[i] = to
     frame_frac[i] = 0.0
@@ -173,7 +229,7 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
         rate[i] = 1.0
         stride[i] = 1.0
     stop = stop_of[frame[i]]
-    frame[i], frame_frac[i] = advance_frame_nb(frame[i], frame_frac[i], rate[i], stop)
+    frame[i], frame_frac[i] = advance_frame(frame[i], frame_frac[i], rate[i], stop)
     anim_pose(positions, rotations, vel, angvel, root_v, root_w, frame[i] + frame_frac[i], rate[i], stop,
               ap[i], ar[i], av[i], aw[i])
     method = int(s[S.INERTIALIZATION])
@@ -183,15 +239,15 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
         lr[i] = ar[i]
         lw[i] = aw[i]
     elif method == 0:
-        y = (4.0 * _LN2) / (s[S.HALFLIFE] + 1e-5) * 0.5
-        _spring_decay(off_p[i], off_v[i], y, dt)
-        _spring_decay(off_r[i], off_w[i], y, dt)
-        _apply_kernel(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
+        y = half_damping(s[S.HALFLIFE])
+        spring_decay(off_p[i], off_v[i], y, dt)
+        spring_decay(off_r[i], off_w[i], y, dt)
+        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
     else:
         inert_time[i] += dt
-        _quintic_eval(pos_params[i], inert_time[i], off_p[i], off_v[i])
-        _quintic_eval(rot_params[i], inert_time[i], off_r[i], off_w[i])
-        _apply_kernel(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
+        quintic_eval(pos_params[i], inert_time[i], off_p[i], off_v[i])
+        quintic_eval(rot_params[i], inert_time[i], off_r[i], off_w[i])
+        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
 
     # Root: integrate the animation's own root motion from the character's current transform.
     c, sn = math.cos(root_yaw[i]), math.sin(root_yaw[i])

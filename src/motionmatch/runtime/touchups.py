@@ -15,10 +15,11 @@ import numpy as np
 from ..kinematics import fk_pose_into
 from ..scalar_quat import qrot
 from . import settings as S
-from .ik import _legs_pose_kernel
-from .warping import _output_pose_kernel
+from .ik import legs_pose
+from .springs import decay_exact, half_damping, spring_exact
+from .terrain import height_at, normal_at
+from .warping import twist_pose
 
-_LN2 = math.log(2.0)
 
 # Foot lock state: (n, 2 legs, columns).
 LOCKED, BLOCKED, LOCK_X, OFF_X, OFFV_X, PREV_X, HAS_PREV = 0, 1, 2, 5, 8, 11, 14
@@ -30,39 +31,28 @@ HIPS_HALFLIFE = 0.08
 
 
 @numba.njit(cache=True)
-def spring_exact(x, v, goal, halflife, dt):
-    """Critically damped spring (springs.simple_spring_damper_exact on floats): (x, v) after dt."""
-    y = (4.0 * _LN2) / (halflife + 1e-5) * 0.5
-    j0 = x - goal
-    j1 = v + j0 * y
-    e = math.exp(-y * dt)
-    return e * (j0 + j1 * dt) + goal, e * (v - j1 * y * dt)
-
-
-@numba.njit(cache=True)
-def terrain_height(heights, ox, oz, cell, x, z):
-    """Bilinear height of a heightfield (Heightfield.height on floats)."""
-    H, W = heights.shape
-    u = min(max((x - ox) / cell, 0.0), W - 1.0)
-    v = min(max((z - oz) / cell, 0.0), H - 1.0)
-    j = min(int(u), W - 2)
-    i = min(int(v), H - 2)
-    fu, fv = u - j, v - i
-    top = heights[i, j] * (1.0 - fu) + heights[i, j + 1] * fu
-    bot = heights[i + 1, j] * (1.0 - fu) + heights[i + 1, j + 1] * fu
-    return top * (1.0 - fv) + bot * fv
-
-
-@numba.njit(cache=True)
-def terrain_normal_nb(heights, ox, oz, cell, x, z):
-    """Unit ground normal from central differences over +-0.1 m (smoother over a foot's length)."""
-    step = 0.1
-    gx = (terrain_height(heights, ox, oz, cell, x + step, z)
-          - terrain_height(heights, ox, oz, cell, x - step, z)) / (2.0 * step)
-    gz = (terrain_height(heights, ox, oz, cell, x, z + step)
-          - terrain_height(heights, ox, oz, cell, x, z - step)) / (2.0 * step)
-    n = math.sqrt(gx * gx + 1.0 + gz * gz)
-    return -gx / n, 1.0 / n, -gz / n
+def place_pose(local_pos, local_rot, rx, ry, rz, qw, qy, warp, angle, ancestors, chain, parents,
+                        lp, lr, gp, gr):
+    """A character's displayed pose in one call: the root placed at (rx, ry, rz) with the yaw rotation
+    (qw, 0, qy, 0), the orientation warp by `angle` when `warp` (as warp_pose_orientation), then
+    forward kinematics into gp / gr."""
+    for j in range(local_pos.shape[0]):
+        for k in range(3):
+            lp[j, k] = local_pos[j, k]
+    lp[0, 0], lp[0, 1], lp[0, 2] = rx, ry, rz
+    if warp:
+        src = np.empty_like(lr)
+        for j in range(local_rot.shape[0]):
+            for k in range(4):
+                src[j, k] = local_rot[j, k]
+        src[0, 0], src[0, 1], src[0, 2], src[0, 3] = qw, 0.0, qy, 0.0
+        twist_pose(src, ancestors, chain, angle, lr)
+    else:
+        for j in range(local_rot.shape[0]):
+            for k in range(4):
+                lr[j, k] = local_rot[j, k]
+        lr[0, 0], lr[0, 1], lr[0, 2], lr[0, 3] = qw, 0.0, qy, 0.0
+    fk_pose_into(lp, lr, parents, gp, gr)
 
 
 @numba.njit(cache=True)
@@ -115,13 +105,9 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife):
             fl[OFF_X + k] = 0.0
             fl[OFFV_X + k] = 0.0
     if dt > 0.0:
-        y = 0.5 * ((4.0 * _LN2) / (halflife + 1e-5))
-        e = math.exp(-y * dt)
+        y = half_damping(halflife)
         for k in range(3):
-            o, v = fl[OFF_X + k], fl[OFFV_X + k]
-            j = v + o * y
-            fl[OFF_X + k] = e * (o + j * dt)
-            fl[OFFV_X + k] = e * (v - j * y * dt)
+            fl[OFF_X + k], fl[OFFV_X + k] = decay_exact(fl[OFF_X + k], fl[OFFV_X + k], y, dt)
     if fl[LOCKED] != 0.0:
         return fl[LOCK_X] + fl[OFF_X], fl[LOCK_X + 1] + fl[OFF_X + 1], fl[LOCK_X + 2] + fl[OFF_X + 2]
     return ax + fl[OFF_X], ay + fl[OFF_X + 1], az + fl[OFF_X + 2]
@@ -142,7 +128,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
     hs = heights_state[i]
     if has_terrain:
         # The root (and so the whole body) rides on the smoothed ground height under it.
-        g = terrain_height(heights, ox, oz, cell, root_pos[i, 0], root_pos[i, 2])
+        g = height_at(heights, ox, oz, cell, root_pos[i, 0], root_pos[i, 2])
         if hs[HAS_GROUND] == 0.0:
             hs[GROUND], hs[HAS_GROUND] = g, 1.0
         else:
@@ -153,7 +139,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
     # Orientation warp: the lower body turns to the displayed facing + travel offset, the spine
     # twists back so the upper body keeps the desired facing.
     half = 0.5 * (yaw + angle) if angle != 0.0 else 0.5 * yaw
-    _output_pose_kernel(lpos, lrot, root_pos[i, 0], root_pos[i, 1], root_pos[i, 2], math.cos(half), math.sin(half),
+    place_pose(lpos, lrot, root_pos[i, 0], root_pos[i, 1], root_pos[i, 2], math.cos(half), math.sin(half),
                         angle != 0.0, -angle if angle != 0.0 else 0.0, ancestors, chain, parents, lp, lr, gp, gr)
     locked[i, 0] = locked[i, 1] = False
     locking = s[S.FOOT_LOCKING] != 0.0
@@ -186,7 +172,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
         if has_terrain:
             # Animated heights are relative to flat ground at the root's height; move each foot
             # onto the terrain under it instead.
-            g_toe = terrain_height(heights, ox, oz, cell, tx, tz)
+            g_toe = height_at(heights, ox, oz, cell, tx, tz)
             grounds[leg] = g_toe
             ty += g_toe - base
         if locking:
@@ -217,7 +203,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
         for leg in range(2):
             ft, toe = legs[leg, 2], legs[leg, 3]
             hs[SLOPE_L + leg] += ((1.0 if contacts[i, leg] else 0.0) - hs[SLOPE_L + leg]) * kk
-            nx, ny, nz = terrain_normal_nb(heights, ox, oz, cell, targets[leg, 0], targets[leg, 2])
+            nx, ny, nz = normal_at(heights, ox, oz, cell, targets[leg, 0], targets[leg, 2])
             slope_warp_into(gr[ft], nx, ny, nz, hs[SLOPE_L + leg], s[S.W_SLOPE_MAX])
             # Keep the toe where it was aimed (locked or on the ground): the tilt pivots about it.
             rx, ry, rz = qrot(gr[ft, 0], gr[ft, 1], gr[ft, 2], gr[ft, 3], lp[toe, 0], lp[toe, 1], lp[toe, 2])
@@ -225,7 +211,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
             targets[leg, 1] = (targets[leg, 1] + (gp[toe, 1] - gp[ft, 1])) - ry
             targets[leg, 2] = (targets[leg, 2] + (gp[toe, 2] - gp[ft, 2])) - rz
     mask = 3 if has_terrain else 0
-    _legs_pose_kernel(lp, lr, gp, gr, parents, legs, targets[0, 0], targets[0, 1], targets[0, 2],
+    legs_pose(lp, lr, gp, gr, parents, legs, targets[0, 0], targets[0, 1], targets[0, 2],
                       targets[1, 0], targets[1, 1], targets[1, 2], mask, grounds[0], grounds[1], drop)
 
 
