@@ -1,7 +1,9 @@
 """Recorded runtime output on fixed scenarios: the reference the batched runtime must reproduce.
 
 `python tests/runtime_reference.py` (re)writes tests/data/runtime_reference.npz from the code checked
-out; it was generated on the runtime before the crowd redesign (commit 8c309cf). Per scenario: the
+out. First generated on the runtime before the crowd redesign (commit 8c309cf), which the batched
+runtime reproduced exactly (commit 8bee844); regenerated only by commits that change the behaviour on
+purpose (each says so, with before/after figures). Per scenario: the
 database frame chosen at every step and the world joint positions every STRIDE steps (float32).
 """
 from __future__ import annotations

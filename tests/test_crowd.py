@@ -79,3 +79,22 @@ def test_per_agent_tag_filters_hold(bandai_walk_db):
     crowd.set_tag_filter(1, "exhausted")
     assert crowd.settings[1].tag_filter == "exhausted" and crowd.settings[0].tag_filter == "exhausted"
     assert crowd.settings[3].tag_filter == "run"
+
+
+def _frozen_run_s(db, seconds=60.0, seed=3):
+    """Longest time (s) a character driven by random input stays on a clip's last frame."""
+    from motionmatch.runtime.character import Character
+    from motionmatch.scenario import random_scenario
+    ch = Character(db)
+    ch.set_driver(random_scenario(seconds, seed=seed).make_driver())
+    last = np.asarray(db.range_stops) - 1
+    run = longest = 0
+    for _ in range(int(seconds * db.fps)):
+        ch.step(None, 1.0 / db.fps)
+        run = run + 1 if ch.frame in last else 0
+        longest = max(longest, run)
+    return longest / db.fps
+
+
+def test_no_frozen_frames_on_short_clips(bandai_walk_db):
+    assert _frozen_run_s(bandai_walk_db) <= 1.0 / 60.0

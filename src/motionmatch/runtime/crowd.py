@@ -27,7 +27,7 @@ from ..search.common import searchable_frames
 from . import settings as S
 from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_step, new_state,
                          reset_state)
-from .matching import (FORCE, SEARCH_COLUMNS, TIMER, is_rewind, plan_stage, predict_stage, query_stage,
+from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_stage, predict_stage, query_stage,
                        trajectory_layout)
 from .playback import playback_stage, transition_stage
 from .settings import CharacterSettings
@@ -228,7 +228,8 @@ class Crowd:
         # Agents searched together: same searcher, mask and bias.
         groups = {}
         for i in range(self.n):
-            key = (id(self.search_sets[i]), self.tag_filters[i], float(self.packed[i, S.BIAS]))
+            key = (id(self.search_sets[i]), self.tag_filters[i], float(self.packed[i, S.BIAS]),
+                   int(self.packed[i, S.NO_REWIND]))
             groups.setdefault(key, []).append(i)
         self.group_of = np.empty(self.n, dtype=np.int64)
         self.groups = []
@@ -236,7 +237,8 @@ class Crowd:
             self.group_of[members] = g
             i = members[0]
             m = self.masks[i]
-            self.groups.append((self.search_sets[i], None if m is None else m[1], float(self.packed[i, S.BIAS])))
+            self.groups.append((self.search_sets[i], None if m is None else m[1], float(self.packed[i, S.BIAS]),
+                                int(self.packed[i, S.NO_REWIND])))
 
     def set_tag_filter(self, i: int, expr: str | None) -> None:
         """Switch agent i's allowed clips (a tag expression, None = all); the change is inertialized.
@@ -349,10 +351,14 @@ class Crowd:
         groups = self.group_of[agents]
         for g in np.unique(groups):
             sel = np.flatnonzero(groups == g)
-            ss, mask, bias = self.groups[g]
+            ss, mask, bias, skip = self.groups[g]
             q = ss.normalize(raw[sel])
             self.last_query[agents[sel]] = q
-            best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], bias=bias, mask=mask)
+            # The frames just around the playing one are excluded inside the search: a small jump back
+            # replays what was just shown (a stutter loop on slow walks), and throwing such a result
+            # away afterwards left a character frozen on a short clip's last frame.
+            best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], skip=skip, bias=bias,
+                                                            mask=mask)
         # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
         # not search all at once every interval.
         interval = self.packed[agents, S.SEARCH_INTERVAL]
@@ -362,10 +368,7 @@ class Crowd:
         self.last_current[agents] = self.frame[agents]
         self.last_best[agents], self.last_cost[agents] = best, cost
         self.last_search_time[agents] = self.time
-        jump = np.zeros(len(agents), dtype=np.bool_)
-        for k, i in enumerate(agents):
-            b, f = int(best[k]), int(self.frame[i])
-            jump[k] = b >= 0 and b != f and not is_rewind(f, b, self.range_of, int(self.packed[i, S.NO_REWIND]))
+        jump = (best >= 0) & (best != self.frame[agents])
         self.jumped[agents] = jump
         if jump.any():
             movers = agents[jump]

@@ -112,9 +112,3 @@ def trajectory_layout(schema, slices) -> tuple[np.ndarray, np.ndarray]:
                 rows.append((col, offsets.index(o), comp))
                 col += 1
     return np.array(offsets, dtype=np.int64), np.array(rows, dtype=np.int64).reshape(-1, 3)
-
-
-def is_rewind(frame: int, best: int, range_of, no_rewind: int) -> bool:
-    """A small jump back in the same clip replays what was just shown: a stutter loop (seen on slow
-    walks, where a decelerating clip keeps matching its own earlier frames)."""
-    return 0 < frame - best <= no_rewind and range_of[best] == range_of[frame]

@@ -46,7 +46,7 @@ class CharacterSettings:
     tag_filter: str | None = None
     end_exclude: int = 20
     search_backend: str = "aabb"
-    no_rewind_frames: int = 30                       # never jump 1..N frames back in the playing clip
+    no_rewind_frames: int = 30                       # never jump 1..N frames away from the playing one
     sharp_change_speed: float = 0.6                  # m/s change of desired velocity forcing a search
     sharp_change_angle_deg: float = 35.0             # change of desired facing forcing a search
     # Orientation, stride and slope warping on; play-rate warping off by default: on the jlpm22 data it
