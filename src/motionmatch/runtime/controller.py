@@ -94,7 +94,11 @@ def stick_response(x: float, z: float, dead_zone: float, exponent: float = 1.0) 
 
 @numba.njit(cache=True)
 def _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, held_yaw, cs):
-    """(goal vx, goal vz, goal yaw, moving) for one input; cs: ControllerSettings.packed()."""
+    """(goal vx, goal vz, goal yaw, moving) for one input; cs: ControllerSettings.packed(). Sticks
+    longer than 1 (gamepads report the square, up to 1.41) count as full deflection."""
+    m = math.hypot(mx, mz)
+    if m > 1.0:
+        mx, mz = mx / m, mz / m
     frac = _stick_response(mx, mz, cs[0], cs[1])
     cam_c, cam_s = math.cos(cs[13]), math.sin(cs[13])
     yaw = held_yaw
