@@ -98,3 +98,26 @@ def _frozen_run_s(db, seconds=60.0, seed=3):
 
 def test_no_frozen_frames_on_short_clips(bandai_walk_db):
     assert _frozen_run_s(bandai_walk_db) <= 1.0 / 60.0
+
+
+def test_play_clip_debug_and_inspection_poses(jlpm_db):
+    from motionmatch.runtime.character import Character
+    from motionmatch.runtime.controller import GamepadInput
+    ch = Character(jlpm_db)
+    assert ch.debug()["search"] is None or ch.debug()["search"]["frame"] >= -1
+    for _ in range(30):
+        ch.step(GamepadInput(move=(0.0, 1.0)))
+    d = ch.debug()["search"]
+    assert len(d["query"]) == jlpm_db.features.raw.shape[1] and d["frame"] >= 0 and d["t"] >= 0.0
+    assert set(d) == {"query", "frame", "cost", "current", "continue_cost", "bias", "tag_filter", "jumped", "t"}
+    assert ch.pose_before_inertialization().shape == ch.pose_before_touchups().shape == (jlpm_db.num_joints, 3)
+    # Play a clip: it plays on without searches (stick pushed elsewhere) until play_clip(None).
+    start = int(jlpm_db.range_starts[1])
+    ch.play_clip(1, 100)
+    assert ch.frame == start + 100
+    for k in range(60):
+        ch.step(GamepadInput(move=(-1.0, 0.0), run=True))
+        assert ch.frame == start + 101 + k
+    ch.play_clip(None)
+    ch.step(GamepadInput(move=(-1.0, 0.0), run=True))
+    assert ch.debug()["search"]["t"] == pytest.approx(ch.time - 1 / 60)

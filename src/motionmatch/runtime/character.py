@@ -86,6 +86,11 @@ class Character:
     def terrain(self):
         return self.crowd.terrain_field
 
+    def play_clip(self, range_index: int | None, offset_frames: int = 0) -> None:
+        """Jump (inertialized) to frame `offset_frames` of clip `range_index` and keep playing it, searches
+        suspended until the clip ends or play_clip(None)."""
+        self.crowd.play_clip(0, range_index, offset_frames)
+
     # ------------------------------------------------------------------------------------------
     # the loop
 

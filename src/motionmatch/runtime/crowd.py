@@ -200,6 +200,7 @@ class Crowd:
         self.searched = np.zeros(n, dtype=np.int64)
         self.everyone = np.arange(n)
         self.phase = np.zeros(n)
+        self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.apply_settings()
         for i in range(n):
             self.reset_agent(i, start_frame=None if start_frames is None else int(start_frames[i]))
@@ -289,6 +290,7 @@ class Crowd:
             a[i] = 0.0
         self.search_state[i] = 0.0
         self.search_state[i, FORCE] = 1.0
+        self.clip_hold[i] = False
         self.phase[i] = (i * 0.6180339887498949) % 1.0     # golden-ratio spread; agent 0 (a Character): 0
         self.transitions[i] = 0
         self.contacts[i] = False
@@ -319,7 +321,8 @@ class Crowd:
         dt = float(dt)
         t0 = time.perf_counter()
         searching = self.searched
-        plan_stage(dt, self.ctrl, self.warp, self.search_state, self.packed, self.frame, self.stop_of, searching)
+        plan_stage(dt, self.ctrl, self.warp, self.search_state, self.packed, self.frame, self.stop_of, self.clip_hold,
+                   searching)
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
         if len(agents):
@@ -333,6 +336,25 @@ class Crowd:
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
                          "output": (time.perf_counter() - t2) * 1e6}
         self.time += dt
+
+    def play_clip(self, i: int, range_index: int | None, offset_frames: int = 0) -> None:
+        """Agent i jumps (inertialized) to frame `offset_frames` of clip `range_index` and plays it with
+        searches suspended until the clip is about to end; None resumes searching now."""
+        if range_index is None:
+            self.clip_hold[i] = False
+            self.search_state[i, FORCE] = 1.0
+            return
+        db = self.db
+        r = int(range_index)
+        if not 0 <= r < len(db.range_starts):
+            raise ValueError(f"range_index {r} outside [0, {len(db.range_starts)})")
+        start, stop = int(db.range_starts[r]), int(db.range_stops[r])
+        to = min(start + max(int(offset_frames), 0), stop - 1)
+        if to != self.frame[i]:
+            self.transitions[i] += 1
+            transition_stage(np.array([i]), np.array([to]), self.db_arrays, self.inert, self.frame, self.frame_frac,
+                             self.rate, self.packed, self.stop_of, self.scratch)
+        self.clip_hold[i] = True
 
     def _search(self, agents: np.ndarray, predictor) -> None:
         cs = self.controller_settings

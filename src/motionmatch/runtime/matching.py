@@ -23,10 +23,17 @@ SEARCH_COLUMNS = 6
 
 
 @numba.njit(cache=True, parallel=True)
-def plan_stage(dt, ctrl, wt, search, settings, frame, stop_of, out_search):
-    """Orientation-warp plan and the search decision of every character (out_search[i] = 1 to search)."""
+def plan_stage(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out_search):
+    """Orientation-warp plan and the search decision of every character (out_search[i] = 1 to search).
+    A character with clip_hold[i] set (play_clip) does not search until its clip is about to end."""
     for i in numba.prange(frame.shape[0]):
         s = settings[i]
+        if clip_hold[i]:
+            if frame[i] + 1 < stop_of[frame[i]] - 1:
+                out_search[i] = 0
+                continue
+            clip_hold[i] = False
+            search[i, FORCE] = 1.0
         if s[S.W_ORIENTATION] != 0.0:
             orientation_plan(wt, i, ctrl[i, GOAL_YAW], ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, YAW], ctrl[i, VX],
                              ctrl[i, VZ], True, s[S.W_LIMIT], s[S.W_BACKWARD_ANGLE], s[S.W_MIN_TRAVEL])
