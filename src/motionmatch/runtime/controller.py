@@ -177,6 +177,15 @@ def gamepad_step(st, move, run, strafe, look, dt, cs):
 
 
 @numba.njit(cache=True)
+def gamepad_serial(st, move, run, strafe, look, dt, cs):
+    """gamepad_step on the calling thread (small crowds: no thread hand-off)."""
+    for i in range(st.shape[0]):
+        lx, lz = look[i, 0], look[i, 1]
+        has_look = not (math.isnan(lx) or math.isnan(lz))
+        _gamepad_agent(st, i, move[i, 0], move[i, 1], has_look, lx, lz, run[i], strafe[i], dt, cs)
+
+
+@numba.njit(cache=True)
 def predict_state(st, i, offsets, fps, rot_halflife, out_pos, out_rot):
     """Future positions (K, 3) and yaw rotations (K, 4) of row i at offsets / fps seconds ahead under
     constant goals (the closed-form springs), into out_pos / out_rot."""

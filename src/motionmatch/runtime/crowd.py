@@ -25,14 +25,19 @@ from ..scalar_quat import qlog, qmul, qrot
 from ..search import Searcher, frame_mask
 from ..search.common import searchable_frames
 from . import settings as S
-from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_step, new_state,
-                         reset_state)
-from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_stage, predict_stage, query_stage,
-                       trajectory_layout)
-from .playback import playback_stage, transition_stage
+from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
+                         new_state, reset_state)
+from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_serial, plan_stage, predict_stage, query_serial,
+                       query_stage, trajectory_layout)
+from .playback import playback_serial, playback_stage, transition_stage
 from .settings import CharacterSettings
-from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_stage
+from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_serial, output_stage
 from .warping import PoseWarpRig, clip_speeds, new_warp_table
+
+
+# Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
+# costs more than a few characters' work.
+PARALLEL_FROM = 32
 
 
 def shared(db, key, build):
@@ -199,6 +204,7 @@ class Crowd:
         self.searches_last_tick = 0
         self.searched = np.zeros(n, dtype=np.int64)
         self.everyone = np.arange(n)
+        self.parallel = n >= PARALLEL_FROM
         self.phase = np.zeros(n)
         self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.apply_settings()
@@ -311,7 +317,7 @@ class Crowd:
         look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
         run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
-        gamepad_step(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
+        (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
         self.advance(dt)
 
     def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
@@ -321,14 +327,14 @@ class Crowd:
         dt = float(dt)
         t0 = time.perf_counter()
         searching = self.searched
-        plan_stage(dt, self.ctrl, self.warp, self.search_state, self.packed, self.frame, self.stop_of, self.clip_hold,
+        (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, self.frame, self.stop_of, self.clip_hold,
                    searching)
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
         if len(agents):
             self._search(agents, predictor)
         t1 = time.perf_counter()
-        playback_stage(dt, self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db, self.ctrl, self.warp,
+        (playback_stage if self.parallel else playback_serial)(dt, self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db, self.ctrl, self.warp,
                        self.packed, self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle, self.inert,
                        self.local, self.root_pos, self.root_yaw, self.root_vel, self.contacts, self.anim)
         t2 = time.perf_counter()
@@ -366,7 +372,7 @@ class Crowd:
                 p, r = predictor(int(i))
                 self.traj_pos[i], self.traj_rot[i] = p, r
         raw = np.empty((len(agents), self.raw_features.shape[1]))
-        query_stage(agents, self.raw_features, self.frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
+        (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, self.raw_features, self.frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
                     self.warp, self.packed, self.root_pos, self.root_yaw, self.traj_layout, raw)
         best = np.empty(len(agents), dtype=np.int64)
         cost = np.empty(len(agents))
@@ -379,8 +385,12 @@ class Crowd:
             # The frames just around the playing one are excluded inside the search: a small jump back
             # replays what was just shown (a stutter loop on slow walks), and throwing such a result
             # away afterwards left a character frozen on a short clip's last frame.
-            best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], skip=skip, bias=bias,
-                                                            mask=mask)
+            if len(sel) == 1:
+                best[sel[0]], cost[sel[0]] = ss.searcher.search(q[0], current=int(self.frame[agents[sel[0]]]),
+                                                                skip=skip, bias=bias, mask=mask)
+            else:
+                best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], skip=skip,
+                                                                bias=bias, mask=mask)
         # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
         # not search all at once every interval.
         interval = self.packed[agents, S.SEARCH_INTERVAL]
@@ -399,7 +409,7 @@ class Crowd:
                              self.packed, self.stop_of, self.scratch)
 
     def _output(self, dt: float, only) -> None:
-        output_stage(only, float(dt), self.local, self.root_pos, self.root_yaw, self.warp_angle, self.stride, self.root_vel,
+        (output_stage if len(only) >= PARALLEL_FROM else output_serial)(only, float(dt), self.local, self.root_pos, self.root_yaw, self.warp_angle, self.stride, self.root_vel,
                      self.contacts, self.packed, self.rig, self.terrain, self.heights_state, self.locks, self.locked,
                      self.out, self.global_positions, self.global_rotations)
 

@@ -164,10 +164,10 @@ def transition_agent(i, to, db, inert, frame, frame_frac, rate, method, blend_ti
     frame_frac[i] = 0.0
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def transition_stage(agents, targets, db, inert, frame, frame_frac, rate, settings, stop_of, scratch):
-    """transition_agent for each agents[k] -> targets[k]."""
-    for k in numba.prange(agents.shape[0]):
+    """transition_agent for each agents[k] -> targets[k] (a few per tick: on the calling thread)."""
+    for k in range(agents.shape[0]):
         i = agents[k]
         transition_agent(i, targets[k], db, inert, frame, frame_frac, rate, int(settings[i, S.INERTIALIZATION]),
                          settings[i, S.BLEND_TIME], stop_of, scratch)
@@ -273,5 +273,14 @@ def playback_stage(dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings,
                    warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim):
     """playback_agent for every character."""
     for i in numba.prange(frame.shape[0]):
+        playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate,
+                       stride, warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim)
+
+
+@numba.njit(cache=True)
+def playback_serial(dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate, stride,
+                    warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim):
+    """playback_agent for every character on the calling thread (small crowds: no thread hand-off)."""
+    for i in range(frame.shape[0]):
         playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate,
                        stride, warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim)

@@ -218,14 +218,30 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
 @numba.njit(cache=True, parallel=True)
 def output_stage(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
                  terrain, heights_state, locks, locked, out, out_positions, out_rotations):
-    """output_agent for each of `agents`; world joint positions / rotations also into the float32 outputs."""
+    """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
+    float32 outputs."""
     for a in numba.prange(agents.shape[0]):
-        i = agents[a]
-        output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
-                     terrain, heights_state, locks, locked, out)
-        gp, gr = out[2][i], out[3][i]
-        for j in range(gp.shape[0]):
-            for k in range(3):
-                out_positions[i, j, k] = gp[j, k]
-            for k in range(4):
-                out_rotations[i, j, k] = gr[j, k]
+        _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
+                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations)
+
+
+@numba.njit(cache=True)
+def output_serial(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
+                  terrain, heights_state, locks, locked, out, out_positions, out_rotations):
+    """output_stage on the calling thread (small crowds: no thread hand-off)."""
+    for a in range(agents.shape[0]):
+        _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
+                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations)
+
+
+@numba.njit(cache=True)
+def _output_and_copy(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig, terrain,
+                     heights_state, locks, locked, out, out_positions, out_rotations):
+    output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
+                 terrain, heights_state, locks, locked, out)
+    gp, gr = out[2][i], out[3][i]
+    for j in range(gp.shape[0]):
+        for k in range(3):
+            out_positions[i, j, k] = gp[j, k]
+        for k in range(4):
+            out_rotations[i, j, k] = gr[j, k]
