@@ -58,6 +58,14 @@ def frame_pose(positions, rotations, vel, angvel, root_vel, root_angvel, i, rate
     for k in range(3):
         out_v[0, k] = root_vel[i, k]
         out_w[0, k] = root_angvel[i, k]
+    own_frame_root(out_p, out_r, out_v, out_w, rate)
+
+
+@numba.njit(cache=True)
+def own_frame_root(out_p, out_r, out_v, out_w, rate):
+    """The root as motion in its own frame (position 0, identity rotation; its velocities already set)
+    and every velocity scaled by the play rate."""
+    for k in range(3):
         out_p[0, k] = 0.0
     out_r[0, 0], out_r[0, 1], out_r[0, 2], out_r[0, 3] = 1.0, 0.0, 0.0, 0.0
     if rate != 1.0:
@@ -123,13 +131,7 @@ def anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, f, rate,
     for k in range(3):
         out_v[0, k] = root_vel[i, k] + (root_vel[j, k] - root_vel[i, k]) * t
         out_w[0, k] = root_angvel[i, k] + (root_angvel[j, k] - root_angvel[i, k]) * t
-        out_p[0, k] = 0.0
-    out_r[0, 0], out_r[0, 1], out_r[0, 2], out_r[0, 3] = 1.0, 0.0, 0.0, 0.0
-    if rate != 1.0:
-        for a in range(out_v.shape[0]):
-            for k in range(3):
-                out_v[a, k] *= rate
-                out_w[a, k] *= rate
+    own_frame_root(out_p, out_r, out_v, out_w, rate)
 
 
 @numba.njit(cache=True)
