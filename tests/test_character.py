@@ -131,4 +131,4 @@ def test_characters_share_database_work_but_not_settings(jlpm_db):
     assert np.array_equal(ref.global_positions, a.global_positions)
     assert np.array_equal(jlpm_db.features.normalized, before)
     hv = a.slices["trajectory_position"]
-    assert np.allclose(b._features_norm[:, hv], 3.0 * a._features_norm[:, hv], rtol=1e-5, atol=1e-5)
+    assert np.allclose(b.features_norm[:, hv], 3.0 * a.features_norm[:, hv], rtol=1e-5, atol=1e-5)

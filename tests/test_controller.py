@@ -135,3 +135,12 @@ def test_path_follower_loops_and_predicts_along_path():
         x, z = p[0], p[2]
         d = min(abs(z), abs(x - 3), abs(z - 3), abs(x))
         assert d < 0.5
+
+
+def test_stick_longer_than_one_counts_as_full_deflection():
+    from motionmatch.runtime.controller import desired_goals
+    s = ControllerSettings()
+    square = desired_goals(GamepadInput(move=(1.0, 1.0)), 0.0, s)
+    unit = desired_goals(GamepadInput(move=(math.sqrt(0.5), math.sqrt(0.5))), 0.0, s)
+    assert square == pytest.approx(unit)
+    assert math.hypot(square[0], square[1]) == pytest.approx(s.walk_forward_speed)

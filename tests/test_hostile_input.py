@@ -392,5 +392,5 @@ def test_weight_sets_share_a_bounded_least_recently_used_cache(jlpm_db):
         ch.settings.weights = {name: 0.5 + 0.1 * k}
         ch.apply_settings()
         ch.step(None, 1 / 60)
-    assert len(jlpm_db._runtime_cache) == MAX_SHARED_ENTRIES
+    assert len(jlpm_db.runtime_cache) == MAX_SHARED_ENTRIES
     assert np.isfinite(ch.global_positions).all()

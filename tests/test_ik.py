@@ -10,8 +10,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from motionmatch.io.bvh import read_bvh
 from motionmatch.kinematics import forward_kinematics
 from motionmatch.rotations import quat_between, quat_from_angle_axis, quat_mul, quat_normalize, quat_rotate
-from motionmatch.runtime.ik import (FootLocker, apply_leg_ik, globals_to_locals, toe_ground_fix,
+from motionmatch.runtime.ik import (apply_leg_ik, globals_to_locals, toe_ground_fix,
                                     two_joint_ik)
+from motionmatch.runtime.touchups import LOCK_COLUMNS, LOCKED, foot_lock_update
 from motionmatch.skeleton import find_roles
 
 JLPM = Path("/work/shared/mocap/jlpm22-locomotion/locomotion_take1.bvh")
@@ -126,6 +127,20 @@ def test_toe_ground_fix():
     # Already above the ground: untouched.
     q_same, toe_same = toe_ground_fix(foot, q, toe, -0.1)
     assert np.allclose(q_same, q) and np.allclose(toe_same, toe)
+
+
+class FootLocker:
+    """One foot's lock state row driven through touchups.foot_lock_update."""
+
+    def __init__(self, unlock_radius, halflife):
+        self.state = np.zeros(LOCK_COLUMNS)
+        self.unlock_radius, self.halflife = unlock_radius, halflife
+
+    def update(self, contact, p, dt):
+        return np.array(foot_lock_update(self.state, contact, float(p[0]), float(p[1]), float(p[2]), dt,
+                                         self.unlock_radius, self.halflife))
+
+    locked = property(lambda self: self.state[LOCKED] != 0.0)
 
 
 def test_foot_locker_holds_then_blends_out():

@@ -342,3 +342,16 @@ def test_prepared_mask_equals_plain_mask():
         assert s.search(q, mask=handle) == s.search(q, mask=mask)
         f, _ = s.search(q, mask=handle)
         assert mask[f]
+
+
+def test_search_batch_accepts_a_prepared_mask():
+    x, starts, stops = synthetic_features(3000, seed=6)
+    s = Searcher(x, starts, stops)
+    rng = np.random.default_rng(3)
+    mask = rng.random(len(x)) < 0.3
+    qs = x[rng.integers(0, len(x), 40)] + rng.normal(0, 0.3, (40, x.shape[1])).astype(np.float32)
+    cur = rng.integers(0, len(x), 40)
+    f1, c1 = s.search_batch(qs, cur, bias=0.1, mask=s.prepare(mask))
+    f2, c2 = s.search_batch(qs, cur, bias=0.1, mask=mask)
+    assert np.array_equal(f1, f2) and np.array_equal(c1, c2)
+    assert mask[f1[f1 != cur]].all()

@@ -125,3 +125,17 @@ def test_decay_quat_equals_vector_decay_of_log():
     r2, w2 = decay_spring_damper_exact(r, w, 0.1, 0.05)
     np.testing.assert_allclose(quat_to_scaled_angle_axis(q1), r2, atol=1e-9)
     np.testing.assert_allclose(w1, w2, atol=1e-12)
+
+
+def test_compiled_springs_are_the_tested_closed_forms():
+    """The compiled scalar springs every runtime stage uses agree with the closed forms above."""
+    from motionmatch.runtime.springs import (character_spring, decay_exact, half_damping, simple_spring_damper_exact,
+                                             decay_spring_damper_exact, spring_character_update, spring_exact)
+    rng = np.random.default_rng(4)
+    for row in rng.uniform(-2.0, 2.0, (200, 6)).tolist():
+        x, v, a, g, hl, dt = row
+        hl, dt = abs(hl) + 0.01, abs(dt) * 0.1
+        assert spring_exact(x, v, g, hl, dt) == simple_spring_damper_exact(x, v, g, hl, dt)
+        assert decay_exact(x, v, half_damping(hl), dt) == decay_spring_damper_exact(x, v, hl, dt)
+        np.testing.assert_allclose(character_spring(x, v, a, g, hl, dt), spring_character_update(x, v, a, g, hl, dt),
+                                   rtol=1e-12, atol=1e-12)

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from motionmatch.runtime.terrain import GroundSmoother, Heightfield, TerrainError
+from motionmatch.runtime.terrain import Heightfield, TerrainError, height_at
 
 
 def test_bilinear_is_exact_on_samples_and_between():
@@ -103,9 +103,9 @@ def test_spec_and_errors(tmp_path):
         Heightfield(np.zeros(4))
 
 
-def test_ground_smoother_follows_a_step_smoothly():
-    g = GroundSmoother(halflife=0.1, height=0.0)
-    hs = [g.update(0.2, 1 / 60) for _ in range(120)]
-    assert hs[-1] == pytest.approx(0.2, abs=1e-3)
-    assert np.all(np.diff(hs) >= -1e-12) and max(hs) <= 0.2 + 1e-9      # critically damped: no overshoot
-    assert np.abs(np.diff(hs)).max() < 0.02
+def test_compiled_height_equals_heightfield():
+    hf = Heightfield.procedural("noise", size=6.0, cell=0.25, amplitude=0.3, seed=4)
+    rng = np.random.default_rng(0)
+    for x, z in rng.uniform(-4.0, 4.0, (50, 2)):
+        assert height_at(hf.heights, hf.origin[0], hf.origin[1], hf.cell, x, z) == pytest.approx(
+            float(hf.height(np.array([x]), np.array([z]))[0]), abs=1e-12)

@@ -9,12 +9,15 @@ import pytest
 
 from motionmatch.kinematics import forward_kinematics
 from motionmatch.rotations import quat_angle, quat_from_yaw, quat_inv, quat_mul, quat_rotate
-from motionmatch.runtime.controller import ControllerSettings, GamepadInput, desired_goals
+from motionmatch.runtime.controller import ControllerSettings, desired_goals
 from motionmatch.runtime.terrain import Heightfield
+from motionmatch.runtime.playback import advance_frame, lerp_frames, slerp_frames
+from motionmatch.runtime.terrain import normal_at
+from motionmatch.runtime.touchups import slope_warp_into
 from motionmatch.runtime.warping import (
-    HipsHeight, OrientationWarper, PoseWarpRig, SpeedWarper, WarpSettings, advance_frame, clip_speeds,
-    hips_drop, orientation_offsets, playback_rate, sample_pose, sample_values, scale_trajectory,
-    slope_warp, spine_chain, stride_scale, stride_warp_targets, terrain_normal, warp_pose_orientation)
+    ANGLE, BACKWARD, ROOT_GOAL_YAW, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds, new_warp_table,
+    orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update, playback_rate,
+    query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
 from motionmatch.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -138,8 +141,38 @@ def _predicted(direction_deg, speed=1.1, facing_deg=0.0, times=(1 / 3, 2 / 3, 1.
     return pos, rot, list(times)
 
 
+class _Orient:
+    """Row 0 of a warp table driven like the runtime drives it (settings from WarpSettings)."""
+
+    def __init__(self, s: WarpSettings):
+        self.s, self.wt = s, new_warp_table(1)
+
+    def plan(self, *args):
+        s = self.s
+        orientation_plan(self.wt, 0, *args, True, math.radians(s.orientation_limit_deg),
+                         math.radians(s.backward_angle_deg), s.min_travel_speed)
+
+    def query_rotations(self, pos, rot, origin, times):
+        rot = np.array(rot, dtype=np.float64)
+        orientation_query_rotations(self.wt, 0, np.asarray(pos, np.float64), rot, float(origin[0]), float(origin[2]),
+                                    np.asarray(times, np.float64), math.radians(self.s.orientation_limit_deg),
+                                    self.s.min_travel_speed)
+        return rot
+
+    def update(self, sim_yaw, root_yaw, speed, dt):
+        s = self.s
+        return orientation_update(self.wt, 0, sim_yaw, root_yaw, speed, dt, math.radians(s.orientation_limit_deg),
+                                  s.min_travel_speed, s.orientation_halflife)
+
+    weight = property(lambda self: self.wt[0, WEIGHT])
+    backward = property(lambda self: bool(self.wt[0, BACKWARD]))
+    root_goal_yaw = property(lambda self: self.wt[0, ROOT_GOAL_YAW])
+    target = property(lambda self: self.wt[0, TARGET])
+    angle = property(lambda self: self.wt[0, ANGLE])
+
+
 def test_query_rotations_follow_travel_only_when_strafing():
-    ow = OrientationWarper(WarpSettings(orientation_limit_deg=90.0))
+    ow = _Orient(WarpSettings(orientation_limit_deg=90.0))
     # Normal locomotion: the goal facing is the travel direction -> nothing changes.
     ow.plan(math.radians(90.0), 1.3, 0.0, math.radians(60.0), 1.0, 0.5)
     pos, rot, times = _predicted(90.0, facing_deg=60.0)
@@ -166,7 +199,7 @@ def test_query_rotations_follow_travel_only_when_strafing():
 
 
 def test_backward_mode_has_hysteresis():
-    ow = OrientationWarper(WarpSettings(backward_angle_deg=120.0))
+    ow = _Orient(WarpSettings(backward_angle_deg=120.0))
     for deg, expect in ((130, True), (118, True), (112, False), (122, False), (126, True)):
         d = math.radians(deg)
         ow.plan(0.0, math.sin(d), math.cos(d), 0.0, math.sin(d), math.cos(d))
@@ -175,7 +208,7 @@ def test_backward_mode_has_hysteresis():
 
 def test_twist_is_limited_and_smoothed():
     s = WarpSettings(orientation_limit_deg=60.0, orientation_halflife=0.1, min_travel_speed=0.3)
-    ow = OrientationWarper(s)
+    ow = _Orient(s)
     ow.plan(0.0, 1.1, 0.0, 0.0, 1.1, 0.0)
     dt = 1 / 60
     angles = [ow.update(0.0, math.radians(90.0), 1.1, dt) for _ in range(120)]
@@ -198,63 +231,40 @@ def test_twist_is_limited_and_smoothed():
 
 
 def test_playback_rate_and_stride_scale_bounds():
-    assert playback_rate(0.5, 1.0) == pytest.approx(0.8)
-    assert playback_rate(1.1, 1.0) == pytest.approx(1.1)
-    assert playback_rate(3.0, 1.0) == pytest.approx(1.2)
-    assert playback_rate(0.05, 1.0) == 1.0 and playback_rate(1.0, 0.02) == 1.0
+    assert playback_rate(0.5, 1.0, 0.8, 1.2, 1.0) == pytest.approx(0.8)
+    assert playback_rate(1.1, 1.0, 0.8, 1.2, 1.0) == pytest.approx(1.1)
+    assert playback_rate(3.0, 1.0, 0.8, 1.2, 1.0) == pytest.approx(1.2)
+    assert playback_rate(0.05, 1.0, 0.8, 1.2, 1.0) == 1.0 and playback_rate(1.0, 0.02, 0.8, 1.2, 1.0) == 1.0
     # The stride takes the rest of the ratio, within its own bounds.
-    assert stride_scale(0.6, 1.0, 0.8) == pytest.approx(0.75)
-    assert stride_scale(0.3, 1.0, 0.8) == pytest.approx(0.5)
-    assert stride_scale(3.0, 1.0, 1.2) == pytest.approx(1.2)
-    r = playback_rate(0.7, 1.0, share=0.5)
+    assert stride_scale(0.6, 1.0, 0.8, 0.5, 1.2) == pytest.approx(0.75)
+    assert stride_scale(0.3, 1.0, 0.8, 0.5, 1.2) == pytest.approx(0.5)
+    assert stride_scale(3.0, 1.0, 1.2, 0.5, 1.2) == pytest.approx(1.2)
+    r = playback_rate(0.7, 1.0, 0.8, 1.2, 0.5)
     assert r == pytest.approx(math.sqrt(0.7))
-    assert r * stride_scale(0.7, 1.0, r) == pytest.approx(0.7)
+    assert r * stride_scale(0.7, 1.0, r, 0.5, 1.2) == pytest.approx(0.7)
 
 
-def test_speed_warper_converges_and_query_scale():
-    sw = SpeedWarper(WarpSettings())
+def test_speed_warp_converges_and_query_scale():
+    s = WarpSettings()
+    wt = new_warp_table(1)
+
+    def update(desired, anim):
+        return speed_update(wt, 0, desired, anim, 1 / 60, s.play_rate, s.rate_min, s.rate_max, s.rate_share, s.stride,
+                            s.stride_min, s.stride_max, s.speed_halflife)
     for _ in range(120):
-        rate, scale = sw.update(0.45, 0.9, 1 / 60)
+        rate, scale = update(0.45, 0.9)
     assert rate == pytest.approx(0.8, abs=1e-3) and scale == pytest.approx(0.625, abs=1e-3)
     assert 0.9 * rate * scale == pytest.approx(0.45, abs=1e-3)
     for _ in range(120):
-        rate, scale = sw.update(0.0, 0.9, 1 / 60)
+        rate, scale = update(0.0, 0.9)
     assert rate == pytest.approx(1.0, abs=1e-3) and scale == pytest.approx(1.0, abs=1e-3)
     # A 0.4 m/s request asks the matcher for the 0.8 m/s floor; never beyond what rate x stride undo.
-    assert sw.query_scale(0.4) == pytest.approx(2.0)
-    assert sw.query_scale(0.2) == pytest.approx(1.0 / (0.8 * 0.5))
-    assert sw.query_scale(1.2) == 1.0 and sw.query_scale(0.0) == 1.0
-    p = scale_trajectory(np.array([[1.0, 0.5, 2.0]]), np.array([1.0, 0.0, 1.0]), 2.0)
-    np.testing.assert_allclose(p, [[1.0, 0.5, 3.0]])
 
-
-def test_stride_warp_scales_along_travel_only():
-    feet = np.array([[0.3, 0.05, 0.5], [-0.2, 0.1, -0.4]])
-    center = np.array([0.1, 0.9, 0.1])
-    yaw = math.radians(30.0)
-    t = np.array([math.sin(yaw), 0.0, math.cos(yaw)])
-    side = np.array([math.cos(yaw), 0.0, -math.sin(yaw)])
-    out = stride_warp_targets(feet, center, yaw, 0.6)
-    for f, o in zip(feet, out):
-        d0, d1 = f - center, o - center
-        assert d1 @ t == pytest.approx(0.6 * (d0 @ t))
-        assert d1 @ side == pytest.approx(d0 @ side)
-        assert o[1] == pytest.approx(f[1])
-    np.testing.assert_allclose(stride_warp_targets(feet, center, yaw, 1.0), feet)
-
-
-def test_stride_warp_keeps_a_planted_foot_still():
-    """Animation: root moves at v, a planted foot stays at F. Character: root moves at s*v (the
-    root translation scaled by the stride); the warped foot must not move."""
-    v, s, F = np.array([0.3, 0.0, 1.0]), 0.55, np.array([0.2, 0.0, 0.6])
-    yaw = math.atan2(v[0], v[2])
-    out = []
-    for t in np.linspace(0.0, 0.5, 11):
-        root_anim, root_char = v * t, s * v * t
-        foot_char = root_char + (F - root_anim)          # the animated pose placed at the character root
-        out.append(stride_warp_targets(foot_char[None], root_char, yaw, s)[0])
-    out = np.array(out)
-    assert np.abs(out - out[0]).max() < 1e-9
+    def qs(v):
+        return query_scale(v, s.query_speed_floor, s.play_rate, s.rate_min, s.stride, s.stride_min)
+    assert qs(0.4) == pytest.approx(2.0)
+    assert qs(0.2) == pytest.approx(1.0 / (0.8 * 0.5))
+    assert qs(1.2) == 1.0 and qs(0.0) == 1.0
 
 
 def test_clip_speeds_and_advance_frame(jlpm_db):
@@ -270,6 +280,14 @@ def test_clip_speeds_and_advance_frame(jlpm_db):
     assert advance_frame(10, 0.5, 0.8, 100) == (11, pytest.approx(0.3))
     assert advance_frame(10, 0.9, 1.2, 100) == (12, pytest.approx(0.1))
     assert advance_frame(98, 0.5, 1.0, 100) == (99, 0.0)
+
+
+def sample_pose(positions, rotations, f, stop):
+    i = int(math.floor(f))
+    i, j, t = (stop - 1, stop - 1, 0.0) if i >= stop - 1 else (i, i + 1, f - i)
+    p, r = np.empty(positions.shape[1:]), np.empty(rotations.shape[1:])
+    slerp_frames(positions, rotations, i, j, t, p, r)
+    return p, r
 
 
 def test_sample_pose_between_frames(jlpm_db):
@@ -292,12 +310,19 @@ def test_sample_pose_between_frames(jlpm_db):
     # Never blends across the clip end.
     p, r = sample_pose(db.positions, db.rotations, stop - 1 + 0.5, stop)
     np.testing.assert_allclose(p, db.positions[stop - 1], atol=1e-6)
-    v = sample_values(db.positions[:, 0], f + 0.25, stop)
+    v = np.empty(3)
+    lerp_frames(db.positions[:, 0], f, f + 1, 0.25, v)
     np.testing.assert_allclose(v, 0.75 * db.positions[f, 0] + 0.25 * db.positions[f + 1, 0], atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------
 # slope
+
+
+def slope_warp(foot, n, weight=1.0, max_angle_rad=math.radians(30.0)):
+    q = np.array(foot, dtype=np.float64)
+    slope_warp_into(q, float(n[0]), float(n[1]), float(n[2]), weight, max_angle_rad)
+    return q
 
 
 def test_slope_warp_tilts_feet_to_the_normal():
@@ -319,18 +344,11 @@ def test_slope_warp_tilts_feet_to_the_normal():
     assert math.degrees(float(quat_angle(half))) == pytest.approx(22.5)
 
 
-def test_terrain_normal_and_hips_height():
+def test_terrain_normal():
     x, z = np.meshgrid(np.arange(11) * 0.5 - 2.5, np.arange(11) * 0.5 - 2.5)
     hf = Heightfield(0.2 * x + 0.1 * z, origin=(-2.5, -2.5), cell=0.5)
-    n = np.array(terrain_normal(hf.height, 0.3, -0.4))
+    n = np.array(normal_at(hf.heights, hf.origin[0], hf.origin[1], hf.cell, 0.3, -0.4))
     np.testing.assert_allclose(n, hf.normal(0.3, -0.4), atol=1e-9)
-    assert hips_drop((0.0, -0.12), 0.0) == pytest.approx(0.12)
-    assert hips_drop((0.1, 0.2), 0.0) == 0.0
-    assert hips_drop((-1.0, 0.0), 0.0, max_drop=0.3) == pytest.approx(0.3)
-    hh = HipsHeight(0.1)
-    off = [hh.update(0.12, 1 / 60) for _ in range(90)]
-    assert off[-1] == pytest.approx(-0.12, abs=1e-3)
-    assert np.all(np.diff(off) <= 1e-12) and abs(off[0]) < 0.01
 
 
 # ----------------------------------------------------------------------------------------------

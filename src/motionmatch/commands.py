@@ -312,6 +312,13 @@ def _add_bench(sub):
     pr.add_argument("--json", action="store_true")
     _add_character_options(pr)
     pr.set_defaults(func=run_bench_runtime)
+    pc = bsub.add_parser("crowd", help="tick time of random-goal crowds of several sizes")
+    pc.add_argument("--db", required=True)
+    pc.add_argument("--n", default="1,10,100,1000,5000", help="comma-separated crowd sizes")
+    pc.add_argument("--seconds", type=float, default=3.0, help="timed seconds per size (after 1 s of warm-up)")
+    pc.add_argument("--seed", type=int, default=0)
+    pc.add_argument("--json", action="store_true")
+    pc.set_defaults(func=run_bench_crowd)
     pq = bsub.add_parser("quality", help="run scenarios and tabulate their metrics")
     pq.add_argument("--db", required=True)
     pq.add_argument("--scenarios", nargs="+", default=None,
@@ -338,6 +345,33 @@ def _add_engine_options(p, what: str):
     g.add_argument("--workers", type=int, default=None,
                    help=f"spread the {what} over a local cluster of K worker processes on 127.0.0.1")
     g.add_argument("--address", default=None, help="spread them over a running Dask cluster (tcp://HOST:PORT)")
+
+
+def run_bench_crowd(args) -> int:
+    import numba
+    from .database import load_database
+    from .runtime.crowd_bench import bench_crowd
+    try:
+        sizes = [int(v) for v in str(args.n).split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--n: expected comma-separated integers, got {args.n!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"--n: crowd sizes must be positive integers, got {args.n!r}")
+    if not args.seconds > 0:
+        raise ValueError(f"--seconds: must be positive, got {args.seconds}")
+    db = load_database(args.db)
+    rows = bench_crowd(db, sizes, args.seconds, args.seed, progress=not args.json)
+    out = {"database": str(args.db), "threads": int(numba.get_num_threads()),
+           "results": [{k: r[k] for k in ("n", "tick_ms", "us_per_character", "searches_per_tick")} for r in rows]}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{db.num_frames} database frames, {out['threads']} threads, random-goal crowds, {args.seconds:g} s timed")
+    print(f"{'n':>6s} {'median ms':>10s} {'p99 ms':>10s} {'us/char':>9s} {'searches/tick':>14s} {'state B/char':>13s}")
+    for r in rows:
+        print(f"{r['n']:6d} {r['tick_ms']['median']:10.3f} {r['tick_ms']['p99']:10.3f} {r['us_per_character']:9.2f} "
+              f"{r['searches_per_tick']:14.2f} {r['bytes_per_character']:13d}")
+    return 0
 
 
 def run_bench_quality(args) -> int:

@@ -87,7 +87,7 @@ class Database:
     features: FeatureSet
     meta: dict = field(default_factory=dict)
     # The runtime's per-database cache (runtime.character looks it up under this name), bounded.
-    _runtime_cache: SharedCache = field(default_factory=SharedCache, init=False, repr=False, compare=False)
+    runtime_cache: SharedCache = field(default_factory=SharedCache, init=False, repr=False, compare=False)
 
     @property
     def num_frames(self) -> int:
@@ -109,21 +109,6 @@ class Database:
 
     def range_of(self, frame: int) -> int:
         return int(np.searchsorted(self.range_stops, frame, side="right"))
-
-    def velocities_at(self, frame: int) -> tuple[np.ndarray, np.ndarray]:
-        """Local linear (J,3) m/s and angular (J,3) rad/s velocities at a frame (forward difference
-        inside its clip; backward at the clip's last frame)."""
-        from .rotations import quat_inv, quat_mul, quat_to_scaled_angle_axis
-        r = self.range_of(frame)
-        a, b = (frame, frame + 1) if frame + 1 < self.range_stops[r] else (frame - 1, frame)
-        if a < self.range_starts[r]:
-            z = np.zeros((self.num_joints, 3))
-            return z, z.copy()
-        pa, pb = self.positions[a].astype(np.float64), self.positions[b].astype(np.float64)
-        qa, qb = self.rotations[a].astype(np.float64), self.rotations[b].astype(np.float64)
-        vel = (pb - pa) * self.fps
-        ang = quat_to_scaled_angle_axis(quat_mul(qb, quat_inv(qa))) * self.fps
-        return vel, ang
 
     def global_transforms(self, frames=None) -> tuple[np.ndarray, np.ndarray]:
         """World positions/rotations of the given frames (all by default)."""

@@ -12,18 +12,25 @@ The state is kept as Python floats: a full update + predict costs a few microsec
 from __future__ import annotations
 
 import bisect
-import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numba
 import numpy as np
 
-from .springs import halflife_to_damping
+from .springs import character_spring, half_damping, spring_exact
 
 _TWO_PI = 2.0 * math.pi
 
+# Controller state: one row per character, one column per quantity (structure-of-arrays over the
+# crowd, float64). Ground position, velocity and acceleration (m, m/s, m/s^2), facing yaw and its
+# rate (rad, rad/s), gait blend (0 walk .. 1 run) and its rate, the goals and the velocity halflife.
+PX, PY, PZ, VX, VZ, AX, AZ, YAW, YAW_RATE, GAIT, GAIT_RATE, GOAL_VX, GOAL_VZ, GOAL_YAW, GOAL_GAIT, HALFLIFE = range(16)
+STATE_COLUMNS = 16
 
-def _wrap(a: float) -> float:
+
+@numba.njit(cache=True, inline="always")
+def wrap_angle(a):
     """Wrap radians to [-pi, pi)."""
     return (a + math.pi) % _TWO_PI - math.pi
 
@@ -61,14 +68,61 @@ class ControllerSettings:
             return self.run_forward_speed, self.run_side_speed, self.run_backward_speed
         return self.walk_forward_speed, self.walk_side_speed, self.walk_backward_speed
 
+    def packed(self) -> np.ndarray:
+        """The settings as the float64 vector the compiled kernels read (see _gamepad_goals)."""
+        stop = -1.0 if self.stop_halflife is None else self.stop_halflife
+        return np.array([self.dead_zone, self.response_exponent, self.look_dead_zone,
+                         self.walk_forward_speed, self.walk_side_speed, self.walk_backward_speed,
+                         self.run_forward_speed, self.run_side_speed, self.run_backward_speed,
+                         self.velocity_halflife, stop, self.rotation_halflife, self.gait_halflife,
+                         self.camera_yaw], dtype=np.float64)
 
-def stick_response(x: float, z: float, dead_zone: float, exponent: float = 1.0) -> float:
-    """Fraction 0..1 of full speed for a stick deflection (x, z): radial dead zone, then a power curve."""
+
+@numba.njit(cache=True)
+def _stick_response(x, z, dead_zone, exponent):
     m = math.hypot(x, z)
     if m <= dead_zone:
         return 0.0
     f = min((m - dead_zone) / max(1.0 - dead_zone, 1e-9), 1.0)
     return f ** exponent if exponent != 1.0 else f
+
+
+def stick_response(x: float, z: float, dead_zone: float, exponent: float = 1.0) -> float:
+    """Fraction 0..1 of full speed for a stick deflection (x, z): radial dead zone, then a power curve."""
+    return _stick_response(float(x), float(z), float(dead_zone), float(exponent))
+
+
+@numba.njit(cache=True)
+def _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, held_yaw, cs):
+    """(goal vx, goal vz, goal yaw, moving) for one input; cs: ControllerSettings.packed(). Sticks
+    longer than 1 (gamepads report the square, up to 1.41) count as full deflection."""
+    m = math.hypot(mx, mz)
+    if m > 1.0:
+        mx, mz = mx / m, mz / m
+    frac = _stick_response(mx, mz, cs[0], cs[1])
+    cam_c, cam_s = math.cos(cs[13]), math.sin(cs[13])
+    yaw = held_yaw
+    if strafe and has_look:
+        if math.hypot(lx, lz) > cs[2]:
+            yaw = math.atan2(lx * cam_c + lz * cam_s, -lx * cam_s + lz * cam_c)
+    if frac == 0.0:
+        return 0.0, 0.0, yaw, False
+    m = math.hypot(mx, mz)
+    # Stick direction in the world: rotate by the camera yaw about +Y.
+    dx = (mx * cam_c + mz * cam_s) / m
+    dz = (-mx * cam_s + mz * cam_c) / m
+    if run:
+        fwd, side, back = cs[6], cs[7], cs[8]
+    else:
+        fwd, side, back = cs[3], cs[4], cs[5]
+    if not strafe:
+        return dx * fwd * frac, dz * fwd * frac, math.atan2(dx, dz), True
+    fc, fs = math.cos(yaw), math.sin(yaw)
+    lx = dx * fc - dz * fs           # local to the facing goal: x right, z forward
+    lz = dx * fs + dz * fc
+    lx *= side * frac
+    lz *= (fwd if lz > 0.0 else back) * frac
+    return lx * fc + lz * fs, -lx * fs + lz * fc, yaw, True
 
 
 def desired_goals(inp: GamepadInput, held_yaw: float, settings: ControllerSettings) -> tuple[float, float, float, bool]:
@@ -79,79 +133,87 @@ def desired_goals(inp: GamepadInput, held_yaw: float, settings: ControllerSettin
     from the look stick or is held, and the stick direction relative to that facing is scaled by the
     side / forward / backward speeds (as in desired_velocity_update of seed 004).
     """
-    s = settings
-    mx, mz = float(inp.move[0]), float(inp.move[1])
-    frac = stick_response(mx, mz, s.dead_zone, s.response_exponent)
-    cam_c, cam_s = math.cos(s.camera_yaw), math.sin(s.camera_yaw)
-    yaw = held_yaw
-    if inp.strafe and inp.look is not None:
-        lx, lz = float(inp.look[0]), float(inp.look[1])
-        if math.hypot(lx, lz) > s.look_dead_zone:
-            yaw = math.atan2(lx * cam_c + lz * cam_s, -lx * cam_s + lz * cam_c)
-    if frac == 0.0:
-        return 0.0, 0.0, yaw, False
-    m = math.hypot(mx, mz)
-    # Stick direction in the world: rotate by the camera yaw about +Y.
-    dx = (mx * cam_c + mz * cam_s) / m
-    dz = (-mx * cam_s + mz * cam_c) / m
-    fwd, side, back = s.speeds(inp.run)
-    if not inp.strafe:
-        return dx * fwd * frac, dz * fwd * frac, math.atan2(dx, dz), True
-    fc, fs = math.cos(yaw), math.sin(yaw)
-    lx = dx * fc - dz * fs           # local to the facing goal: x right, z forward
-    lz = dx * fs + dz * fc
-    lx *= side * frac
-    lz *= (fwd if lz > 0.0 else back) * frac
-    return lx * fc + lz * fs, -lx * fs + lz * fc, yaw, True
+    look = inp.look
+    vx, vz, yaw, moving = _gamepad_goals(float(inp.move[0]), float(inp.move[1]), look is not None,
+                                         0.0 if look is None else float(look[0]),
+                                         0.0 if look is None else float(look[1]), bool(inp.run), bool(inp.strafe),
+                                         float(held_yaw), settings.packed())
+    return vx, vz, yaw, bool(moving)
 
 
-@dataclass
-class _State:
-    px: float = 0.0
-    py: float = 0.0
-    pz: float = 0.0
-    vx: float = 0.0
-    vz: float = 0.0
-    ax: float = 0.0
-    az: float = 0.0
-    yaw: float = 0.0
-    yaw_rate: float = 0.0
-    gait: float = 0.0
-    gait_rate: float = 0.0
-    goal_vx: float = 0.0
-    goal_vz: float = 0.0
-    goal_yaw: float = 0.0
-    goal_gait: float = 0.0
-    halflife: float = 0.27
-
-
-def _advance(st: _State, dt: float, rot_halflife: float, gait_halflife: float) -> None:
-    """Advance the springs of st by dt seconds toward its goals (exact closed forms, in place)."""
-    y = halflife_to_damping(st.halflife) * 0.5
-    e = math.exp(-y * dt)
-    iy, iy2 = 1.0 / y, 1.0 / (y * y)
-    j0x, j0z = st.vx - st.goal_vx, st.vz - st.goal_vz
-    j1x, j1z = st.ax + j0x * y, st.az + j0z * y
-    st.px += e * (-j1x * iy2 - (j0x + j1x * dt) * iy) + j1x * iy2 + j0x * iy + st.goal_vx * dt
-    st.pz += e * (-j1z * iy2 - (j0z + j1z * dt) * iy) + j1z * iy2 + j0z * iy + st.goal_vz * dt
-    st.vx = e * (j0x + j1x * dt) + st.goal_vx
-    st.vz = e * (j0z + j1z * dt) + st.goal_vz
-    st.ax = e * (st.ax - j1x * y * dt)
-    st.az = e * (st.az - j1z * y * dt)
+@numba.njit(cache=True)
+def advance_state(st, i, dt, rot_halflife, gait_halflife):
+    """Advance row i of the state table by dt seconds toward its goals (exact closed forms, in place)."""
+    hl = st[i, HALFLIFE]
+    st[i, PX], st[i, VX], st[i, AX] = character_spring(st[i, PX], st[i, VX], st[i, AX], st[i, GOAL_VX], hl, dt)
+    st[i, PZ], st[i, VZ], st[i, AZ] = character_spring(st[i, PZ], st[i, VZ], st[i, AZ], st[i, GOAL_VZ], hl, dt)
     # Yaw spring: the quaternion spring restricted to rotations about +Y is this scalar spring on the
     # wrapped angle difference.
-    y = halflife_to_damping(rot_halflife) * 0.5
-    e = math.exp(-y * dt)
-    j0 = _wrap(st.yaw - st.goal_yaw)
-    j1 = st.yaw_rate + j0 * y
-    st.yaw = _wrap(st.goal_yaw + e * (j0 + j1 * dt))
-    st.yaw_rate = e * (st.yaw_rate - j1 * y * dt)
-    y = halflife_to_damping(gait_halflife) * 0.5
-    e = math.exp(-y * dt)
-    j0 = st.gait - st.goal_gait
-    j1 = st.gait_rate + j0 * y
-    st.gait = min(max(st.goal_gait + e * (j0 + j1 * dt), 0.0), 1.0)
-    st.gait_rate = e * (st.gait_rate - j1 * y * dt)
+    j0, st[i, YAW_RATE] = spring_exact(wrap_angle(st[i, YAW] - st[i, GOAL_YAW]), st[i, YAW_RATE], 0.0, rot_halflife, dt)
+    st[i, YAW] = wrap_angle(st[i, GOAL_YAW] + j0)
+    gait, st[i, GAIT_RATE] = spring_exact(st[i, GAIT], st[i, GAIT_RATE], st[i, GOAL_GAIT], gait_halflife, dt)
+    st[i, GAIT] = min(max(gait, 0.0), 1.0)
+
+
+@numba.njit(cache=True)
+def _gamepad_agent(st, i, mx, mz, has_look, lx, lz, run, strafe, dt, cs):
+    vx, vz, yaw, moving = _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, st[i, GOAL_YAW], cs)
+    halflife = cs[9] if moving or cs[10] < 0.0 else cs[10]
+    st[i, GOAL_VX], st[i, GOAL_VZ], st[i, GOAL_YAW] = vx, vz, yaw
+    st[i, GOAL_GAIT], st[i, HALFLIFE] = 1.0 if run else 0.0, halflife
+    advance_state(st, i, dt, cs[11], cs[12])
+
+
+@numba.njit(cache=True, parallel=True)
+def gamepad_step(st, move, run, strafe, look, dt, cs):
+    """Every row of the state table: goals from its input, then advance dt seconds.
+
+    move / look (n, 2) float64 sticks (look rows NaN = no look input), run / strafe (n,) bool;
+    cs: ControllerSettings.packed()."""
+    for i in numba.prange(st.shape[0]):
+        lx, lz = look[i, 0], look[i, 1]
+        has_look = not (math.isnan(lx) or math.isnan(lz))
+        _gamepad_agent(st, i, move[i, 0], move[i, 1], has_look, lx, lz, run[i], strafe[i], dt, cs)
+
+
+@numba.njit(cache=True)
+def gamepad_serial(st, move, run, strafe, look, dt, cs):
+    """gamepad_step on the calling thread (small crowds: no thread hand-off)."""
+    for i in range(st.shape[0]):
+        lx, lz = look[i, 0], look[i, 1]
+        has_look = not (math.isnan(lx) or math.isnan(lz))
+        _gamepad_agent(st, i, move[i, 0], move[i, 1], has_look, lx, lz, run[i], strafe[i], dt, cs)
+
+
+@numba.njit(cache=True)
+def predict_state(st, i, offsets, fps, rot_halflife, out_pos, out_rot):
+    """Future positions (K, 3) and yaw rotations (K, 4) of row i at offsets / fps seconds ahead under
+    constant goals (the closed-form springs), into out_pos / out_rot."""
+    hl = st[i, HALFLIFE]
+    r0 = wrap_angle(st[i, YAW] - st[i, GOAL_YAW])
+    for k in range(offsets.shape[0]):
+        t = offsets[k] / fps
+        out_pos[k, 0] = character_spring(st[i, PX], st[i, VX], st[i, AX], st[i, GOAL_VX], hl, t)[0]
+        out_pos[k, 1] = st[i, PY]
+        out_pos[k, 2] = character_spring(st[i, PZ], st[i, VZ], st[i, AZ], st[i, GOAL_VZ], hl, t)[0]
+        h = 0.5 * (st[i, GOAL_YAW] + spring_exact(r0, st[i, YAW_RATE], 0.0, rot_halflife, t)[0])
+        out_rot[k, 0], out_rot[k, 1], out_rot[k, 2], out_rot[k, 3] = math.cos(h), 0.0, math.sin(h), 0.0
+
+
+def new_state(n: int, settings: "ControllerSettings") -> np.ndarray:
+    """A state table for n characters standing at the origin facing +Z."""
+    st = np.zeros((n, STATE_COLUMNS))
+    st[:, HALFLIFE] = settings.velocity_halflife
+    return st
+
+
+def reset_state(st: np.ndarray, i: int, settings: "ControllerSettings", position=(0.0, 0.0, 0.0),
+                yaw: float = 0.0) -> None:
+    """Row i stands still at position (3,) facing yaw (radians)."""
+    st[i] = 0.0
+    st[i, PX], st[i, PY], st[i, PZ] = (float(c) for c in position)
+    st[i, YAW] = st[i, GOAL_YAW] = wrap_angle(float(yaw))
+    st[i, HALFLIFE] = settings.velocity_halflife
 
 
 def _yaw_quat(yaw: float) -> np.ndarray:
@@ -160,32 +222,35 @@ def _yaw_quat(yaw: float) -> np.ndarray:
 
 class Controller:
     """The simulation character: ground position, velocity, acceleration, yaw and gait blend
-    (0 walk .. 1 run), advanced by exact springs toward goals from a gamepad or a path follower."""
+    (0 walk .. 1 run), advanced by exact springs toward goals from a gamepad or a path follower.
 
-    def __init__(self, settings: ControllerSettings | None = None, position=(0.0, 0.0, 0.0), yaw: float = 0.0):
+    It is a view of one row of a state table (`table`, `row`): a crowd's characters share one table,
+    a lone controller owns a table of one row.
+    """
+
+    def __init__(self, settings: ControllerSettings | None = None, position=(0.0, 0.0, 0.0), yaw: float = 0.0,
+                 table: np.ndarray | None = None, row: int = 0):
         self.settings = settings if settings is not None else ControllerSettings()
-        self.reset(position, yaw)
+        self.table = new_state(1, self.settings) if table is None else table
+        self.row = int(row)
+        if table is None:
+            self.reset(position, yaw)
 
     def reset(self, position=(0.0, 0.0, 0.0), yaw: float = 0.0) -> None:
         """Stand still at position (3,) facing yaw (radians)."""
-        p = [float(c) for c in position]
-        self._s = _State(px=p[0], py=p[1], pz=p[2], yaw=_wrap(float(yaw)), goal_yaw=_wrap(float(yaw)),
-                         halflife=self.settings.velocity_halflife)
+        reset_state(self.table, self.row, self.settings, position, yaw)
 
     def copy(self) -> "Controller":
-        c = Controller.__new__(Controller)
-        c.settings = self.settings
-        c._s = copy.copy(self._s)
-        return c
+        """An independent controller (its own one-row table) in the same state."""
+        return Controller(self.settings, table=self.table[self.row:self.row + 1].copy())
 
     # --- driving -------------------------------------------------------------------------------
     def update(self, inp: GamepadInput, dt: float) -> None:
         """Set the goals from a gamepad input and advance dt seconds."""
-        s = self.settings
-        vx, vz, yaw, moving = desired_goals(inp, self._s.goal_yaw, s)
-        halflife = s.velocity_halflife if moving or s.stop_halflife is None else s.stop_halflife
-        self._set_goals(vx, vz, yaw, 1.0 if inp.run else 0.0, halflife)
-        _advance(self._s, float(dt), s.rotation_halflife, s.gait_halflife)
+        look = inp.look
+        _gamepad_agent(self.table, self.row, float(inp.move[0]), float(inp.move[1]), look is not None,
+                       0.0 if look is None else float(look[0]), 0.0 if look is None else float(look[1]),
+                       bool(inp.run), bool(inp.strafe), float(dt), self.settings.packed())
 
     def update_velocity_goal(self, v_goal, facing_goal: float | None, dt: float, *, run: bool | None = None,
                              halflife: float | None = None) -> None:
@@ -196,6 +261,7 @@ class Controller:
         None = the settings' one (the stop halflife when the goal is zero).
         """
         s = self.settings
+        st, i = self.table, self.row
         vx, vz = float(v_goal[0]), float(v_goal[-1])
         speed = math.hypot(vx, vz)
         if run is None:
@@ -205,98 +271,86 @@ class Controller:
             gait = 1.0 if run else 0.0
         if halflife is None:
             halflife = s.velocity_halflife if speed > 0.0 or s.stop_halflife is None else s.stop_halflife
-        yaw = self._s.goal_yaw if facing_goal is None else _wrap(float(facing_goal))
-        self._set_goals(vx, vz, yaw, gait, halflife)
-        _advance(self._s, float(dt), s.rotation_halflife, s.gait_halflife)
-
-    def _set_goals(self, vx, vz, yaw, gait, halflife):
-        st = self._s
-        st.goal_vx, st.goal_vz, st.goal_yaw, st.goal_gait, st.halflife = vx, vz, yaw, gait, halflife
+        if facing_goal is not None:
+            st[i, GOAL_YAW] = wrap_angle(float(facing_goal))
+        st[i, GOAL_VX], st[i, GOAL_VZ], st[i, GOAL_GAIT], st[i, HALFLIFE] = vx, vz, gait, halflife
+        advance_state(st, i, float(dt), s.rotation_halflife, s.gait_halflife)
 
     # --- prediction ------------------------------------------------------------------------------
     def predict(self, frame_offsets=(20, 40, 60), fps: float = 60.0, with_velocities: bool = False):
         """Future simulation positions (K, 3) and rotations (K, 4) (world space) at frame_offsets / fps
         seconds ahead, assuming the goals of the last update stay constant (closed-form springs).
         With with_velocities, also the future velocities (K, 3)."""
-        st = self._s
-        y = halflife_to_damping(st.halflife) * 0.5
-        iy, iy2 = 1.0 / y, 1.0 / (y * y)
-        j0x, j0z = st.vx - st.goal_vx, st.vz - st.goal_vz
-        j1x, j1z = st.ax + j0x * y, st.az + j0z * y
-        yr = halflife_to_damping(self.settings.rotation_halflife) * 0.5
-        r0 = _wrap(st.yaw - st.goal_yaw)
-        r1 = st.yaw_rate + r0 * yr
-        pos, rot, vel = [], [], []
-        for f in frame_offsets:
-            t = f / fps
-            e = math.exp(-y * t)
-            pos.append((st.px + e * (-j1x * iy2 - (j0x + j1x * t) * iy) + j1x * iy2 + j0x * iy + st.goal_vx * t,
-                        st.py,
-                        st.pz + e * (-j1z * iy2 - (j0z + j1z * t) * iy) + j1z * iy2 + j0z * iy + st.goal_vz * t))
-            if with_velocities:
-                vel.append((e * (j0x + j1x * t) + st.goal_vx, 0.0, e * (j0z + j1z * t) + st.goal_vz))
-            h = 0.5 * (st.goal_yaw + math.exp(-yr * t) * (r0 + r1 * t))
-            rot.append((math.cos(h), 0.0, math.sin(h), 0.0))
-        if with_velocities:
-            return np.array(pos), np.array(rot), np.array(vel)
-        return np.array(pos), np.array(rot)
+        offsets = np.asarray(frame_offsets, dtype=np.float64)
+        pos, rot = np.empty((len(offsets), 3)), np.empty((len(offsets), 4))
+        predict_state(self.table, self.row, offsets, float(fps), self.settings.rotation_halflife, pos, rot)
+        if not with_velocities:
+            return pos, rot
+        r = self.table[self.row]
+        y = half_damping(r[HALFLIFE])
+        t = offsets / fps
+        e = np.exp(-y * t)
+        j0x, j0z = r[VX] - r[GOAL_VX], r[VZ] - r[GOAL_VZ]
+        j1x, j1z = r[AX] + j0x * y, r[AZ] + j0z * y
+        vel = np.stack([e * (j0x + j1x * t) + r[GOAL_VX], np.zeros_like(t), e * (j0z + j1z * t) + r[GOAL_VZ]], 1)
+        return pos, rot, vel
 
     # --- state -----------------------------------------------------------------------------------
     @property
     def position(self) -> np.ndarray:
-        return np.array([self._s.px, self._s.py, self._s.pz])
+        return self.table[self.row, [PX, PY, PZ]]
 
     @position.setter
     def position(self, p) -> None:
-        self._s.px, self._s.py, self._s.pz = float(p[0]), float(p[1]), float(p[2])
+        self.table[self.row, [PX, PY, PZ]] = [float(p[0]), float(p[1]), float(p[2])]
 
     @property
     def velocity(self) -> np.ndarray:
-        return np.array([self._s.vx, 0.0, self._s.vz])
+        return np.array([self.table[self.row, VX], 0.0, self.table[self.row, VZ]])
 
     @velocity.setter
     def velocity(self, v) -> None:
-        self._s.vx, self._s.vz = float(v[0]), float(v[-1])
+        self.table[self.row, VX], self.table[self.row, VZ] = float(v[0]), float(v[-1])
 
     @property
     def acceleration(self) -> np.ndarray:
-        return np.array([self._s.ax, 0.0, self._s.az])
+        return np.array([self.table[self.row, AX], 0.0, self.table[self.row, AZ]])
 
     @property
     def yaw(self) -> float:
         """Facing yaw in radians, [-pi, pi)."""
-        return self._s.yaw
+        return float(self.table[self.row, YAW])
 
     @yaw.setter
     def yaw(self, value: float) -> None:
-        self._s.yaw = _wrap(float(value))
+        self.table[self.row, YAW] = wrap_angle(float(value))
 
     @property
     def rotation(self) -> np.ndarray:
         """Facing as a quaternion (4,) about +Y."""
-        return _yaw_quat(self._s.yaw)
+        return _yaw_quat(self.yaw)
 
     @property
     def angular_velocity(self) -> np.ndarray:
         """(3,) rad/s, about +Y."""
-        return np.array([0.0, self._s.yaw_rate, 0.0])
+        return np.array([0.0, self.table[self.row, YAW_RATE], 0.0])
 
     @property
     def gait(self) -> float:
         """Gait blend, 0 walk .. 1 run."""
-        return self._s.gait
+        return float(self.table[self.row, GAIT])
 
     @property
     def desired_velocity(self) -> np.ndarray:
-        return np.array([self._s.goal_vx, 0.0, self._s.goal_vz])
+        return np.array([self.table[self.row, GOAL_VX], 0.0, self.table[self.row, GOAL_VZ]])
 
     @property
     def desired_yaw(self) -> float:
-        return self._s.goal_yaw
+        return float(self.table[self.row, GOAL_YAW])
 
     @property
     def desired_rotation(self) -> np.ndarray:
-        return _yaw_quat(self._s.goal_yaw)
+        return _yaw_quat(self.desired_yaw)
 
 
 class PathFollower:
@@ -406,8 +460,8 @@ class PathFollower:
 
     def step(self, controller: Controller, t: float, dt: float) -> None:
         """Advance the controller dt seconds along the path (t, the scenario time, is unused)."""
-        st = controller._s
-        vx, vz, yaw, self.progress, self.done = self.goal((st.px, st.pz))
+        p = controller.position
+        vx, vz, yaw, self.progress, self.done = self.goal((p[0], p[2]))
         controller.update_velocity_goal((vx, vz), yaw, dt)
 
     def predict(self, controller: Controller, frame_offsets=(20, 40, 60), fps: float = 60.0):
@@ -415,15 +469,15 @@ class PathFollower:
         on a copy from offset to offset, re-aiming at the path at each (the goal changes with position,
         so the constant-goal closed form alone would run straight past corners)."""
         c = controller.copy()
-        st = c._s
+        st, i = c.table, c.row
         s = self.progress
         prev = 0.0
         pos, rot = [], []
         for f in frame_offsets:
             t = f / fps
-            vx, vz, yaw, s, _ = self.goal((st.px, st.pz), s)
+            vx, vz, yaw, s, _ = self.goal((st[i, PX], st[i, PZ]), s)
             c.update_velocity_goal((vx, vz), yaw, t - prev)
             prev = t
-            pos.append((st.px, st.py, st.pz))
-            rot.append((math.cos(0.5 * st.yaw), 0.0, math.sin(0.5 * st.yaw), 0.0))
+            pos.append((st[i, PX], st[i, PY], st[i, PZ]))
+            rot.append((math.cos(0.5 * st[i, YAW]), 0.0, math.sin(0.5 * st[i, YAW]), 0.0))
         return np.array(pos), np.array(rot)

@@ -1,73 +1,461 @@
-"""STAND-IN for the batched runtime of issue 10; replaced at merge.
+"""N motion-matched characters over one Database, state as structure-of-arrays, stepped by batched
+stages (a single Character is a crowd of one).
 
-Implements the agreed `Crowd` interface as a Python loop over `Character` objects so the crowd file,
-avoidance, crowd synthesis and the app's crowd mode can be built and tested before the batched runtime
-lands. Yaw in radians (0 faces +Z, positive turns +Z toward +X); metres and seconds.
+Each `step` (one tick, normally 1/60 s) runs, for all characters at once:
+1. controller (controller.gamepad_step): goals from the sticks, springs advanced;
+2. plan (matching.plan_stage): orientation-warp plan and who searches now (each character's own
+   search phase, sharp input changes, the clip running out);
+3. queries (matching.predict_stage + query_stage), normalized per weight set, searched as one batch per
+   (weights, tag filter, bias) group; results that are not a small rewind become transitions
+   (playback.transition_stage);
+4. playback (playback.playback_stage): play rate and stride, advance, sample, inertialize, root
+   integration and synchronization with the simulation, orientation twist;
+5. output (touchups.output_stage): root placement, orientation warp, forward kinematics, ground,
+   foot locking, hips drop, slope warping and leg IK.
+Seeds: 000 sections 3.3-3.6, 001, 002 section 3.3, 003, 004.
 """
 from __future__ import annotations
 
-import copy
+import time
 
+import numba
 import numpy as np
 
-from .character import Character, CharacterSettings
-from .controller import GamepadInput
+from ..scalar_quat import qlog, qmul, qrot
+from ..search import Searcher, frame_mask
+from ..search.common import searchable_frames
+from . import settings as S
+from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
+                         new_state, reset_state)
+from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_serial, plan_stage, predict_stage, query_serial,
+                       query_stage, trajectory_layout)
+from .playback import playback_serial, playback_stage, transition_stage
+from .settings import CharacterSettings
+from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_serial, output_stage
+from .warping import PoseWarpRig, clip_speeds, new_warp_table
+
+
+# Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
+# costs more than a few characters' work.
+PARALLEL_FROM = 32
+
+
+def shared(db, key, build):
+    """A value computed once per database and shared by every character and crowd on it."""
+    cache = db.runtime_cache      # bounded (least recently used out): keep what you get, don't look it up twice
+    try:
+        return cache[key]
+    except KeyError:
+        value = build()
+        cache[key] = value
+        return value
+
+
+@numba.njit(cache=True)
+def _velocity_kernel(pos, rot, last, fps, vel, ang, root_vel, root_ang):
+    n, J = pos.shape[0], pos.shape[1]
+    for f in range(n):
+        # Forward difference inside the clip; backward at its last frame.
+        a, b = (max(f - 1, 0), f) if last[f] else (f, f + 1)
+        for j in range(J):
+            for k in range(3):
+                vel[f, j, k] = (pos[b, j, k] - pos[a, j, k]) * fps
+            w, x, y, z = qmul(rot[b, j, 0], rot[b, j, 1], rot[b, j, 2], rot[b, j, 3],
+                              rot[a, j, 0], -rot[a, j, 1], -rot[a, j, 2], -rot[a, j, 3])
+            rx, ry, rz = qlog(w, x, y, z)
+            ang[f, j, 0], ang[f, j, 1], ang[f, j, 2] = rx * fps, ry * fps, rz * fps
+        # Root (simulation bone) motion in its own frame: what the character root integrates.
+        qw, qx, qy, qz = rot[f, 0, 0], -rot[f, 0, 1], -rot[f, 0, 2], -rot[f, 0, 3]
+        root_vel[f, 0], root_vel[f, 1], root_vel[f, 2] = qrot(qw, qx, qy, qz, vel[f, 0, 0], vel[f, 0, 1], vel[f, 0, 2])
+        root_ang[f, 0], root_ang[f, 1], root_ang[f, 2] = qrot(qw, qx, qy, qz, ang[f, 0, 0], ang[f, 0, 1], ang[f, 0, 2])
+
+
+def database_velocities(db):
+    """Local linear (N,J,3) m/s and angular (N,J,3) rad/s velocities of every database frame, and the
+    simulation bone's velocity and angular velocity in its own frame (N,3), float32."""
+    n, J = db.positions.shape[:2]
+    last = np.zeros(n, dtype=np.bool_)
+    last[np.asarray(db.range_stops) - 1] = True
+    vel = np.empty((n, J, 3), dtype=np.float32)
+    ang = np.empty((n, J, 3), dtype=np.float32)
+    root_vel = np.empty((n, 3), dtype=np.float32)
+    root_ang = np.empty((n, 3), dtype=np.float32)
+    _velocity_kernel(np.asarray(db.positions), np.asarray(db.rotations), last, float(db.fps), vel, ang,
+                     root_vel, root_ang)
+    return vel, ang, root_vel, root_ang
+
+
+class SearchSet:
+    """Normalized features and their searcher for one set of channel weights (shared per database)."""
+
+    def __init__(self, db, weights: dict, backend: str, end_exclude: int):
+        fs = db.features
+        w = np.empty(fs.raw.shape[1])
+        for name, sl in fs.channel_slices.items():
+            w[sl] = weights[name]
+        self.offset = fs.offset
+        self.scale = fs.std / w
+        self.features = ((fs.raw - fs.offset) / self.scale).astype(np.float32)
+        self.searcher = Searcher(self.features, db.range_starts, db.range_stops, backend=backend,
+                                 end_exclude=end_exclude)
+        self.prepared = {}
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """Normalized float32 queries from raw ones (..., F)."""
+        return ((raw - self.offset) / self.scale).astype(np.float32)
+
+    def mask(self, db, tag_filter: str | None):
+        """The prepared mask of a tag expression (None: every clip)."""
+        if not tag_filter:
+            return None
+        if tag_filter not in self.prepared:
+            m = frame_mask(tag_filter, db.range_tags, db.range_starts, db.range_stops, db.num_frames)
+            self.prepared[tag_filter] = (m, self.searcher.prepare(m))
+        return self.prepared[tag_filter]
+
+
+def search_set(db, s: CharacterSettings) -> SearchSet:
+    """The shared SearchSet for a character's weights, back-end and end exclusion."""
+    fs = db.features
+    weights = {c.name: float(s.weights.get(c.name, c.weight)) for c in fs.schema.channels}
+    unknown = set(s.weights) - set(weights)
+    if unknown:
+        raise ValueError(f"unknown feature channel(s) {sorted(unknown)}; channels are {sorted(weights)}")
+    key = ("search", tuple(sorted(weights.items())), s.search_backend, int(s.end_exclude))
+    return shared(db, key, lambda: SearchSet(db, weights, s.search_backend, int(s.end_exclude)))
 
 
 class Crowd:
-    """N motion-matched characters over one Database (stand-in: one Character each)."""
+    """N motion-matched characters over one Database, state as structure-of-arrays (see module docstring).
 
-    def __init__(self, db, n: int, settings=None, start_frames=None, controller_settings=None):
-        if isinstance(settings, (list, tuple)):
-            per_agent = list(settings)
-        else:
-            per_agent = [copy.deepcopy(settings or CharacterSettings()) for _ in range(n)]
-        self.n = int(n)
-        self.characters = [Character(db, per_agent[i], copy.deepcopy(controller_settings),
-                                     None if start_frames is None else int(start_frames[i]))
-                           for i in range(self.n)]
-        J = db.num_joints
-        self.global_positions = np.zeros((self.n, J, 3), dtype=np.float32)
-        self.global_rotations = np.zeros((self.n, J, 4), dtype=np.float32)
-        self.root_positions = np.zeros((self.n, 3))
-        self.root_yaws = np.zeros(self.n)
-        self.sim_positions = np.zeros((self.n, 3))
-        self.sim_velocities = np.zeros((self.n, 3))
-        self.desired_velocities = np.zeros((self.n, 3))
+    settings: one CharacterSettings for all agents or a list of n (weights, tag filter, touch-ups may
+    differ per agent); after changing a settings object call apply_settings(). Outputs after each step
+    (arrays owned by the crowd, valid until the next step): global_positions (n, J, 3) float32,
+    global_rotations (n, J, 4) float32, root_positions (n, 3), root_yaws (n,) radians, sim_positions,
+    sim_velocities, desired_velocities (n, 3), searches_last_tick.
+    """
+
+    def __init__(self, db, n: int, settings=None, start_frames=None,
+                 controller_settings: ControllerSettings | None = None):
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"a crowd needs at least one character, got n={n}")
+        self.db, self.n = db, n
+        if settings is None or isinstance(settings, CharacterSettings):
+            settings = [settings or CharacterSettings()] * n
+        settings = list(settings)
+        if len(settings) != n:
+            raise ValueError(f"settings: expected one CharacterSettings or a list of {n}, got {len(settings)}")
+        self.settings = settings
+        self.controller_settings = controller_settings or ControllerSettings()
+        J, F = db.num_joints, db.features.raw.shape[1]
+        self.num_joints = J
+        # Per-database arrays, shared with every character on this database.
+        self.velocities = shared(db, "velocities", lambda: database_velocities(db))
+        vel, ang, rvel, rang = self.velocities
+        self.range_of = shared(db, "range_of", lambda: np.repeat(np.arange(len(db.range_starts)),
+                                                                 db.range_stops - db.range_starts))
+        self.stop_of = shared(db, "stop_of", lambda: np.asarray(db.range_stops, dtype=np.int64)[self.range_of])
+        self.clip_speed = shared(db, "clip_speed",
+                                 lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
+        self.db_arrays = (np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
+        self.raw_features = np.ascontiguousarray(db.features.raw)
+        self.contacts_db = np.ascontiguousarray(db.contacts)
+        self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
+        self.traj_times = self.traj_offsets / float(db.fps)
+        parents = np.asarray(db.skeleton.parents, dtype=np.int64)
+        roles = db.roles
+        rig = PoseWarpRig(roles, parents)
+        legs = np.array([[roles[f"{side}_{part}"] for part in ("upper_leg", "lower_leg", "foot", "toe")]
+                         for side in ("left", "right")], dtype=np.int64)
+        reach = np.array([0.995 * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
+                          for _, lo, ft, _ in legs])
+        self.rig = (parents, rig.ancestors, rig.chain, legs, reach)
+        self.set_terrain(None)
+        # State, one row per character.
+        self.ctrl = new_state(n, self.controller_settings)
+        self.warp = new_warp_table(n)
+        self.search_state = np.zeros((n, SEARCH_COLUMNS))
+        self.frame = np.zeros(n, dtype=np.int64)
+        self.frame_frac = np.zeros(n)
+        self.rate, self.stride, self.warp_angle = np.ones(n), np.ones(n), np.zeros(n)
+        self.root_pos, self.root_yaw, self.root_vel = np.zeros((n, 3)), np.zeros(n), np.zeros((n, 3))
+        self.inert = (np.zeros((n, J, 3)), np.zeros((n, J, 3)), np.zeros((n, J, 3)), np.zeros((n, J, 3)),
+                      np.zeros((n, J, 10)), np.zeros((n, J, 10)), np.zeros(n))
+        self.local = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
+        self.anim = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
+        self.scratch = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)),
+                        np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
+        self.out = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 4)))
+        self.heights_state = np.zeros((n, HEIGHT_COLUMNS))
+        self.locks = np.zeros((n, 2, LOCK_COLUMNS))
+        self.locked = np.zeros((n, 2), dtype=np.bool_)
+        self.contacts = np.zeros((n, 2), dtype=np.bool_)
+        self.global_positions = np.zeros((n, J, 3), dtype=np.float32)
+        self.global_rotations = np.zeros((n, J, 4), dtype=np.float32)
+        self.traj_pos = np.zeros((n, len(self.traj_offsets), 3))
+        self.traj_rot = np.zeros((n, len(self.traj_offsets), 4))
+        # The last search of each character (for debugging tools).
+        self.last_query = np.zeros((n, F), dtype=np.float32)
+        self.last_best = np.full(n, -1, dtype=np.int64)
+        self.last_cost = np.full(n, np.nan)
+        self.last_current = np.full(n, -1, dtype=np.int64)
+        self.last_search_time = np.full(n, np.nan)
+        self.jumped = np.zeros(n, dtype=np.bool_)
+        self.transitions = np.zeros(n, dtype=np.int64)
+        self.time = 0.0
         self.searches_last_tick = 0
-        for i in range(self.n):
-            self._gather(i)
+        self.searched = np.zeros(n, dtype=np.int64)
+        self.everyone = np.arange(n)
+        self.parallel = n >= PARALLEL_FROM
+        self.phase = np.zeros(n)
+        self.clip_hold = np.zeros(n, dtype=np.bool_)
+        self.apply_settings()
+        for i in range(n):
+            self.reset_agent(i, start_frame=None if start_frames is None else int(start_frames[i]))
 
-    def reset_agent(self, i: int, position=(0.0, 0.0, 0.0), yaw: float = 0.0, start_frame=None) -> None:
-        self.characters[i].reset(start_frame, position, yaw)
-        self._gather(i)
+    # ------------------------------------------------------------------------------------------
+    # set-up
+
+    def apply_settings(self) -> None:
+        """Repack every agent's settings (after changing them): weights pick the shared normalized
+        features and searcher, a changed tag filter forces a search, a changed inertialization method
+        drops the running offsets."""
+        old = getattr(self, "packed", None)
+        old_filters = getattr(self, "tag_filters", None)
+        self.packed = np.stack([s.packed() for s in self.settings])
+        self.search_sets = [search_set(self.db, s) for s in self.settings]
+        self.tag_filters = [s.tag_filter or None for s in self.settings]
+        self.masks = [ss.mask(self.db, tf) for ss, tf in zip(self.search_sets, self.tag_filters)]
+        for i in range(self.n):
+            if old_filters is not None and old_filters[i] != self.tag_filters[i]:
+                self.search_state[i, FORCE] = 1.0
+            if old is not None and old[i, S.INERTIALIZATION] != self.packed[i, S.INERTIALIZATION]:
+                for a in self.inert:
+                    a[i] = 0.0
+            if not self.settings[i].foot_locking:
+                self.locks[i] = 0.0
+        # Agents searched together: same searcher, mask and bias.
+        groups = {}
+        for i in range(self.n):
+            key = (id(self.search_sets[i]), self.tag_filters[i], float(self.packed[i, S.BIAS]),
+                   int(self.packed[i, S.NO_REWIND]))
+            groups.setdefault(key, []).append(i)
+        self.group_of = np.empty(self.n, dtype=np.int64)
+        self.groups = []
+        for g, members in enumerate(groups.values()):
+            self.group_of[members] = g
+            i = members[0]
+            m = self.masks[i]
+            self.groups.append((self.search_sets[i], None if m is None else m[1], float(self.packed[i, S.BIAS]),
+                                int(self.packed[i, S.NO_REWIND])))
 
     def set_tag_filter(self, i: int, expr: str | None) -> None:
-        self.characters[i].set_tag_filter(expr)
+        """Switch agent i's allowed clips (a tag expression, None = all); the change is inertialized.
+        The agent's settings object is copied first if other agents share it."""
+        s = self.settings[i]
+        if sum(x is s for x in self.settings) > 1:
+            import copy
+            s = self.settings[i] = copy.deepcopy(s)
+        s.tag_filter = expr or None
+        self.apply_settings()
 
-    def set_terrain(self, terrain) -> None:
-        for ch in self.characters:
-            ch.set_terrain(terrain)
+    def set_terrain(self, terrain, halflife: float = 0.15) -> None:
+        """One Heightfield under every agent (None = flat ground): roots follow its smoothed height
+        (critically damped, `halflife` s), the leg IK puts the feet on it."""
+        self.terrain_field = terrain
+        if terrain is None:
+            self.terrain = (False, np.zeros((2, 2)), 0.0, 0.0, 1.0, float(halflife))
+        else:
+            self.terrain = (True, np.ascontiguousarray(terrain.heights, dtype=np.float64), float(terrain.origin[0]),
+                            float(terrain.origin[1]), float(terrain.cell), float(halflife))
+        if hasattr(self, "heights_state"):
+            self.heights_state[:, 2] = 0.0     # the ground smoothing restarts from the new ground
+
+    def reset_agent(self, i: int, position=(0.0, 0.0, 0.0), yaw: float = 0.0, start_frame=None) -> None:
+        """Agent i stands at `position` facing `yaw` (radians, 0 faces +Z, positive turns +Z toward +X),
+        playing `start_frame` (default: the first searchable frame under its tag filter)."""
+        db = self.db
+        if start_frame is None:
+            m = self.masks[i]
+            ok = np.flatnonzero(searchable_frames(db.range_starts, db.range_stops, db.num_frames,
+                                                  self.settings[i].end_exclude, None if m is None else m[0]))
+            start_frame = int(ok[0]) if len(ok) else 0
+        f = int(start_frame)
+        if not 0 <= f < db.num_frames:
+            raise ValueError(f"start_frame {f} outside [0, {db.num_frames})")
+        self.frame[i], self.frame_frac[i] = f, 0.0
+        self.rate[i] = self.stride[i] = 1.0
+        self.warp_angle[i] = 0.0
+        self.warp[i] = new_warp_table(1)[0]
+        reset_state(self.ctrl, i, self.controller_settings, position, yaw)
+        self.root_pos[i] = [float(c) for c in position]
+        self.root_yaw[i] = float(yaw)
+        self.root_vel[i] = 0.0
+        lp, lr, lv, lw = self.local
+        vel, ang = self.velocities[0], self.velocities[1]
+        lp[i], lr[i], lv[i], lw[i] = db.positions[f], db.rotations[f], vel[f], ang[f]
+        for a in self.inert:
+            a[i] = 0.0
+        self.search_state[i] = 0.0
+        self.search_state[i, FORCE] = 1.0
+        self.clip_hold[i] = False
+        self.phase[i] = (i * 0.6180339887498949) % 1.0     # golden-ratio spread; agent 0 (a Character): 0
+        self.transitions[i] = 0
+        self.contacts[i] = False
+        self.locks[i] = 0.0
+        self.heights_state[i] = 0.0
+        self.last_best[i], self.last_current[i] = -1, -1
+        self.last_search_time[i] = np.nan
+        self._output(0.0, np.array([i]))
+
+    # ------------------------------------------------------------------------------------------
+    # the tick
 
     def step(self, move, run, strafe, look, dt: float = 1.0 / 60.0) -> None:
-        searches = 0
-        for i, ch in enumerate(self.characters):
-            lk = None if np.isnan(look[i]).any() else (float(look[i][0]), float(look[i][1]))
-            ch.step(GamepadInput(move=(float(move[i][0]), float(move[i][1])), look=lk, run=bool(run[i]),
-                                 strafe=bool(strafe[i])), dt)
-            searches += ch.t_search_us > 0
-            self._gather(i)
-        self.searches_last_tick = int(searches)
+        """Advance every agent one tick. move: (n, 2) stick (x right, z forward, world frame), magnitude
+        0..1 (longer sticks are clamped); run, strafe: (n,) bool; look: (n, 2), NaN rows = no look."""
+        n = self.n
+        move = np.ascontiguousarray(np.broadcast_to(np.asarray(move, dtype=np.float64), (n, 2)))
+        look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
+        run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
+        strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
+        (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
+        self.advance(dt)
 
-    def _gather(self, i: int) -> None:
-        ch = self.characters[i]
-        self.global_positions[i] = ch.global_positions
-        self.global_rotations[i] = ch.global_rotations
-        self.root_positions[i] = ch.root_pos
-        self.root_yaws[i] = ch.facing_yaw
-        self.sim_positions[i] = ch.controller.position
-        self.sim_velocities[i] = ch.controller.velocity
-        self.desired_velocities[i] = ch.controller.desired_velocity
+    def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
+        """The tick after the controllers moved (step, or a driver on a Controller view of `ctrl`):
+        matching, playback and output. predictor(i) -> (positions (K, 3), rotations (K, 4)) gives the
+        desired trajectory of agent i at self.traj_offsets instead of the controller's prediction."""
+        dt = float(dt)
+        t0 = time.perf_counter()
+        searching = self.searched
+        (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, self.frame, self.stop_of, self.clip_hold,
+                   searching)
+        agents = np.flatnonzero(searching)
+        self.searches_last_tick = len(agents)
+        if len(agents):
+            self._search(agents, predictor)
+        t1 = time.perf_counter()
+        (playback_stage if self.parallel else playback_serial)(dt, self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db, self.ctrl, self.warp,
+                       self.packed, self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle, self.inert,
+                       self.local, self.root_pos, self.root_yaw, self.root_vel, self.contacts, self.anim)
+        t2 = time.perf_counter()
+        self._output(dt, self.everyone)
+        self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
+                         "output": (time.perf_counter() - t2) * 1e6}
+        self.time += dt
+
+    def play_clip(self, i: int, range_index: int | None, offset_frames: int = 0) -> None:
+        """Agent i jumps (inertialized) to frame `offset_frames` of clip `range_index` and plays it with
+        searches suspended until the clip is about to end; None resumes searching now."""
+        if range_index is None:
+            self.clip_hold[i] = False
+            self.search_state[i, FORCE] = 1.0
+            return
+        db = self.db
+        r = int(range_index)
+        if not 0 <= r < len(db.range_starts):
+            raise ValueError(f"range_index {r} outside [0, {len(db.range_starts)})")
+        start, stop = int(db.range_starts[r]), int(db.range_stops[r])
+        to = min(start + max(int(offset_frames), 0), stop - 1)
+        if to != self.frame[i]:
+            self.transitions[i] += 1
+            transition_stage(np.array([i]), np.array([to]), self.db_arrays, self.inert, self.frame, self.frame_frac,
+                             self.rate, self.packed, self.stop_of, self.scratch)
+        self.clip_hold[i] = True
+
+    def _search(self, agents: np.ndarray, predictor) -> None:
+        cs = self.controller_settings
+        offsets = self.traj_offsets.astype(np.float64)
+        predict_stage(agents, self.ctrl, offsets, float(self.db.fps), cs.rotation_halflife, self.traj_pos,
+                      self.traj_rot)
+        if predictor is not None:
+            for i in agents:
+                p, r = predictor(int(i))
+                self.traj_pos[i], self.traj_rot[i] = p, r
+        raw = np.empty((len(agents), self.raw_features.shape[1]))
+        (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, self.raw_features, self.frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
+                    self.warp, self.packed, self.root_pos, self.root_yaw, self.traj_layout, raw)
+        best = np.empty(len(agents), dtype=np.int64)
+        cost = np.empty(len(agents))
+        groups = self.group_of[agents]
+        for g in np.unique(groups):
+            sel = np.flatnonzero(groups == g)
+            ss, mask, bias, skip = self.groups[g]
+            q = ss.normalize(raw[sel])
+            self.last_query[agents[sel]] = q
+            # The frames just around the playing one are excluded inside the search: a small jump back
+            # replays what was just shown (a stutter loop on slow walks), and throwing such a result
+            # away afterwards left a character frozen on a short clip's last frame.
+            if len(sel) == 1:
+                best[sel[0]], cost[sel[0]] = ss.searcher.search(q[0], current=int(self.frame[agents[sel[0]]]),
+                                                                skip=skip, bias=bias, mask=mask)
+            else:
+                best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], skip=skip,
+                                                                bias=bias, mask=mask)
+        # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
+        # not search all at once every interval.
+        interval = self.packed[agents, S.SEARCH_INTERVAL]
+        self.search_state[agents, TIMER] = interval - interval * self.phase[agents]
+        self.phase[agents] = 0.0
+        self.search_state[agents, FORCE] = 0.0
+        self.last_current[agents] = self.frame[agents]
+        self.last_best[agents], self.last_cost[agents] = best, cost
+        self.last_search_time[agents] = self.time
+        jump = (best >= 0) & (best != self.frame[agents])
+        self.jumped[agents] = jump
+        if jump.any():
+            movers = agents[jump]
+            self.transitions[movers] += 1
+            transition_stage(movers, best[jump], self.db_arrays, self.inert, self.frame, self.frame_frac, self.rate,
+                             self.packed, self.stop_of, self.scratch)
+
+    def _output(self, dt: float, only) -> None:
+        (output_stage if len(only) >= PARALLEL_FROM else output_serial)(only, float(dt), self.local, self.root_pos, self.root_yaw, self.warp_angle, self.stride, self.root_vel,
+                     self.contacts, self.packed, self.rig, self.terrain, self.heights_state, self.locks, self.locked,
+                     self.out, self.global_positions, self.global_rotations)
+
+    # ------------------------------------------------------------------------------------------
+    # outputs
+
+    @property
+    def root_positions(self) -> np.ndarray:
+        """(n, 3) character roots (the simulation-bone joint of the shown pose), metres."""
+        return self.root_pos
+
+    @property
+    def root_yaws(self) -> np.ndarray:
+        """(n,) root yaws, radians."""
+        return self.root_yaw
+
+    @property
+    def sim_positions(self) -> np.ndarray:
+        """(n, 3) controller simulation positions, metres."""
+        return self.ctrl[:, [PX, PY, PZ]]
+
+    @property
+    def sim_velocities(self) -> np.ndarray:
+        """(n, 3) controller simulation velocities, m/s."""
+        v = np.zeros((self.n, 3))
+        v[:, 0], v[:, 2] = self.ctrl[:, VX], self.ctrl[:, VZ]
+        return v
+
+    @property
+    def desired_velocities(self) -> np.ndarray:
+        """(n, 3) velocities asked by this tick's input, m/s."""
+        v = np.zeros((self.n, 3))
+        v[:, 0], v[:, 2] = self.ctrl[:, GOAL_VX], self.ctrl[:, GOAL_VZ]
+        return v
+
+    def state_bytes(self) -> int:
+        """Bytes held by the crowd's per-character arrays (not the shared per-database ones)."""
+        total = 0
+        for v in vars(self).values():
+            arrays = v if isinstance(v, tuple) else (v,)
+            total += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray) and a.ndim and len(a) == self.n)
+        return int(total)
 
     def local_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.characters[i].local_pose()
+        """Agent i's output local pose (J, 3) / (J, 4), joint 0 the character root in the world (for BVH)."""
+        return self.out[0][i].copy(), self.out[1][i].copy()

@@ -1,4 +1,4 @@
-"""Leg touch-ups: analytical two-joint IK, toe re-aim and foot locking.
+"""Leg touch-ups: analytical two-joint IK and toe re-aim (foot locking is in touchups.py).
 
 World space, metres, seconds, Y up, quaternions (w, x, y, z). The leg is a (hip) - b (knee) - c (ankle).
 The solver keeps the leg's current bend plane (the plane through hip, knee and ankle, rotated the
@@ -16,7 +16,6 @@ import numpy as np
 
 from ..kinematics import fk_pose_into
 from ..rotations import quat_inv, quat_mul
-from .springs import halflife_to_damping
 
 # ----------------------------------------------------------------------------------------------
 # Scalar helpers (numba). Vectors are passed as separate floats to stay allocation free.
@@ -241,84 +240,6 @@ def globals_to_locals(grot: np.ndarray, parents) -> np.ndarray:
     return local
 
 
-def local_rotation(parent_grot, grot) -> np.ndarray:
-    """Local rotation of a joint from its parent's world rotation and its own (4,) each."""
-    return quat_mul(quat_inv(np.asarray(parent_grot, np.float64)), np.asarray(grot, np.float64))
-
-
-# ----------------------------------------------------------------------------------------------
-# Foot locking
-
-
-class FootLocker:
-    """Keeps one foot planted while its contact holds.
-
-    On contact (rising edge) the foot locks where it is displayed. It unlocks when the contact ends
-    or when the animated foot drifts farther than `unlock_radius` (metres) from the lock point; after
-    a drift unlock it relocks only on the next contact. Every switch moves the reference (lock point
-    or animated foot) and stores the jump as an offset (and the velocity jump as an offset velocity)
-    that a critically damped spring decays with `halflife` seconds, so the output is continuous.
-    """
-
-    def __init__(self, unlock_radius: float = 0.2, halflife: float = 0.1):
-        self.unlock_radius = float(unlock_radius)
-        self.halflife = float(halflife)
-        self.reset()
-
-    def reset(self, position=None) -> None:
-        self.locked = False
-        self.blocked = False          # drifted away during this contact: wait for the next one
-        self.lock_point = [0.0, 0.0, 0.0]
-        self.offset = [0.0, 0.0, 0.0]
-        self.offset_vel = [0.0, 0.0, 0.0]
-        self._prev_anim = None if position is None else [float(v) for v in position]
-
-    def update(self, contact: bool, animated_foot_pos, dt: float) -> np.ndarray:
-        """Target world position (3,) for the foot this frame."""
-        p = animated_foot_pos
-        return np.array(self.update_xyz(contact, float(p[0]), float(p[1]), float(p[2]), dt))
-
-    def update_xyz(self, contact: bool, ax: float, ay: float, az: float, dt: float) -> tuple[float, float, float]:
-        """update() on plain floats: the target (x, y, z) as a tuple (no arrays in the frame loop)."""
-        prev = self._prev_anim
-        if prev is None or dt <= 0.0:
-            vx = vy = vz = 0.0
-        else:
-            vx, vy, vz = (ax - prev[0]) / dt, (ay - prev[1]) / dt, (az - prev[2]) / dt
-        self._prev_anim = [ax, ay, az]
-        off, ov, lp = self.offset, self.offset_vel, self.lock_point
-
-        if not contact:
-            self.blocked = False
-        if self.locked:
-            dx, dy, dz = ax - lp[0], ay - lp[1], az - lp[2]
-            drift = math.sqrt(dx * dx + dy * dy + dz * dz)
-            if not contact or drift > self.unlock_radius:
-                # Reference jumps from the lock point to the animated foot, velocity from 0 to v.
-                self.locked = False
-                self.blocked = contact
-                for k, (ref, v) in enumerate(((ax, vx), (ay, vy), (az, vz))):
-                    off[k] += lp[k] - ref
-                    ov[k] -= v
-        elif contact and not self.blocked:
-            # Lock where the foot is displayed now: the reference jumps by exactly the offset.
-            self.locked = True
-            lp[0], lp[1], lp[2] = ax + off[0], ay + off[1], az + off[2]
-            off[0] = off[1] = off[2] = 0.0
-            ov[0] = ov[1] = ov[2] = 0.0
-
-        if dt > 0.0:
-            y = 0.5 * halflife_to_damping(self.halflife)
-            e = math.exp(-y * dt)
-            (o0, o1, o2), (v0, v1, v2) = off, ov
-            j0, j1, j2 = v0 + o0 * y, v1 + o1 * y, v2 + o2 * y
-            off[0], off[1], off[2] = e * (o0 + j0 * dt), e * (o1 + j1 * dt), e * (o2 + j2 * dt)
-            ov[0], ov[1], ov[2] = e * (v0 - j0 * y * dt), e * (v1 - j1 * y * dt), e * (v2 - j2 * y * dt)
-        if self.locked:
-            return lp[0] + off[0], lp[1] + off[1], lp[2] + off[2]
-        return ax + off[0], ay + off[1], az + off[2]
-
-
 # ----------------------------------------------------------------------------------------------
 # Whole-pose entry point
 
@@ -402,7 +323,7 @@ def _solve_leg_kernel(gpos, grot, parents, up, lo, ft, toe, tx, ty, tz, has_grou
 
 
 @numba.njit(cache=True)
-def _legs_pose_kernel(lpos, lrot, gpos, grot, parents, legs, ltx, lty, ltz, rtx, rty, rtz,
+def legs_pose(lpos, lrot, gpos, grot, parents, legs, ltx, lty, ltz, rtx, rty, rtz,
                       ground_mask, left_ground, right_ground, drop):
     if drop != 0.0:
         lpos[0, 1] -= drop
@@ -435,7 +356,7 @@ def apply_leg_ik_in_place(local_pos: np.ndarray, local_rot: np.ndarray, gpos: np
     """
     lg, rg = toe_ground
     mask = (lg is not None) | ((rg is not None) << 1)
-    _legs_pose_kernel(local_pos, local_rot, gpos, grot, parents, legs,
+    legs_pose(local_pos, local_rot, gpos, grot, parents, legs,
                       float(left_target[0]), float(left_target[1]), float(left_target[2]),
                       float(right_target[0]), float(right_target[1]), float(right_target[2]),
                       int(mask), 0.0 if lg is None else float(lg), 0.0 if rg is None else float(rg), float(drop))

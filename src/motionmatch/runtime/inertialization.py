@@ -20,7 +20,7 @@ import math
 import numba
 import numpy as np
 
-from .springs import halflife_to_damping
+from .springs import decay_exact, halflife_to_damping
 
 METHODS = ("spring", "quintic")
 
@@ -29,7 +29,7 @@ from ..scalar_quat import qexp as _qexp, qlog as _qlog, qmul as _qmul, qrot as _
 
 
 @numba.njit(cache=True)
-def _transition_kernel(off_p, off_v, off_r, off_w, src_p, src_v, src_r, src_w, dst_p, dst_v, dst_r, dst_w):
+def transition_offsets(off_p, off_v, off_r, off_w, src_p, src_v, src_r, src_w, dst_p, dst_v, dst_r, dst_w):
     """New offsets = (what was shown: src + current offsets) - dst, in place."""
     for j in range(off_p.shape[0]):
         for k in range(3):
@@ -50,7 +50,7 @@ def _transition_kernel(off_p, off_v, off_r, off_w, src_p, src_v, src_r, src_w, d
 
 
 @numba.njit(cache=True)
-def _quintic_setup(off, off_vel, blend_time, params):
+def quintic_setup(off, off_vel, blend_time, params):
     """Bollo's coefficients per joint from vector offsets: params[j] = (dir x3, x0, v0, a0, A, B, C, t1)."""
     for j in range(off.shape[0]):
         x0 = math.sqrt(off[j, 0] ** 2 + off[j, 1] ** 2 + off[j, 2] ** 2)
@@ -79,7 +79,7 @@ def _quintic_setup(off, off_vel, blend_time, params):
 
 
 @numba.njit(cache=True)
-def _quintic_eval(params, t, off, off_vel):
+def quintic_eval(params, t, off, off_vel):
     for j in range(params.shape[0]):
         t1 = params[j, 9]
         if t >= t1 or params[j, 3] == 0.0:
@@ -96,17 +96,15 @@ def _quintic_eval(params, t, off, off_vel):
 
 
 @numba.njit(cache=True)
-def _spring_decay(off, off_vel, y, dt):
-    e = math.exp(-y * dt)
+def spring_decay(off, off_vel, y, dt):
+    """Decay (J, 3) offsets and their velocities in place (springs.decay_exact, half damping y)."""
     for j in range(off.shape[0]):
         for k in range(3):
-            j1 = off_vel[j, k] + off[j, k] * y
-            off[j, k] = e * (off[j, k] + j1 * dt)
-            off_vel[j, k] = e * (off_vel[j, k] - j1 * y * dt)
+            off[j, k], off_vel[j, k] = decay_exact(off[j, k], off_vel[j, k], y, dt)
 
 
 @numba.njit(cache=True)
-def _apply_kernel(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
+def apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
     for j in range(off_p.shape[0]):
         for k in range(3):
             out_p[j, k] = dst_p[j, k] + off_p[j, k]
@@ -122,9 +120,9 @@ def _apply_kernel(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p,
 @numba.njit(cache=True)
 def _spring_update_kernel(off_p, off_v, off_r, off_w, y, dt, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
     """Spring decay of all offsets and their application in one call (one character frame)."""
-    _spring_decay(off_p, off_v, y, dt)
-    _spring_decay(off_r, off_w, y, dt)
-    _apply_kernel(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w)
+    spring_decay(off_p, off_v, y, dt)
+    spring_decay(off_r, off_w, y, dt)
+    apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w)
 
 
 class Inertializer:
@@ -171,15 +169,15 @@ class Inertializer:
 
     def transition(self, src_pos, src_vel, src_rot, src_angvel, dst_pos, dst_vel, dst_rot, dst_angvel) -> None:
         """Start a transition from the source pose to the destination pose (all (J,3) / (J,4))."""
-        _transition_kernel(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
+        transition_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
                            *(np.asarray(a) for a in (src_pos, src_vel, src_rot, src_angvel,
                                                      dst_pos, dst_vel, dst_rot, dst_angvel)))
         if self.method == "quintic":
-            _quintic_setup(self.off_pos, self.off_vel, self.blend_time, self._pos_params)
-            _quintic_setup(self.off_rot, self.off_angvel, self.blend_time, self._rot_params)
+            quintic_setup(self.off_pos, self.off_vel, self.blend_time, self._pos_params)
+            quintic_setup(self.off_rot, self.off_angvel, self.blend_time, self._rot_params)
             # The offsets now hold the polynomials at t = 0 (velocity only along the offset direction).
-            _quintic_eval(self._pos_params, 0.0, self.off_pos, self.off_vel)
-            _quintic_eval(self._rot_params, 0.0, self.off_rot, self.off_angvel)
+            quintic_eval(self._pos_params, 0.0, self.off_pos, self.off_vel)
+            quintic_eval(self._rot_params, 0.0, self.off_rot, self.off_angvel)
         self._time = 0.0
 
     def update(self, dst_pos, dst_vel, dst_rot, dst_angvel, dt: float):
@@ -195,9 +193,9 @@ class Inertializer:
                                   np.asarray(dst_angvel), out_p, out_v, out_r, out_w)
             return out_p, out_v, out_r, out_w
         self._time += dt
-        _quintic_eval(self._pos_params, self._time, self.off_pos, self.off_vel)
-        _quintic_eval(self._rot_params, self._time, self.off_rot, self.off_angvel)
-        _apply_kernel(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
+        quintic_eval(self._pos_params, self._time, self.off_pos, self.off_vel)
+        quintic_eval(self._rot_params, self._time, self.off_rot, self.off_angvel)
+        apply_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
                       np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot), np.asarray(dst_angvel),
                       out_p, out_v, out_r, out_w)
         return out_p, out_v, out_r, out_w

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
 from ..rotations import (
@@ -28,6 +29,46 @@ from ..rotations import (
 LN2 = math.log(2.0)
 # (1 + u) e^-u = 1/2: a spring released from rest halves when y t equals this.
 HALF_DECAY_YT = 1.6783469900166608
+
+
+@numba.njit(cache=True, inline="always")
+def half_damping(halflife):
+    """Half the damping (1/s) of a critically damped spring with the given halflife (s): the y of
+    the closed forms below (halflife_to_damping(halflife) * 0.5, eps 1e-5)."""
+    return (4.0 * LN2) / (halflife + 1e-5) * 0.5
+
+
+@numba.njit(cache=True)
+def spring_exact(x, v, goal, halflife, dt):
+    """Critically damped spring pulling x (velocity v) to goal; (x, v) after dt seconds. The compiled
+    scalar form every runtime stage uses (same arithmetic as simple_spring_damper_exact)."""
+    y = half_damping(halflife)
+    j0 = x - goal
+    j1 = v + j0 * y
+    e = math.exp(-y * dt)
+    return e * (j0 + j1 * dt) + goal, e * (v - j1 * y * dt)
+
+
+@numba.njit(cache=True)
+def decay_exact(x, v, y, dt):
+    """Critically damped decay of an offset x (velocity v) to zero with half damping y (see
+    half_damping); (x, v) after dt seconds (decay_spring_damper_exact, compiled)."""
+    j1 = v + x * y
+    e = math.exp(-y * dt)
+    return e * (x + j1 * dt), e * (v - j1 * y * dt)
+
+
+@numba.njit(cache=True)
+def character_spring(x, v, a, v_goal, halflife, dt):
+    """Character spring on velocity (spring_character_update, compiled): v tends to v_goal critically
+    damped, x integrates it exactly; (x, v, a) after dt seconds."""
+    y = half_damping(halflife)
+    e = math.exp(-y * dt)
+    iy, iy2 = 1.0 / y, 1.0 / (y * y)
+    j0 = v - v_goal
+    j1 = a + j0 * y
+    return (x + (e * (-j1 * iy2 - (j0 + j1 * dt) * iy) + j1 * iy2 + j0 * iy + v_goal * dt),
+            e * (j0 + j1 * dt) + v_goal, e * (a - j1 * y * dt))
 
 
 def halflife_to_damping(halflife, eps: float = 1e-5):

@@ -1,4 +1,4 @@
-"""Terrain as a regular heightfield: ground heights, normals, loading, procedural shapes, smoothing.
+"""Terrain as a regular heightfield: ground heights, normals, loading, procedural shapes.
 
 Metres, Y up. Sample heights[i, j] sits at x = x0 + j * cell, z = z0 + i * cell (rows run along z,
 columns along x). Between samples the height is bilinear; outside the grid the edge values extend.
@@ -9,9 +9,34 @@ import json
 import math
 from pathlib import Path
 
+import numba
 import numpy as np
 
-from .springs import simple_spring_damper_exact
+
+@numba.njit(cache=True)
+def height_at(heights, ox, oz, cell, x, z):
+    """Bilinear height (metres) at x, z of a heights grid (H, W) float64 with its origin (ox, oz) and
+    cell size (what Heightfield.height computes, compiled for the runtime's per-foot queries)."""
+    H, W = heights.shape
+    u = min(max((x - ox) / cell, 0.0), W - 1.0)
+    v = min(max((z - oz) / cell, 0.0), H - 1.0)
+    j = min(int(u), W - 2)
+    i = min(int(v), H - 2)
+    fu, fv = u - j, v - i
+    top = heights[i, j] * (1.0 - fu) + heights[i, j + 1] * fu
+    bot = heights[i + 1, j] * (1.0 - fu) + heights[i + 1, j + 1] * fu
+    return top * (1.0 - fv) + bot * fv
+
+
+@numba.njit(cache=True)
+def normal_at(heights, ox, oz, cell, x, z):
+    """Unit ground normal (pointing up) at x, z from central differences of height_at over +-0.1 m
+    (smoother over a foot's length than the cell's own slope)."""
+    step = 0.1
+    gx = (height_at(heights, ox, oz, cell, x + step, z) - height_at(heights, ox, oz, cell, x - step, z)) / (2.0 * step)
+    gz = (height_at(heights, ox, oz, cell, x, z + step) - height_at(heights, ox, oz, cell, x, z - step)) / (2.0 * step)
+    n = math.sqrt(gx * gx + 1.0 + gz * gz)
+    return -gx / n, 1.0 / n, -gz / n
 
 
 class TerrainError(ValueError):
@@ -60,17 +85,7 @@ class Heightfield:
         return float(out) if np.ndim(out) == 0 else out
 
     def _height_scalar(self, x: float, z: float) -> float:
-        # Per-frame queries (a foot, the root) are scalars: plain float maths is ~10x faster.
-        H, W = self.heights.shape
-        u = min(max((x - self.origin[0]) / self.cell, 0.0), W - 1.0)
-        v = min(max((z - self.origin[1]) / self.cell, 0.0), H - 1.0)
-        j = min(int(u), W - 2)
-        i = min(int(v), H - 2)
-        fu, fv = u - j, v - i
-        h = self.heights
-        top = h[i, j] * (1.0 - fu) + h[i, j + 1] * fu
-        bot = h[i + 1, j] * (1.0 - fu) + h[i + 1, j + 1] * fu
-        return float(top * (1.0 - fv) + bot * fv)
+        return float(height_at(self.heights, self.origin[0], self.origin[1], self.cell, x, z))
 
     def gradient(self, x, z):
         """(dh/dx, dh/dz) of the bilinear surface; zero along an axis outside the grid."""
@@ -297,22 +312,3 @@ def _value_noise(X, Z, amplitude, scale, octaves, seed):
         total += n / (2 ** o)
         norm += 1.0 / (2 ** o)
     return amplitude * total / norm
-
-
-class GroundSmoother:
-    """Critically damped spring following the ground height under the character's root, so steps and
-    bumps move the hips smoothly (prefer smoothness over exact contact: the leg IK takes the rest)."""
-
-    def __init__(self, halflife: float = 0.15, height: float | None = None):
-        self.halflife = float(halflife)
-        self.height = height
-        self.velocity = 0.0
-
-    def update(self, ground_height: float, dt: float) -> float:
-        """Smoothed height (metres) after dt seconds towards `ground_height`."""
-        if self.height is None:
-            self.height = float(ground_height)
-            return self.height
-        self.height, self.velocity = simple_spring_damper_exact(
-            float(self.height), float(self.velocity), float(ground_height), self.halflife, float(dt))
-        return self.height

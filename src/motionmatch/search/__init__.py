@@ -131,6 +131,14 @@ class Searcher:
         valid, index = self._structure(mask)
         return PreparedMask(valid, index)
 
+    def _mask_structure(self, mask):
+        """(valid, index) for a search call's mask: None (the set_mask one), a bool array or a prepared handle."""
+        if mask is None:
+            return self._valid, self._index
+        if type(mask) is PreparedMask:
+            return mask.valid, mask.index
+        return self._structure(mask)
+
     def search(self, query, current: int = -1, skip: int = 0, bias: float = 0.0, *, mask=None):
         """Best frame for one query (F,): returns (frame, cost) with cost the squared distance.
 
@@ -149,12 +157,7 @@ class Searcher:
         if not -1 <= current < self.n_frames:
             raise ValueError(f"current frame {current} outside [-1, {self.n_frames})")
         skip, bias = self._check_options(skip, bias)
-        if mask is None:
-            valid, index = self._valid, self._index
-        elif type(mask) is PreparedMask:
-            valid, index = mask.valid, mask.index
-        else:
-            valid, index = self._structure(mask)
+        valid, index = self._mask_structure(mask)
         frame, cost = index.search(self.features, valid, q, current, skip, bias)
         if frame == -2:
             raise ValueError("query holds a non-finite value")
@@ -163,6 +166,7 @@ class Searcher:
     def search_batch(self, queries, current=None, skip: int = 0, bias: float = 0.0, *, mask=None):
         """Best frames for queries (B, F); current: (B,) ints, a single int, or None (= -1 for all).
 
+        mask: as for `search` (None, bool (N,) or a prepare()d handle).
         Returns frames (B,) int64 and costs (B,) float64, each exactly as `search` would give.
         """
         q = np.ascontiguousarray(queries, dtype=np.float32)
@@ -176,7 +180,7 @@ class Searcher:
         if len(cur) and (cur.min() < -1 or cur.max() >= self.n_frames):
             raise ValueError(f"current frames must lie in [-1, {self.n_frames})")
         skip, bias = self._check_options(skip, bias)
-        valid, index = (self._valid, self._index) if mask is None else self._structure(mask)
+        valid, index = self._mask_structure(mask)
         frames = np.empty(len(q), dtype=np.int64)
         costs = np.empty(len(q), dtype=np.float64)
         index.search_batch(self.features, valid, q, cur, skip, bias, frames, costs)

@@ -1,0 +1,247 @@
+"""The displayed pose of every character: root placement, orientation warp and forward kinematics,
+then the touch-ups: ground following on terrain, stride warping, foot locking, hips drop, slope
+warping and leg IK (seeds 001, 003). One compiled function per character (`output_agent`), run over
+the crowd by `output_stage`.
+
+Conventions: metres, seconds, radians; Y up; yaw 0 faces +Z; quaternions (w, x, y, z).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ..kinematics import fk_pose_into
+from ..scalar_quat import qrot
+from . import settings as S
+from .ik import legs_pose
+from .springs import decay_exact, half_damping, spring_exact
+from .terrain import height_at, normal_at
+from .warping import twist_pose
+
+
+# Foot lock state: (n, 2 legs, columns).
+LOCKED, BLOCKED, LOCK_X, OFF_X, OFFV_X, PREV_X, HAS_PREV = 0, 1, 2, 5, 8, 11, 14
+LOCK_COLUMNS = 15
+# Smoothed heights: ground under the root and hips drop, (n, columns).
+GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R = range(7)
+HEIGHT_COLUMNS = 7
+HIPS_HALFLIFE = 0.08
+
+
+@numba.njit(cache=True)
+def place_pose(local_pos, local_rot, rx, ry, rz, qw, qy, warp, angle, ancestors, chain, parents,
+                        lp, lr, gp, gr):
+    """A character's displayed pose in one call: the root placed at (rx, ry, rz) with the yaw rotation
+    (qw, 0, qy, 0), the orientation warp by `angle` when `warp` (as warp_pose_orientation), then
+    forward kinematics into gp / gr."""
+    for j in range(local_pos.shape[0]):
+        for k in range(3):
+            lp[j, k] = local_pos[j, k]
+    lp[0, 0], lp[0, 1], lp[0, 2] = rx, ry, rz
+    if warp:
+        src = np.empty_like(lr)
+        for j in range(local_rot.shape[0]):
+            for k in range(4):
+                src[j, k] = local_rot[j, k]
+        src[0, 0], src[0, 1], src[0, 2], src[0, 3] = qw, 0.0, qy, 0.0
+        twist_pose(src, ancestors, chain, angle, lr)
+    else:
+        for j in range(local_rot.shape[0]):
+            for k in range(4):
+                lr[j, k] = local_rot[j, k]
+        lr[0, 0], lr[0, 1], lr[0, 2], lr[0, 3] = qw, 0.0, qy, 0.0
+    fk_pose_into(lp, lr, parents, gp, gr)
+
+
+@numba.njit(cache=True)
+def slope_warp_into(q, nx, ny, nz, weight, max_angle):
+    """Tilt the foot world rotation q (4,) in place toward the ground normal (see warping.slope_warp)."""
+    s = math.hypot(nx, nz)
+    if s < 1e-9 or weight <= 0.0:
+        return
+    ang = min(math.atan2(s, ny), max_angle) * min(weight, 1.0)
+    h = 0.5 * ang
+    c, sh = math.cos(h), math.sin(h) / s
+    tw, tx, tz = c, sh * nz, -sh * nx
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    q[0] = tw * w - tx * x - tz * z
+    q[1] = tw * x + tx * w - tz * y
+    q[2] = tw * y + tz * x - tx * z
+    q[3] = tw * z + tx * y + tz * w
+
+
+@numba.njit(cache=True)
+def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife):
+    """One foot's lock (fl: its LOCK_COLUMNS state row): the target (x, y, z) for the animated toe at
+    (ax, ay, az). On contact the foot locks where it is displayed; it unlocks when the contact ends or
+    the animated foot drifts beyond unlock_radius; every switch becomes an offset decayed by a spring."""
+    if fl[HAS_PREV] == 0.0 or dt <= 0.0:
+        vx = vy = vz = 0.0
+    else:
+        vx, vy, vz = (ax - fl[PREV_X]) / dt, (ay - fl[PREV_X + 1]) / dt, (az - fl[PREV_X + 2]) / dt
+    fl[PREV_X], fl[PREV_X + 1], fl[PREV_X + 2], fl[HAS_PREV] = ax, ay, az, 1.0
+    if not contact:
+        fl[BLOCKED] = 0.0
+    if fl[LOCKED] != 0.0:
+        dx, dy, dz = ax - fl[LOCK_X], ay - fl[LOCK_X + 1], az - fl[LOCK_X + 2]
+        drift = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if not contact or drift > unlock_radius:
+            # Reference jumps from the lock point to the animated foot, velocity from 0 to v.
+            fl[LOCKED] = 0.0
+            fl[BLOCKED] = 1.0 if contact else 0.0
+            fl[OFF_X] += fl[LOCK_X] - ax
+            fl[OFF_X + 1] += fl[LOCK_X + 1] - ay
+            fl[OFF_X + 2] += fl[LOCK_X + 2] - az
+            fl[OFFV_X] -= vx
+            fl[OFFV_X + 1] -= vy
+            fl[OFFV_X + 2] -= vz
+    elif contact and fl[BLOCKED] == 0.0:
+        # Lock where the foot is displayed now: the reference jumps by exactly the offset.
+        fl[LOCKED] = 1.0
+        fl[LOCK_X], fl[LOCK_X + 1], fl[LOCK_X + 2] = ax + fl[OFF_X], ay + fl[OFF_X + 1], az + fl[OFF_X + 2]
+        for k in range(3):
+            fl[OFF_X + k] = 0.0
+            fl[OFFV_X + k] = 0.0
+    if dt > 0.0:
+        y = half_damping(halflife)
+        for k in range(3):
+            fl[OFF_X + k], fl[OFFV_X + k] = decay_exact(fl[OFF_X + k], fl[OFFV_X + k], y, dt)
+    if fl[LOCKED] != 0.0:
+        return fl[LOCK_X] + fl[OFF_X], fl[LOCK_X + 1] + fl[OFF_X + 1], fl[LOCK_X + 2] + fl[OFF_X + 2]
+    return ax + fl[OFF_X], ay + fl[OFF_X + 1], az + fl[OFF_X + 2]
+
+
+@numba.njit(cache=True)
+def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig, terrain,
+                 heights_state, locks, locked, out):
+    """The displayed pose of character i into out = (lp, lr, gp, gr) (local and world, float64).
+
+    rig = (parents, spine ancestors, spine chain, leg chains (2, 4), leg reaches (2,)); terrain =
+    (has, heights, origin x, origin z, cell, ground halflife)."""
+    lpos, lrot = local[0][i], local[1][i]
+    lp, lr, gp, gr = out[0][i], out[1][i], out[2][i], out[3][i]
+    parents, ancestors, chain, legs, reach = rig
+    has_terrain, heights, ox, oz, cell, ground_halflife = terrain
+    s = settings[i]
+    hs = heights_state[i]
+    if has_terrain:
+        # The root (and so the whole body) rides on the smoothed ground height under it.
+        g = height_at(heights, ox, oz, cell, root_pos[i, 0], root_pos[i, 2])
+        if hs[HAS_GROUND] == 0.0:
+            hs[GROUND], hs[HAS_GROUND] = g, 1.0
+        else:
+            hs[GROUND], hs[GROUND_VEL] = spring_exact(hs[GROUND], hs[GROUND_VEL], g, ground_halflife, dt)
+        root_pos[i, 1] = hs[GROUND]
+    angle = warp_angle[i]
+    yaw = root_yaw[i]
+    # Orientation warp: the lower body turns to the displayed facing + travel offset, the spine
+    # twists back so the upper body keeps the desired facing.
+    half = 0.5 * (yaw + angle) if angle != 0.0 else 0.5 * yaw
+    place_pose(lpos, lrot, root_pos[i, 0], root_pos[i, 1], root_pos[i, 2], math.cos(half), math.sin(half),
+                        angle != 0.0, -angle if angle != 0.0 else 0.0, ancestors, chain, parents, lp, lr, gp, gr)
+    locked[i, 0] = locked[i, 1] = False
+    locking = s[S.FOOT_LOCKING] != 0.0
+    striding = abs(stride[i] - 1.0) > 1e-3
+    if not (s[S.IK] != 0.0 and (locking or has_terrain or striding)):
+        return
+    base = lp[0, 1]              # the root's height: the animation's ground level now
+    # Stride warping: feet displacement along the travel scaled about the root.
+    vx, vz = root_vel[i, 0], root_vel[i, 2]
+    shift = striding and math.hypot(vx, vz) > 0.05
+    ty_, tz_ = 0.0, 0.0
+    k = stride[i] - 1.0
+    if shift:
+        tyaw = math.atan2(vx, vz)
+        ty_, tz_ = math.sin(tyaw), math.cos(tyaw)
+    cx, cz = root_pos[i, 0], root_pos[i, 2]
+    targets = np.empty((2, 3))
+    grounds = np.zeros(2)
+    drop = 0.0
+    for leg in range(2):
+        up, ft, toe = legs[leg, 0], legs[leg, 2], legs[leg, 3]
+        ax, ay, az = gp[toe, 0], gp[toe, 1], gp[toe, 2]
+        tx, ty, tz = ax, ay, az
+        sx = sz = 0.0
+        if shift:
+            fx, fz = gp[ft, 0], gp[ft, 2]
+            along = (fx - cx) * ty_ + (fz - cz) * tz_
+            sx, sz = (fx + k * along * ty_) - fx, (fz + k * along * tz_) - fz
+            tx, tz = tx + sx, tz + sz
+        if has_terrain:
+            # Animated heights are relative to flat ground at the root's height; move each foot
+            # onto the terrain under it instead.
+            g_toe = height_at(heights, ox, oz, cell, tx, tz)
+            grounds[leg] = g_toe
+            ty += g_toe - base
+        if locking:
+            lx, ly, lz = foot_lock_update(locks[i, leg], contacts[i, leg], tx, ty, tz, dt, s[S.UNLOCK_RADIUS],
+                                          s[S.LOCK_HALFLIFE])
+            locked[i, leg] = locks[i, leg, LOCKED] != 0.0
+            dx, dy, dz = lx - ax, ly - ay, lz - az
+        else:
+            dx, dy, dz = sx, ty - ay, sz
+        targets[leg, 0], targets[leg, 1], targets[leg, 2] = gp[ft, 0] + dx, gp[ft, 1] + dy, gp[ft, 2] + dz
+        # Hips come down when a target is out of reach (never hyper-extend a knee).
+        r = reach[leg]
+        hx, hy, hz = targets[leg, 0] - gp[up, 0], targets[leg, 1] - gp[up, 1], targets[leg, 2] - gp[up, 2]
+        horiz = hx * hx + hz * hz
+        if hx * hx + hy * hy + hz * hz > r * r and horiz < r * r:
+            drop = max(drop, -hy - math.sqrt(r * r - horiz))
+    if dt > 0:
+        hs[DROP], hs[DROP_VEL] = spring_exact(hs[DROP], hs[DROP_VEL], max(drop, 0.0), HIPS_HALFLIFE, dt)
+    drop = hs[DROP]
+    drop = drop if drop > 1e-5 else 0.0
+    if has_terrain and s[S.W_SLOPE] != 0.0:
+        if drop:
+            lp[0, 1] -= drop
+            fk_pose_into(lp, lr, parents, gp, gr)
+            drop = 0.0
+        # Slope warping: planted feet tilt to the ground normal (blended in and out with contact).
+        kk = 1.0 - 0.5 ** (dt / 0.05) if dt > 0 else 1.0
+        for leg in range(2):
+            ft, toe = legs[leg, 2], legs[leg, 3]
+            hs[SLOPE_L + leg] += ((1.0 if contacts[i, leg] else 0.0) - hs[SLOPE_L + leg]) * kk
+            nx, ny, nz = normal_at(heights, ox, oz, cell, targets[leg, 0], targets[leg, 2])
+            slope_warp_into(gr[ft], nx, ny, nz, hs[SLOPE_L + leg], s[S.W_SLOPE_MAX])
+            # Keep the toe where it was aimed (locked or on the ground): the tilt pivots about it.
+            rx, ry, rz = qrot(gr[ft, 0], gr[ft, 1], gr[ft, 2], gr[ft, 3], lp[toe, 0], lp[toe, 1], lp[toe, 2])
+            targets[leg, 0] = (targets[leg, 0] + (gp[toe, 0] - gp[ft, 0])) - rx
+            targets[leg, 1] = (targets[leg, 1] + (gp[toe, 1] - gp[ft, 1])) - ry
+            targets[leg, 2] = (targets[leg, 2] + (gp[toe, 2] - gp[ft, 2])) - rz
+    mask = 3 if has_terrain else 0
+    legs_pose(lp, lr, gp, gr, parents, legs, targets[0, 0], targets[0, 1], targets[0, 2],
+                      targets[1, 0], targets[1, 1], targets[1, 2], mask, grounds[0], grounds[1], drop)
+
+
+@numba.njit(cache=True, parallel=True)
+def output_stage(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
+                 terrain, heights_state, locks, locked, out, out_positions, out_rotations):
+    """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
+    float32 outputs."""
+    for a in numba.prange(agents.shape[0]):
+        _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
+                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations)
+
+
+@numba.njit(cache=True)
+def output_serial(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
+                  terrain, heights_state, locks, locked, out, out_positions, out_rotations):
+    """output_stage on the calling thread (small crowds: no thread hand-off)."""
+    for a in range(agents.shape[0]):
+        _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
+                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations)
+
+
+@numba.njit(cache=True)
+def _output_and_copy(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig, terrain,
+                     heights_state, locks, locked, out, out_positions, out_rotations):
+    output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
+                 terrain, heights_state, locks, locked, out)
+    gp, gr = out[2][i], out[3][i]
+    for j in range(gp.shape[0]):
+        for k in range(3):
+            out_positions[i, j, k] = gp[j, k]
+        for k in range(4):
+            out_rotations[i, j, k] = gr[j, k]
