@@ -68,7 +68,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
             d = c.debug(c.frames[-1])
             assert d["frame"] - clips[1]["start"] == d["clip_frame"] and 100 < d["clip_frame"] < 100 + 60, d["frame"]
             await c.ws.send_json({"type": "play_clip", "clip": len(clips)})
-            assert "clip index" in (await c.next_text("error"))["message"]
+            assert "outside" in (await c.next_text("error"))["message"]
             # Ghosts: two (J*3) poses per frame while on.
             await c.ws.send_json({"type": "debug", "ghosts": True})
             await c.next_text("debug")

@@ -95,7 +95,7 @@ def test_ghost_poses(walked, jlpm_db):
     assert raw.shape == before_ti.shape == (J, 3)
     assert np.isfinite(raw).all() and np.isfinite(before_ti).all()
     # Same body in the same place (within a body length), but touch-ups and inertialization change it.
-    assert np.abs(raw[0] - out[0]).max() < 1e-9
+    assert np.abs(raw[0] - out[0]).max() < 1e-6            # the output is float32
     assert np.linalg.norm(raw.mean(0) - out.mean(0)) < 0.5
     toes = [jlpm_db.roles["left_toe"], jlpm_db.roles["right_toe"]]
     ch = Character(jlpm_db, CharacterSettings())
@@ -124,7 +124,7 @@ def test_play_clip_plays_through_without_searching(jlpm_db):
     ch.play_clip(None)
     ch.step(GamepadInput(move=(1.0, 0.0), run=True))
     assert ch.debug()["search"]["t"] == pytest.approx(ch.time - 1 / 60)
-    with pytest.raises(ValueError, match="clip index"):
+    with pytest.raises(ValueError, match="range_index 4 outside"):
         ch.play_clip(len(jlpm_db.range_starts))
     with pytest.raises(ValueError, match="offset"):
         ch.play_clip(0, stop - start)

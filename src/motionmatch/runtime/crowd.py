@@ -358,7 +358,10 @@ class Crowd:
         if not 0 <= r < len(db.range_starts):
             raise ValueError(f"range_index {r} outside [0, {len(db.range_starts)})")
         start, stop = int(db.range_starts[r]), int(db.range_stops[r])
-        to = min(start + max(int(offset_frames), 0), stop - 1)
+        off = int(offset_frames)
+        if not 0 <= off < stop - start - 1:
+            raise ValueError(f"offset {off} outside clip {db.range_names[r]!r} (0..{stop - start - 2} frames)")
+        to = start + off
         if to != self.frame[i]:
             self.transitions[i] += 1
             transition_stage(np.array([i]), np.array([to]), self.db_arrays, self.inert, self.frame, self.frame_frac,
