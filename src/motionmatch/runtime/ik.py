@@ -21,7 +21,7 @@ from ..rotations import quat_inv, quat_mul
 # Scalar helpers (numba). Vectors are passed as separate floats to stay allocation free.
 
 
-from ..scalar_quat import cross3 as _cross, norm3 as _norm3, qmul as _qmul, qrot as _qrot
+from ..scalar_quat import cross3 as _cross, norm3 as _norm3, qfrom_matrix, qmul as _qmul, qrot as _qrot
 
 
 @numba.njit(cache=True)
@@ -41,32 +41,12 @@ def _qbetween_unit(ux, uy, uz, vx, vy, vz):
 
 
 @numba.njit(cache=True)
-def _quat_from_rows(m00, m01, m02, m10, m11, m12, m20, m21, m22):
-    """Rotation matrix to quaternion (Shepperd's method: pick the largest diagonal term)."""
-    tr = m00 + m11 + m22
-    if tr > 0.0:
-        s = math.sqrt(tr + 1.0) * 2.0
-        w, x, y, z = 0.25 * s, (m21 - m12) / s, (m02 - m20) / s, (m10 - m01) / s
-    elif m00 > m11 and m00 > m22:
-        s = math.sqrt(1.0 + m00 - m11 - m22) * 2.0
-        w, x, y, z = (m21 - m12) / s, 0.25 * s, (m01 + m10) / s, (m02 + m20) / s
-    elif m11 > m22:
-        s = math.sqrt(1.0 + m11 - m00 - m22) * 2.0
-        w, x, y, z = (m02 - m20) / s, (m01 + m10) / s, 0.25 * s, (m12 + m21) / s
-    else:
-        s = math.sqrt(1.0 + m22 - m00 - m11) * 2.0
-        w, x, y, z = (m10 - m01) / s, (m02 + m20) / s, (m12 + m21) / s, 0.25 * s
-    n = math.sqrt(w * w + x * x + y * y + z * z)
-    return w / n, x / n, y / n, z / n
-
-
-@numba.njit(cache=True)
 def _frame_rotation(ux, uy, uz, nx, ny, nz, px, py, pz, mx, my, mz):
     """Rotation taking the orthonormal pair (u, n) onto the orthonormal pair (p, m)."""
     wx, wy, wz = _cross(ux, uy, uz, nx, ny, nz)
     qx, qy, qz = _cross(px, py, pz, mx, my, mz)
     # M = p u^T + m n^T + q w^T
-    return _quat_from_rows(
+    return qfrom_matrix(
         px * ux + mx * nx + qx * wx, px * uy + mx * ny + qx * wy, px * uz + mx * nz + qx * wz,
         py * ux + my * nx + qy * wx, py * uy + my * ny + qy * wy, py * uz + my * nz + qy * wz,
         pz * ux + mz * nx + qz * wx, pz * uy + mz * ny + qz * wy, pz * uz + mz * nz + qz * wz)
