@@ -62,6 +62,8 @@ def copy_three(dest: Path) -> int:
 class BuildPyWithThree(build_py):
     def run(self):
         super().run()
+        if getattr(self, "editable_mode", False):
+            return   # an editable install serves three.js from the checkout's node_modules, which may come later
         n = copy_three(Path(self.build_lib) / "motionmatch" / "app" / "vendor")
         print(f"motionmatch build: {n} three.js modules packaged")
 
