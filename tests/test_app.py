@@ -104,6 +104,18 @@ class Client:
             if not self._keep(msg):
                 break
 
+    async def pump_frames(self, n: int, timeout: float = 20.0):
+        """Receive until n more frames came (a loaded machine streams slower than 60 frames/s)."""
+        loop = asyncio.get_running_loop()
+        want, end = len(self.frames) + n, loop.time() + timeout
+        while len(self.frames) < want and (left := end - loop.time()) > 0:
+            try:
+                msg = await asyncio.wait_for(self.ws.receive(), left)
+            except asyncio.TimeoutError:
+                break
+            if not self._keep(msg):
+                break
+
     def _keep(self, msg) -> bool:
         if msg.type == aiohttp.WSMsgType.TEXT:
             self.texts.append(json.loads(msg.data))

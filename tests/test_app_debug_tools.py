@@ -64,7 +64,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
             await c.ws.send_json({"type": "play_clip", "clip": 1, "offset": 100})
             await c.next_text("play_clip")
             c.frames.clear()
-            await c.pump(0.5)
+            await c.pump_frames(20)
             d = c.debug(c.frames[-1])
             assert d["frame"] - clips[1]["start"] == d["clip_frame"] and 100 < d["clip_frame"] < 100 + 60, d["frame"]
             await c.ws.send_json({"type": "play_clip", "clip": len(clips)})
@@ -73,7 +73,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
             await c.ws.send_json({"type": "debug", "ghosts": True})
             await c.next_text("debug")
             c.frames.clear()
-            await c.pump(0.3)
+            await c.pump_frames(10)
             g = c.debug(c.frames[-1])["ghosts"]
             assert len(g["raw"]) == len(g["before_touchups"]) == 3 * len(c.hello["names"])
             assert "speed" in c.debug(c.frames[-1])

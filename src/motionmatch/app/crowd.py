@@ -205,10 +205,22 @@ def add_crowd_routes(app: web.Application) -> None:
     app.router.add_get("/api/crowd", crowd_info_handler)
 
 
+def warm_up_world(db, n: int, ticks: int = 3) -> None:
+    """Compile (or load from numba's cache) the kernels a crowd of n uses (serial or parallel stages,
+    avoidance, the stream) on a throw-away world: the shared tick runs on the event loop, where a
+    first-tick compilation would stall every page for seconds."""
+    world = crowd_world(db, n)
+    none = np.zeros((0, 2))
+    for _ in range(ticks):
+        step_world(world, none, none)
+    frame_bytes(world)
+
+
 def setup_crowd(app: web.Application, db, n: int, seed: int = 0) -> None:
     """Turn crowd mode on: n agents over `db` and the shared task that steps them."""
     if not 1 <= n <= MAX_AGENTS:
         raise ValueError(f"--crowd: expected 1 to {MAX_AGENTS} agents, got {n}")
+    warm_up_world(db, n)
     app[CROWD] = crowd_world(db, n, seed)
 
     def report_failure(task):

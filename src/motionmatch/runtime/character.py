@@ -298,3 +298,5 @@ def warm_up(db, frames: int = 120) -> None:
     for k in range(frames):
         ch.step(moves[(k * len(moves)) // frames])
     ch.debug()
+    ch.pose_before_inertialization()   # the app's ghosts
+    ch.pose_before_touchups()
