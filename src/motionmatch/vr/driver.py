@@ -16,7 +16,7 @@ from ..rotations import quat_from_yaw, quat_mul_inv, quat_to_scaled_angle_axis
 from ..runtime.springs import simple_spring_damper_exact, simple_spring_damper_exact_quat
 from .orientation import OrientationNetwork, network_step, rotate_facing
 from .trackers import features_from
-from .upper_body import ROOT_ALPHA_LOOSE, hmd_floor_target
+from .upper_body import ROOT_ALPHA_LOOSE, clamp_root, hmd_floor_target
 
 # Thesis trajectory samples: 20, 40 and 60 frames ahead at 60 fps.
 TRAJECTORY_TIMES = np.array([20.0, 40.0, 60.0]) / 60.0
@@ -119,3 +119,44 @@ def select_database(hmd_height: float, standing_height: float, ranges) -> int:
         if gap < best_gap:
             best, best_gap = i, gap
     return best
+
+
+def facing_yaw(facing) -> float:
+    """Yaw (radians, 0 faces +Z) of a rotation about +Y (4,)."""
+    w, y = float(facing[0]), float(facing[2])
+    return float(2.0 * np.arctan2(y, w))
+
+
+class VRDriver:
+    """Drives a runtime Character's controller from a tracker stream (Character.set_driver): the
+    desired velocity is the spring-smoothed HMD floor velocity, the desired facing the spring-smoothed
+    predicted body facing, the trajectory desired_trajectory's (from the HMD floor target), and the
+    simulation is kept within settings.alpha metres of the HMD floor target.
+
+    `index` is the stream frame consumed so far: the frame the character's current pose answers."""
+
+    def __init__(self, stream, network: OrientationNetwork, settings: VRDriverSettings | None = None):
+        self.stream = stream
+        self.network = network
+        self.settings = settings or VRDriverSettings()
+        self.state = driver_start(stream.positions[0], stream.rotations[0])
+        self.index = 0
+
+    def target(self) -> np.ndarray:
+        """The HMD floor target (3,) of the frame consumed last."""
+        return hmd_floor_target(self.state.positions[0], self.state.rotations[0])
+
+    def step(self, controller, t: float, dt: float) -> None:
+        """Consume the stream up to time t + dt (seconds) and move the controller toward its goals."""
+        s = self.stream
+        last = min(int(round((t + dt) * s.fps)), s.num_frames - 1)
+        while self.index < last:
+            self.index += 1
+            self.state = driver_step(self.state, self.network, s.positions[self.index], s.rotations[self.index],
+                                     1.0 / s.fps, self.settings)
+        controller.update_velocity_goal(self.state.velocity, facing_yaw(self.state.facing), dt)
+        controller.position = clamp_root(controller.position, self.target(), self.settings.alpha)
+
+    def predict(self, controller, frame_offsets=(20, 40, 60), fps: float = 60.0):
+        """Future positions (K, 3) and rotations (K, 4), world, frame_offsets / fps seconds ahead."""
+        return desired_trajectory(self.state, self.settings, np.asarray(frame_offsets, np.float64) / fps)
