@@ -226,6 +226,10 @@ def _add_synth(sub):
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--scenario", help="scenario JSON file")
     what.add_argument("--crowd", help="crowd JSON file: agent_000.bvh ... per agent, metrics.json, crowd.png")
+    what.add_argument("--trackers", help="VR tracker file (JSON, CSV, or a BVH clip to simulate them from; "
+                                         "docs/VR.md); needs --vr-model")
+    p.add_argument("--vr-model", help="body-orientation model (.npz from `motionmatch vr train`)")
+    p.add_argument("--alpha", type=float, default=0.3, help="VR root clamp radius in metres (0.1 or 0.3)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
@@ -255,6 +259,10 @@ def run_synth(args) -> int:
     from .synth import synthesize
     if args.crowd:
         return run_synth_crowd(args)
+    if args.trackers:
+        return run_synth_vr(args)
+    if args.vr_model:
+        raise ValueError("--vr-model works with --trackers only")
     scen = Path(args.scenario)
     if not scen.is_file():
         raise FileNotFoundError(f"--scenario {scen}: no such file; expected a scenario JSON file "
@@ -275,6 +283,24 @@ def run_synth(args) -> int:
         print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
         if args.gltf:
             print(f"wrote {glb}")
+    return 0
+
+
+def run_synth_vr(args) -> int:
+    from .database import load_database
+    from .vr.synth import synthesize_vr
+    if not args.vr_model:
+        raise ValueError("--trackers needs --vr-model VR.npz (train one with `motionmatch vr train`)")
+    if args.retarget_to:
+        raise ValueError("--retarget-to works with --scenario only")
+    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    metrics = synthesize_vr(db, args.trackers, args.vr_model, args.out, runtime_settings_from_args(args, db).character,
+                            args.alpha, progress=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps(metrics))
+    elif not args.quiet:
+        print(json.dumps(metrics, indent=1))
+        print(f"wrote {Path(args.out) / 'motion.bvh'}, metrics.json, trajectory.png")
     return 0
 
 

@@ -23,7 +23,8 @@ POSE_CHUNK = 1024  # frames of poses buffered between hand-offs to a pose sink
 
 
 def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = None, progress: bool = False,
-                 terrain=None, pose_sink=None, controller_settings=None) -> dict:
+                 terrain=None, pose_sink=None, controller_settings=None, driver=None, start=None,
+                 touch_up=None) -> dict:
     """Simulate a scenario at the database rate; returns a record of per-frame arrays.
 
     The record always holds the light per-frame arrays the metrics need (root and simulation
@@ -31,7 +32,10 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     pose_sink None the record also holds `global_positions`, `local_pos` and `local_rot` (F, J, ...);
     otherwise pose_sink(local_pos (n, J, 3), local_rot (n, J, 4)) receives them in order, in chunks of
     POSE_CHUNK frames, and they are not kept: memory stays flat in the run's length.
-    controller_settings: the character's ControllerSettings (None: defaults).
+    controller_settings: the character's ControllerSettings (None: defaults). driver: drives the
+    controller instead of the scenario's (Character.set_driver); start: (position (3,), yaw) to start
+    from; touch_up(character, k, local_pos, local_rot) -> (local_pos, local_rot, global_positions):
+    a last change of frame k's output pose (it may move the character's root), recorded in its place.
     """
     from tqdm import tqdm
 
@@ -41,7 +45,9 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     ch = Character(db, settings, controller_settings)
     if terrain is not None:
         ch.set_terrain(terrain)
-    ch.set_driver(scenario.make_driver())
+    if start is not None:
+        ch.reset(position=start[0], yaw=start[1])
+    ch.set_driver(driver if driver is not None else scenario.make_driver())
     fps = db.fps
     dt = 1.0 / fps
     F = int(round(scenario.duration * fps))
@@ -66,6 +72,10 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     for k in tqdm(range(F), desc="synthesizing", unit="frame", disable=not progress, file=sys.stderr):
         before = ch.transitions
         ch.step(None, dt)
+        lp, lr = ch.local_pose()
+        gp = ch.global_positions
+        if touch_up is not None:
+            lp, lr, gp = touch_up(ch, k, lp, lr)
         if ch.t_search_us > 0:
             searches.append(ch.t_search_us)
         if ch.transitions != before:
@@ -79,7 +89,6 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         rec["root_vel"][k] = ch.root_velocity
         rec["frame_us"][k] = ch.last_frame_us
         rec["timing"][k] = (ch.t_controller_us, ch.t_search_us, ch.t_inertialize_us, ch.t_output_us)
-        gp = ch.global_positions
         rec["toe_positions"][k] = gp[toe_joints]
         rec["body_positions"][k] = gp[body_joints]
         rec["nan"][k] = not np.isfinite(gp).all()
@@ -87,7 +96,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
             rec["global_positions"][k] = gp
         else:
             base = k - k % POSE_CHUNK
-        lp_out[k - base], lr_out[k - base] = ch.local_pose()
+        lp_out[k - base], lr_out[k - base] = lp, lr
         if pose_sink is not None and (k - base == len(lp_out) - 1 or k == F - 1):
             pose_sink(lp_out[:k - base + 1], lr_out[:k - base + 1])
         rec["frames"][k] = ch.frame
@@ -152,11 +161,11 @@ def plot_trajectory(path, rec: dict, scenario: Scenario, fps: float) -> None:
 
 
 def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None, progress: bool = True,
-               retarget_to=None, retarget_map=None, controller_settings=None) -> dict:
+               retarget_to=None, retarget_map=None, controller_settings=None, **drive) -> dict:
     """Run `scenario` (path, dict or Scenario) and write out_dir/motion.bvh, metrics.json and
     trajectory.png; returns the metrics. Frames go to the BVH as they are produced (except with
     retarget_to), so memory does not grow with the scenario's duration beyond a few small per-frame
-    arrays the metrics need."""
+    arrays the metrics need. drive: run_scenario's driver, start and touch_up (vr/synth.py)."""
     if isinstance(scenario, (str, Path)):
         scenario = load_scenario(scenario)
     elif isinstance(scenario, dict):
@@ -171,7 +180,8 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
         # Retargeting fits the whole motion (bind frame, ground height): it needs all of it at once.
         from .io.bvh import read_bvh
         from .retarget import retarget_animation
-        rec = run_scenario(db, scenario, settings, progress, terrain, controller_settings=controller_settings)
+        rec = run_scenario(db, scenario, settings, progress, terrain, controller_settings=controller_settings,
+                           **drive)
         anim = retarget_animation(record_animation(db, rec), read_bvh(retarget_to), mapping=retarget_map,
                                   source_bind_frame=0)
         write_bvh(out / "motion.bvh", anim)
@@ -182,7 +192,7 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
             def write_poses(lp, lr):
                 bvh.write(*remove_simulation_bone(db.skeleton, lp, lr)[1:])
             rec = run_scenario(db, scenario, settings, progress, terrain, pose_sink=write_poses,
-                               controller_settings=controller_settings)
+                               controller_settings=controller_settings, **drive)
     allowed = None
     if scenario.style:
         from .search import range_mask

@@ -107,7 +107,7 @@ def device_calibration(anim: Animation, roles: dict[str, int]) -> np.ndarray:
     return quat_abs(quat_normalize(rel.mean(0)))
 
 
-_REFERENCE_PATTERNS = ("*walk_normal*", "*locomotion*", "*walk*")
+REFERENCE_PATTERNS = ("*walk_normal*", "*locomotion*", "*walk*")
 
 
 def calibration_reference(path) -> Path:
@@ -115,7 +115,7 @@ def calibration_reference(path) -> Path:
     (names matching *walk_normal*, else *locomotion*, else *walk*), else the file itself."""
     path = Path(path)
     names = sorted(f for f in path.parent.iterdir() if f.name.lower().endswith((".bvh", ".bvh.gz")))
-    for pattern in _REFERENCE_PATTERNS:
+    for pattern in REFERENCE_PATTERNS:
         hit = next((f for f in names if fnmatch.fnmatch(f.name, pattern)), None)
         if hit is not None:
             return hit

@@ -1,0 +1,121 @@
+"""VR synthesis (seed 002, chapter 4): a tracker stream drives a motion-matched character offline.
+
+The body comes from motion matching steered by a VRDriver (the HMD's smoothed floor velocity, the
+network's smoothed body facing); each output pose then gets the thesis's touch-ups: the root clamped
+within alpha metres of the HMD's floor projection, the arms reaching the controllers (the chest
+leaning when they are out of reach), the head turned to the HMD. Writes what `synth` writes
+(motion.bvh, metrics.json, trajectory.png) with the VR errors added to metrics.json.
+Metres, seconds, quaternions (w, x, y, z), Y up, yaw 0 faces +Z.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..animation import Animation
+from ..kinematics import forward_kinematics
+from ..rotations import quat_rotate
+from ..scenario import Scenario
+from ..synth import synthesize
+from .driver import VRDriver, VRDriverSettings, facing_yaw
+from .orientation import angle_error_deg, load_networks
+from .trackers import REFERENCE_PATTERNS, TrackerSettings, device_calibration, read_trackers
+from .upper_body import (ROOT_ALPHA_LOOSE, arm_chain, clamp_root, device_targets, hmd_floor_target,
+                         reach_arms, turn_head)
+
+# Arms within this fraction of their length count as reaching their controller (reach_arms' buffer).
+REACH_BUFFER = 0.01
+
+
+def database_calibration(db) -> np.ndarray:
+    """device_calibration (3, 4) of the database's skeleton, measured on its first neutral walk clip
+    (the name patterns of trackers.calibration_reference), else on its first clip."""
+    names = [n.lower() for n in db.range_names]
+    r = next((i for pat in REFERENCE_PATTERNS for i, n in enumerate(names) if fnmatch.fnmatch(n, pat)), 0)
+    sl = slice(int(db.range_starts[r]), int(db.range_stops[r]))
+    anim = Animation(db.skeleton, np.asarray(db.positions[sl], np.float64), np.asarray(db.rotations[sl], np.float64),
+                     db.fps)
+    return device_calibration(anim, db.roles)
+
+
+class VRTouchUp:
+    """The per-frame touch-up of run_scenario (root clamp, arm IK, head) that also measures, per frame,
+    the head and hand distances to the devices and, with ground truth, the root and facing errors."""
+
+    def __init__(self, db, driver: VRDriver, calibration, truth=None, hmd_offset=TrackerSettings.hmd_offset):
+        self.db, self.driver, self.calibration, self.truth = db, driver, calibration, truth
+        self.parents = np.asarray(db.skeleton.parents)
+        self.hmd_offset = np.asarray(hmd_offset, np.float64)
+        self.arms = [arm_chain(self.parents, db.roles, side) for side in ("left", "right")]
+        self.head_cm, self.hand_cm, self.reachable, self.root_cm, self.facing_deg = [], [], [], [], []
+
+    def __call__(self, ch, k, local_pos, local_rot):
+        d, roles = self.driver, self.db.roles
+        pos, rot = d.state.positions, d.state.rotations
+        root = clamp_root(ch.root_pos, d.target(), d.settings.alpha)
+        lp = np.array(local_pos, np.float64)
+        lp[0, [0, 2]] += root[[0, 2]] - ch.root_pos[[0, 2]]
+        ch.root_pos[:] = root            # the next frame continues from the clamped root
+        hand_pos, hand_rot, head_rot = device_targets(pos, rot, self.calibration)
+        lr = reach_arms(lp, np.asarray(local_rot, np.float64), self.parents, roles, hand_pos, hand_rot,
+                        buffer=REACH_BUFFER)
+        lr = turn_head(lp, lr, self.parents, roles, head_rot)
+        gp = forward_kinematics(lp[None], lr[None], self.parents)[0][0]
+        head = pos[0] - quat_rotate(rot[0], self.hmd_offset)
+        self.head_cm.append(100.0 * np.linalg.norm(gp[roles["head"]] - head))
+        for i, (upper, lower, hand) in enumerate(self.arms):
+            length = np.linalg.norm(gp[lower] - gp[upper]) + np.linalg.norm(gp[hand] - gp[lower])
+            self.hand_cm.append(100.0 * np.linalg.norm(gp[hand] - hand_pos[i]))
+            self.reachable.append(np.linalg.norm(hand_pos[i] - gp[upper]) <= length * (1 - REACH_BUFFER))
+        if self.truth is not None:
+            f = d.index
+            self.root_cm.append(100.0 * np.linalg.norm(root[[0, 2]] - self.truth.root_position[f, [0, 2]]))
+            self.facing_deg.append(float(angle_error_deg(ch.facing_yaw, self.truth.facing_yaw[f])))
+        return lp, lr, gp
+
+    def metrics(self) -> dict:
+        """root_error_cm / orientation_error_deg (mean, p95; with ground truth), head_error_cm,
+        hand_error_cm (mean, max over all hands) and hand_error_reachable_cm (hands whose controller
+        was within the arm's reach after leaning) with reachable_fraction."""
+        def stats(x, keys):
+            x = np.asarray(x, np.float64)
+            if not len(x):
+                return None
+            f = {"mean": np.mean, "max": np.max, "p95": lambda v: np.percentile(v, 95)}
+            return {k: round(float(f[k](x)), 3) for k in keys}
+        hand, ok = np.asarray(self.hand_cm), np.asarray(self.reachable, bool)
+        out = {"head_error_cm": stats(self.head_cm, ("mean", "max")),
+               "hand_error_cm": stats(hand, ("mean", "max")),
+               "hand_error_reachable_cm": stats(hand[ok], ("mean", "max")),
+               "reachable_fraction": round(float(ok.mean()), 4) if len(ok) else None}
+        if self.truth is not None:
+            out["root_error_cm"] = stats(self.root_cm, ("mean", "p95"))
+            out["orientation_error_deg"] = stats(self.facing_deg, ("mean", "p95"))
+        return out
+
+
+def synthesize_vr(db, trackers, model, out_dir, settings=None, alpha: float = ROOT_ALPHA_LOOSE,
+                  progress: bool = True, controller_settings=None) -> dict:
+    """Animate the database's character from a tracker file (trackers.read_trackers: JSON, CSV, or a
+    BVH clip the devices are simulated from, with ground truth), or a (TrackerStream, BodyTruth or
+    None) pair, and the body-orientation model file;
+    write out_dir/motion.bvh, metrics.json, trajectory.png and return the metrics. alpha: root clamp
+    radius in metres (the thesis's 0.1 or 0.3)."""
+    if not alpha > 0:
+        raise ValueError(f"alpha: expected a positive radius in metres, got {alpha}")
+    stream, truth = read_trackers(trackers) if isinstance(trackers, (str, Path)) else trackers
+    if stream.num_frames < 2:
+        raise ValueError(f"{trackers}: expected at least two tracker frames")
+    network = load_networks(model)["network"]
+    driver = VRDriver(stream, network, VRDriverSettings(alpha=alpha))
+    start = (hmd_floor_target(stream.positions[0, 0], stream.rotations[0, 0]), facing_yaw(driver.state.facing))
+    touch_up = VRTouchUp(db, driver, database_calibration(db), truth)
+    scenario = Scenario(duration=(stream.num_frames - 1) / stream.fps, description="VR trackers")
+    metrics = synthesize(db, scenario, out_dir, settings, progress, controller_settings=controller_settings,
+                         driver=driver, start=start, touch_up=touch_up)
+    metrics.update(touch_up.metrics())
+    (Path(out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    return metrics
