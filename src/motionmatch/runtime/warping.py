@@ -37,7 +37,7 @@ class WarpSettings:
 
     orientation: bool = True
     orientation_limit_deg: float = 90.0     # largest warp (lower body against upper body)
-    hip_twist_limit_deg: float = 45.0       # share of the warp the hip joints take (legs vs pelvis)
+    hip_twist_limit_deg: float = 50.0       # share of the warp the hip joints take (legs vs pelvis)
     spine_twist_limit_deg: float = 40.0     # largest pelvis-to-shoulder twist; the rest lags
     backward_angle_deg: float = 120.0       # facing-vs-travel angle beyond which backward motion is asked
     orientation_halflife: float = 0.1       # smoothing of the twist
