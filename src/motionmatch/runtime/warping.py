@@ -7,8 +7,9 @@ played animation is warped:
 - Orientation warping. When the desired facing and the travel direction differ, the matcher is asked
   for motion *facing the travel direction* (`orientation_query_rotations`), so it finds forward
   walking that goes the right way. The character root then faces the travel direction; the pose warp
-  (`warp_pose_orientation`) keeps the lower body (simulation bone, hips, legs) on it and twists the
-  spine chain so the upper body faces the desired facing. The twist is limited; beyond a backward
+  (`warp_pose_orientation`) keeps the legs on it and gives the turn back first at the hip joints (the
+  pelvis turns toward the desired facing against the legs), then along the spine chain, each within a
+  human range (`twist_split`); what neither takes shows as the upper body lagging. Beyond a backward
   angle the query keeps a backward request (a backward clip is preferred when the data has one) and
   only the remainder is warped.
 - Play rate and stride. When the clip's speed and the desired speed differ, the clip plays at a rate
