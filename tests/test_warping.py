@@ -18,7 +18,10 @@ from motionmatch.runtime.warping import (
     ANGLE, BACKWARD, ROOT_GOAL_YAW, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds, new_warp_table,
     orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update, playback_rate,
     query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
+from motionmatch.metrics import held_fraction, shoulder_facing_yaw, twist_deg
+from motionmatch.runtime.character import CharacterSettings
 from motionmatch.scenario import load_scenario
+from motionmatch.synth import change_frames, run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 UP = np.array([0.0, 1.0, 0.0])
@@ -112,6 +115,50 @@ def test_displayed_facing_composition(jlpm_db, walk_pose):
     np.testing.assert_allclose(gp_o[roles["left_foot"]], gp_b[roles["left_foot"]], atol=1e-9)
     turned = math.degrees(_yaw_of(gr_o[roles["chest"]], (0, 0, -1)) - _yaw_of(gr_b[roles["chest"]], (0, 0, -1)))
     assert abs(_wrapd(turned - 70.0)) < 0.5
+
+
+@pytest.mark.parametrize("deg", [60.0, -100.0])
+def test_pose_warp_split_between_hips_and_spine(jlpm_db, walk_pose, deg):
+    """Hip limit 35, spine limit 40 degrees: the legs turn by the whole angle, the pelvis by what the
+    hip joints do not give back, the chest by what neither gives back (the lag beyond 75 degrees)."""
+    roles, parents = jlpm_db.roles, jlpm_db.skeleton.parents
+    lp, lr = walk_pose
+    rig = PoseWarpRig(roles, parents)
+    assert rig.pelvis == roles["hips"]
+    out = warp_pose_orientation(lr, None, None, math.radians(deg), rig, hip_limit_rad=math.radians(35.0),
+                                spine_limit_rad=math.radians(40.0))
+    gr0, gr1 = forward_kinematics(lp, lr, parents)[1], forward_kinematics(lp, out, parents)[1]
+
+    def turned(j):
+        return _wrapd(math.degrees(_yaw_of(gr1[j], (0, 0, -1)) - _yaw_of(gr0[j], (0, 0, -1))))
+    sign = math.copysign(1.0, deg)
+    for j in (roles["left_upper_leg"], roles["right_foot"]):
+        assert abs(turned(j) - deg) < 0.5, jlpm_db.skeleton.names[j]
+    assert abs(turned(roles["hips"]) - (deg - sign * 35.0)) < 0.5
+    assert abs(turned(roles["chest"]) - sign * max(abs(deg) - 75.0, 0.0)) < 0.5
+    assert abs(turned(roles["head"]) - sign * max(abs(deg) - 75.0, 0.0)) < 0.5
+
+
+def test_twist_limits_hold_on_a_strafe_box(jlpm_db):
+    """Strafing a box with the look held forward: the pelvis-to-shoulder twist stays within human range
+    and the shoulders still face the look; with the hip joints left out the spine alone twists ~90."""
+    scen = load_scenario(SCENARIOS / "strafe_box.json")
+    changes = change_frames(scen, jlpm_db.fps)
+
+    def measure(settings):
+        rec = run_scenario(jlpm_db, scen, settings)
+        body = rec["body_positions"]
+        err = np.degrees(np.abs(np.remainder(shoulder_facing_yaw(body, (2, 3)) - rec["desired_yaw"] + np.pi,
+                                             2 * np.pi) - np.pi))
+        return twist_deg(body, (0, 1), (2, 3)), held_fraction(changes, err <= 25.0, jlpm_db.fps)["mean"]
+
+    twist, facing = measure(CharacterSettings())
+    assert np.percentile(twist, 95) <= 50.0 and twist.max() <= 60.0
+    assert facing >= 0.8
+    spine_only = CharacterSettings()
+    spine_only.warp.hip_twist_limit_deg, spine_only.warp.spine_twist_limit_deg = 0.0, 90.0
+    twist, _ = measure(spine_only)
+    assert np.percentile(twist, 95) > 75.0
 
 
 # ----------------------------------------------------------------------------------------------

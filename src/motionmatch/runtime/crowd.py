@@ -170,7 +170,7 @@ class Crowd:
                          for side in ("left", "right")], dtype=np.int64)
         reach = np.array([0.995 * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
                           for _, lo, ft, _ in legs])
-        self.rig = (parents, rig.ancestors, rig.chain, legs, reach)
+        self.rig = (parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
         self.set_terrain(None)
         # State, one row per character.
         self.ctrl = new_state(n, self.controller_settings)

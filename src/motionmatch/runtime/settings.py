@@ -18,8 +18,8 @@ INERTIALIZATION_METHODS = ("spring", "quintic", "off")
  ADJ_MAX_RATIO, CLAMPING, CLAMP_RADIUS, CLAMP_ANGLE, FOOT_LOCKING, UNLOCK_RADIUS, LOCK_HALFLIFE, IK, NO_REWIND,
  SHARP_SPEED, SHARP_ANGLE_DEG, W_ORIENTATION, W_LIMIT, W_BACKWARD_ANGLE, W_ORIENT_HALFLIFE, W_MIN_TRAVEL,
  W_PLAY_RATE, W_RATE_MIN, W_RATE_MAX, W_RATE_SHARE, W_STRIDE, W_STRIDE_MIN, W_STRIDE_MAX, W_SPEED_HALFLIFE,
- W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE) = range(36)
-COLUMNS = 36
+ W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT) = range(38)
+COLUMNS = 38
 
 
 @dataclass
@@ -72,6 +72,8 @@ class CharacterSettings:
         row[IK], row[NO_REWIND] = self.ik, self.no_rewind_frames
         row[SHARP_SPEED], row[SHARP_ANGLE_DEG] = self.sharp_change_speed, self.sharp_change_angle_deg
         row[W_ORIENTATION], row[W_LIMIT] = w.orientation, math.radians(w.orientation_limit_deg)
+        row[W_HIP_LIMIT] = math.radians(w.hip_twist_limit_deg)
+        row[W_SPINE_LIMIT] = math.radians(w.spine_twist_limit_deg)
         row[W_BACKWARD_ANGLE], row[W_ORIENT_HALFLIFE] = math.radians(w.backward_angle_deg), w.orientation_halflife
         row[W_MIN_TRAVEL] = w.min_travel_speed
         row[W_PLAY_RATE], row[W_RATE_MIN], row[W_RATE_MAX], row[W_RATE_SHARE] = (w.play_rate, w.rate_min,
@@ -92,4 +94,4 @@ CharacterSettings.warp_orientation = _warp_flag("orientation", "orientation warp
 CharacterSettings.warp_stride = _warp_flag("stride", "stride warping (speed between the data's speeds)")
 CharacterSettings.warp_play_rate = _warp_flag("play_rate", "play-rate warping")
 CharacterSettings.warp_slope = _warp_flag("slope", "feet tilted to the ground normal on terrain")
-CharacterSettings.warp_limit_deg = _warp_flag("orientation_limit_deg", "largest upper-body twist (degrees)")
+CharacterSettings.warp_limit_deg = _warp_flag("orientation_limit_deg", "largest warp between lower and upper body (degrees)")

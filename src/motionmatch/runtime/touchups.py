@@ -18,7 +18,7 @@ from . import settings as S
 from .ik import legs_pose
 from .springs import decay_exact, half_damping, spring_exact
 from .terrain import height_at, normal_at
-from .warping import twist_pose
+from .warping import twist_pose, twist_split
 
 
 # Foot lock state: (n, 2 legs, columns).
@@ -31,11 +31,11 @@ HIPS_HALFLIFE = 0.08
 
 
 @numba.njit(cache=True)
-def place_pose(local_pos, local_rot, rx, ry, rz, qw, qy, warp, angle, ancestors, chain, parents,
-                        lp, lr, gp, gr):
+def place_pose(local_pos, local_rot, rx, ry, rz, qw, qy, warp, angle, hips, spine, pelvis, upper_legs, chain,
+               parents, lp, lr, gp, gr):
     """A character's displayed pose in one call: the root placed at (rx, ry, rz) with the yaw rotation
-    (qw, 0, qy, 0), the orientation warp by `angle` when `warp` (as warp_pose_orientation), then
-    forward kinematics into gp / gr."""
+    (qw, 0, qy, 0), the orientation warp by `angle` split into (hips, spine) when `warp` (as
+    warp_pose_orientation), then forward kinematics into gp / gr."""
     for j in range(local_pos.shape[0]):
         for k in range(3):
             lp[j, k] = local_pos[j, k]
@@ -46,7 +46,7 @@ def place_pose(local_pos, local_rot, rx, ry, rz, qw, qy, warp, angle, ancestors,
             for k in range(4):
                 src[j, k] = local_rot[j, k]
         src[0, 0], src[0, 1], src[0, 2], src[0, 3] = qw, 0.0, qy, 0.0
-        twist_pose(src, ancestors, chain, angle, lr)
+        twist_pose(src, parents, pelvis, upper_legs, chain, angle, hips, spine, lr)
     else:
         for j in range(local_rot.shape[0]):
             for k in range(4):
@@ -118,11 +118,11 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
                  heights_state, locks, locked, out):
     """The displayed pose of character i into out = (lp, lr, gp, gr) (local and world, float64).
 
-    rig = (parents, spine ancestors, spine chain, leg chains (2, 4), leg reaches (2,)); terrain =
+    rig = (parents, pelvis, upper legs (2,), spine chain, leg chains (2, 4), leg reaches (2,)); terrain =
     (has, heights, origin x, origin z, cell, ground halflife)."""
     lpos, lrot = local[0][i], local[1][i]
     lp, lr, gp, gr = out[0][i], out[1][i], out[2][i], out[3][i]
-    parents, ancestors, chain, legs, reach = rig
+    parents, pelvis, upper_legs, chain, legs, reach = rig
     has_terrain, heights, ox, oz, cell, ground_halflife = terrain
     s = settings[i]
     hs = heights_state[i]
@@ -136,11 +136,13 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
         root_pos[i, 1] = hs[GROUND]
     angle = warp_angle[i]
     yaw = root_yaw[i]
-    # Orientation warp: the lower body turns to the displayed facing + travel offset, the spine
-    # twists back so the upper body keeps the desired facing.
+    # Orientation warp: the lower body turns to the displayed facing + travel offset; the hip joints
+    # and then the spine give it back within human ranges so the upper body keeps the desired facing
+    # (what they cannot give back shows as the facing lagging toward the travel).
     half = 0.5 * (yaw + angle) if angle != 0.0 else 0.5 * yaw
+    hips, spine = twist_split(-angle, s[S.W_HIP_LIMIT], s[S.W_SPINE_LIMIT])
     place_pose(lpos, lrot, root_pos[i, 0], root_pos[i, 1], root_pos[i, 2], math.cos(half), math.sin(half),
-                        angle != 0.0, -angle if angle != 0.0 else 0.0, ancestors, chain, parents, lp, lr, gp, gr)
+               angle != 0.0, -angle, hips, spine, pelvis, upper_legs, chain, parents, lp, lr, gp, gr)
     locked[i, 0] = locked[i, 1] = False
     locking = s[S.FOOT_LOCKING] != 0.0
     striding = abs(stride[i] - 1.0) > 1e-3

@@ -7,8 +7,9 @@ played animation is warped:
 - Orientation warping. When the desired facing and the travel direction differ, the matcher is asked
   for motion *facing the travel direction* (`orientation_query_rotations`), so it finds forward
   walking that goes the right way. The character root then faces the travel direction; the pose warp
-  (`warp_pose_orientation`) keeps the lower body (simulation bone, hips, legs) on it and twists the
-  spine chain so the upper body faces the desired facing. The twist is limited; beyond a backward
+  (`warp_pose_orientation`) keeps the legs on it and gives the turn back first at the hip joints (the
+  pelvis turns toward the desired facing against the legs), then along the spine chain, each within a
+  human range (`twist_split`); what neither takes shows as the upper body lagging. Beyond a backward
   angle the query keeps a backward request (a backward clip is preferred when the data has one) and
   only the remainder is warped.
 - Play rate and stride. When the clip's speed and the desired speed differ, the clip plays at a rate
@@ -36,7 +37,9 @@ class WarpSettings:
     """Live-tunable warping settings. Angles in degrees, speeds in m/s, times in seconds."""
 
     orientation: bool = True
-    orientation_limit_deg: float = 90.0     # largest upper-body twist
+    orientation_limit_deg: float = 90.0     # largest warp (lower body against upper body)
+    hip_twist_limit_deg: float = 50.0       # share of the warp the hip joints take (legs vs pelvis)
+    spine_twist_limit_deg: float = 40.0     # largest pelvis-to-shoulder twist; the rest lags
     backward_angle_deg: float = 120.0       # facing-vs-travel angle beyond which backward motion is asked
     orientation_halflife: float = 0.1       # smoothing of the twist
     min_travel_speed: float = 0.3           # below this there is no travel direction to warp to
@@ -82,70 +85,109 @@ def _ancestors(j: int, parents) -> np.ndarray:
     return np.array(out[::-1], dtype=np.int64)
 
 
+@numba.njit(cache=True, inline="always")
+def _yaw_in_parent(gw, gx, gy, gz, theta, bw, bx, by, bz):
+    """Local rotation b premultiplied by a turn of theta about the world vertical, expressed in the
+    frame of a parent whose world rotation is g (conjugation): the joint's world rotation turns by theta."""
+    # Vertical axis in the parent's frame: inverse(g) * (0, 1, 0).
+    ax = 2.0 * (gx * gy + gw * gz)
+    ay = 1.0 - 2.0 * (gx * gx + gz * gz)
+    az = 2.0 * (gy * gz - gw * gx)
+    c, s = math.cos(0.5 * theta), math.sin(0.5 * theta)
+    qw, qx, qy, qz = c, s * ax, s * ay, s * az
+    return (qw * bw - qx * bx - qy * by - qz * bz, qw * bx + qx * bw + qy * bz - qz * by,
+            qw * by - qx * bz + qy * bw + qz * bx, qw * bz + qx * by - qy * bx + qz * bw)
+
+
 @numba.njit(cache=True)
-def twist_pose(lr, ancestors, chain, angle, out):
-    for j in range(lr.shape[0]):
+def twist_split(angle, hip_limit, spine_limit):
+    """(hips, spine): how much of a lower-body turn `angle` (radians) the hip joints and the spine
+    give back so the upper body keeps its facing. The hip joints take what they can (up to hip_limit,
+    the legs' rotation against the pelvis), the spine the rest up to spine_limit (the
+    pelvis-to-shoulder twist); whatever is left over is not given back: the upper body lags."""
+    hips = clamp(angle, -hip_limit, hip_limit)
+    return hips, clamp(angle - hips, -spine_limit, spine_limit)
+
+
+@numba.njit(cache=True)
+def twist_pose(lr, parents, pelvis, upper_legs, chain, angle, hips, spine, out):
+    """The orientation warp on local rotations lr (J, 4) into out: joint 0 turns by `angle` about the
+    world vertical (the legs with it); the pelvis turns back by `hips` while the upper legs turn
+    forward by the same (so the legs stay on the travel); the spine chain turns back by `spine` in equal
+    shares. With hips + spine == angle the chest keeps its world rotation. pelvis < 0: no hip share."""
+    J = lr.shape[0]
+    g = np.empty((J, 4))
+    for j in range(J):
         for k in range(4):
             out[j, k] = lr[j, k]
-    # World rotation of the chain's parent in the original pose.
-    gw, gx, gy, gz = 1.0, 0.0, 0.0, 0.0
-    for a in ancestors:
-        bw, bx, by, bz = lr[a, 0], lr[a, 1], lr[a, 2], lr[a, 3]
-        gw, gx, gy, gz = (gw * bw - gx * bx - gy * by - gz * bz, gw * bx + gx * bw + gy * bz - gz * by,
-                          gw * by - gx * bz + gy * bw + gz * bx, gw * bz + gx * by - gy * bx + gz * bw)
-    # Lower body: the whole pose turns about the vertical through the root.
-    c, s = math.cos(0.5 * angle), math.sin(0.5 * angle)
-    rw, rx, ry, rz = lr[0, 0], lr[0, 1], lr[0, 2], lr[0, 3]
-    out[0, 0] = c * rw - s * ry
-    out[0, 1] = c * rx + s * rz
-    out[0, 2] = c * ry + s * rw
-    out[0, 3] = c * rz - s * rx
-    # Upper body: each chain joint turns back by its share about the world vertical, expressed in
-    # its parent's original frame (conjugation), so the chest ends with its original world rotation.
-    n = chain.shape[0]
-    share = -angle / n
-    ch, sh = math.cos(0.5 * share), math.sin(0.5 * share)
-    for j in chain:
-        # Vertical axis in the parent's frame: inverse(G) * (0, 1, 0).
-        ax = 2.0 * (gx * gy + gw * gz)
-        ay = 1.0 - 2.0 * (gx * gx + gz * gz)
-        az = 2.0 * (gy * gz - gw * gx)
-        qw, qx, qy, qz = ch, sh * ax, sh * ay, sh * az
+        # Original world rotations (parents before children).
+        p = parents[j]
         bw, bx, by, bz = lr[j, 0], lr[j, 1], lr[j, 2], lr[j, 3]
-        out[j, 0] = qw * bw - qx * bx - qy * by - qz * bz
-        out[j, 1] = qw * bx + qx * bw + qy * bz - qz * by
-        out[j, 2] = qw * by - qx * bz + qy * bw + qz * bx
-        out[j, 3] = qw * bz + qx * by - qy * bx + qz * bw
-        gw, gx, gy, gz = (gw * bw - gx * bx - gy * by - gz * bz, gw * bx + gx * bw + gy * bz - gz * by,
-                          gw * by - gx * bz + gy * bw + gz * bx, gw * bz + gx * by - gy * bx + gz * bw)
+        if p < 0:
+            g[j, 0], g[j, 1], g[j, 2], g[j, 3] = bw, bx, by, bz
+        else:
+            aw, ax, ay, az = g[p, 0], g[p, 1], g[p, 2], g[p, 3]
+            g[j, 0] = aw * bw - ax * bx - ay * by - az * bz
+            g[j, 1] = aw * bx + ax * bw + ay * bz - az * by
+            g[j, 2] = aw * by - ax * bz + ay * bw + az * bx
+            g[j, 3] = aw * bz + ax * by - ay * bx + az * bw
+    # World yaw turns commute, so each joint's turn is conjugated by its parent's original rotation.
+    out[0, 0], out[0, 1], out[0, 2], out[0, 3] = _yaw_in_parent(1.0, 0.0, 0.0, 0.0, angle, lr[0, 0], lr[0, 1],
+                                                                lr[0, 2], lr[0, 3])
+    if pelvis >= 0 and hips != 0.0:
+        p = parents[pelvis]
+        out[pelvis, 0], out[pelvis, 1], out[pelvis, 2], out[pelvis, 3] = _yaw_in_parent(
+            g[p, 0], g[p, 1], g[p, 2], g[p, 3], -hips, lr[pelvis, 0], lr[pelvis, 1], lr[pelvis, 2], lr[pelvis, 3])
+        for j in upper_legs:
+            p = parents[j]
+            out[j, 0], out[j, 1], out[j, 2], out[j, 3] = _yaw_in_parent(
+                g[p, 0], g[p, 1], g[p, 2], g[p, 3], hips, lr[j, 0], lr[j, 1], lr[j, 2], lr[j, 3])
+    share = -spine / chain.shape[0]
+    for j in chain:
+        p = parents[j]
+        out[j, 0], out[j, 1], out[j, 2], out[j, 3] = _yaw_in_parent(
+            g[p, 0], g[p, 1], g[p, 2], g[p, 3], share, lr[j, 0], lr[j, 1], lr[j, 2], lr[j, 3])
 
 
 class PoseWarpRig:
-    """The joints the orientation warp touches, derived once from the skeleton."""
+    """The joints the orientation warp touches, derived once from the skeleton: the spine chain, the
+    pelvis (the `hips` role; -1 when it is not the common ancestor of the chain and both upper legs
+    below joint 0, then the spine takes the whole warp) and the upper legs."""
 
     def __init__(self, roles: dict, parents):
         self.chain = spine_chain(roles, parents)
-        self.ancestors = _ancestors(int(self.chain[0]), parents)
-        if len(self.ancestors) == 0 or self.ancestors[0] != 0:
+        self.parents = np.asarray(parents, dtype=np.int64)
+        ancestors = _ancestors(int(self.chain[0]), parents)
+        if len(ancestors) == 0 or ancestors[0] != 0:
             raise ValueError("the spine chain must hang below joint 0 (the simulation bone)")
+        legs = [roles.get(f"{side}_upper_leg", -1) for side in ("left", "right")]
+        self.upper_legs = np.array([j for j in legs if j >= 0], dtype=np.int64)
+        pelvis = roles.get("hips", -1)
+        ok = (pelvis > 0 and pelvis in ancestors and len(self.upper_legs) == 2 and pelvis not in self.chain
+              and all(pelvis in _ancestors(int(j), parents) for j in self.upper_legs))
+        self.pelvis = int(pelvis) if ok else -1
 
 
 def warp_pose_orientation(local_rot, roles, parents, angle_rad: float, rig: PoseWarpRig | None = None,
-                          out: np.ndarray | None = None) -> np.ndarray:
+                          out: np.ndarray | None = None, hip_limit_rad: float = 0.0,
+                          spine_limit_rad: float = math.pi) -> np.ndarray:
     """Turn the lower body by `angle_rad` about the vertical through the root, keep the upper body.
 
     local_rot (J, 4): local rotations with joint 0 the (yaw-only) simulation bone in the world.
     Joint 0 is turned by angle_rad (so hips and legs turn with it; the feet keep their motion relative
-    to the root), and the spine chain (`spine_chain`: spine .. chest) twists back by the same angle in
-    equal shares, so the chest, neck, head and arms keep their world rotations. Returns new local
-    rotations (J, 4) float64 (into `out` when given). `rig` caches the joint lists (see PoseWarpRig).
+    to the root). The hip joints give back up to hip_limit_rad (pelvis turned back, legs kept on the
+    turn) and the spine chain (`spine_chain`: spine .. chest) the rest up to spine_limit_rad in equal
+    shares (`twist_split`), so within the limits the chest, neck, head and arms keep their world
+    rotations. Returns new local rotations (J, 4) float64 (into `out` when given). `rig` caches the
+    joint lists (see PoseWarpRig).
     """
     if rig is None:
         rig = PoseWarpRig(roles, parents)
     lr = np.ascontiguousarray(local_rot, dtype=np.float64)
     if out is None:
         out = np.empty_like(lr)
-    twist_pose(lr, rig.ancestors, rig.chain, float(angle_rad), out)
+    hips, spine = twist_split(float(angle_rad), float(hip_limit_rad), float(spine_limit_rad))
+    twist_pose(lr, rig.parents, rig.pelvis, rig.upper_legs, rig.chain, float(angle_rad), hips, spine, out)
     return out
 
 
