@@ -86,9 +86,11 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
     the jumpers' new poses are written to rows n + agent."""
     q = normalize_query(src.model, raw_queries)
     px, pz = project(src.model, raw_queries)
-    cost = np.sum((q - px) ** 2, axis=1, dtype=np.float64)
-    current = np.sum((q - src.x[agents]) ** 2, axis=1, dtype=np.float64)
-    jump = cost + bias < current
+    q64 = q.astype(np.float64)
+    cost = np.sum((q64 - px) ** 2, axis=1)
+    current = np.sum((q64 - src.x[agents]) ** 2, axis=1)
+    # A rollout that left the numbers (a poorly trained stepper) is taken back to the data at once.
+    jump = (cost + bias < current) | ~np.isfinite(current)
     if jump.any():
         n = len(src.frame)
         write_pose(src, n + agents[jump], px[jump], pz[jump])
