@@ -84,3 +84,17 @@ def test_crowd_mode_contract(tiny_model, jlpm_db):
     for _ in range(30):
         crowd.step(np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0]]), False, False, np.full((3, 2), np.nan))
     assert np.isfinite(crowd.global_positions).all()
+
+
+def test_bench_lmm_compares_classic_and_learned_per_scenario(tiny_model, jlpm_db_path, capsys):
+    scen = SHARED / "scenarios" / "walk_turn_stop.json"
+    assert main(["bench", "lmm", "--db", str(jlpm_db_path), "--model", str(tiny_model), "--scenarios", str(scen),
+                 "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res) == {"database_bytes", "model_bytes", "scenarios"}
+    both = res["scenarios"]["walk_turn_stop"]
+    assert set(both) == {"classic", "lmm"}
+    for m in both.values():
+        assert m["frames"] == 720 and m["nan_frames"] == 0 and "pops" in m
+    # Two different characters ran: the learned one is not the database's playback.
+    assert both["lmm"]["foot_sliding_cm_s"] != both["classic"]["foot_sliding_cm_s"]
