@@ -98,3 +98,12 @@ def test_bench_lmm_compares_classic_and_learned_per_scenario(tiny_model, jlpm_db
         assert m["frames"] == 720 and m["nan_frames"] == 0 and "pops" in m
     # Two different characters ran: the learned one is not the database's playback.
     assert both["lmm"]["foot_sliding_cm_s"] != both["classic"]["foot_sliding_cm_s"]
+
+
+def test_serve_lmm_refuses_a_model_that_does_not_fit_before_serving(tiny_model, bandai_walk_db, tmp_path, capsys):
+    from motionmatch.database import save_database
+    bandai = tmp_path / "bandai.npz"
+    save_database(bandai_walk_db, bandai)
+    assert main(["serve", "--db", str(bandai), "--port", "0", "--lmm", str(tiny_model)]) == 1
+    err = capsys.readouterr().err
+    assert str(tiny_model) in err and "does not fit" in err and "Traceback" not in err

@@ -28,7 +28,7 @@ class LearnedSource(NamedTuple):
     raw: np.ndarray          # (n, F) float64 features of each agent's current x in database units
     pose: tuple              # positions, rotations, velocities, angular velocities (2n, J, ...), root vel/ang (2n, 3)
     contacts: np.ndarray     # (2n, 2) bool
-    speeds: np.ndarray       # (2n,) horizontal root speed m/s (what stride warping compares with)
+    speeds: np.ndarray       # (2n,) float32 horizontal root speed m/s (what stride warping compares with)
     frame: np.ndarray        # (n,) int64 the row each agent plays (its own)
     frac: np.ndarray         # (n,) always 0
     stop: np.ndarray         # (2n,) int64 row + 1: every row is a one-frame clip
@@ -50,7 +50,7 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
             np.zeros((2 * n, J, 3), np.float32), np.zeros((2 * n, 3), np.float32), np.zeros((2 * n, 3), np.float32))
     return LearnedSource(model, np.zeros((n, F), np.float32), np.zeros((n, model.latent_size), np.float32),
                          np.zeros((n, F)), pose, np.zeros((2 * n, 2), dtype=np.asarray(db.contacts).dtype),
-                         np.zeros(2 * n), np.arange(n, dtype=np.int64), np.zeros(n),
+                         np.zeros(2 * n, np.float32), np.arange(n, dtype=np.int64), np.zeros(n),
                          np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64))
 
 
