@@ -187,6 +187,8 @@ def _add_character_options(p):
                    help="orientation, play-rate, stride and slope warping (default on)")
     p.add_argument("--settings", default=None,
                    help="settings file (TOML, e.g. from `motionmatch tune`); the options above override it")
+    p.add_argument("--lmm", metavar="MODEL.npz", default=None,
+                   help="learned motion matching: poses from this model (`motionmatch lmm train`), not the database")
 
 
 def runtime_settings_from_args(args, db):
@@ -206,6 +208,8 @@ def character_settings_from_args(args, s=None):
         v = getattr(args, name, None)
         if v is not None:
             setattr(s, attr, v)
+    if getattr(args, "lmm", None):
+        s.mode, s.model = "lmm", args.lmm
     if getattr(args, "no_adjustment", False):
         s.adjustment = False
     if getattr(args, "no_clamping", False):

@@ -57,7 +57,9 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
 }
 CHOICES = {("character", "inertialization"): ("spring", "quintic", "off"),
            ("character", "search_backend"): ("brute_numpy", "brute", "aabb")}
-NOT_STORED = {("controller", "camera_yaw"), ("character", "warp"), ("character", "weights")}
+# The learned model is chosen on the command line (--lmm), not pinned in a tuning file.
+NOT_STORED = {("controller", "camera_yaw"), ("character", "warp"), ("character", "weights"),
+              ("character", "mode"), ("character", "model")}
 
 
 class SettingsError(ValueError):

@@ -1078,6 +1078,8 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
                         help="[roles] table (role = \"joint name\") for a model whose joint names are not recognised")
     parser.add_argument("--settings", default=None, help="settings file (TOML) every character starts from")
+    parser.add_argument("--lmm", default=None, metavar="MODEL.npz",
+                        help="learned motion matching: characters take their poses from this model (docs/LMM.md)")
 
 
 def run_serve(args) -> int:
@@ -1097,6 +1099,12 @@ def run_serve(args) -> int:
     if getattr(args, "settings", None):
         from ..settings_file import load_settings
         settings = load_settings(args.settings, db.features.schema.names)
+    if getattr(args, "lmm", None):
+        from ..runtime.learned import learned_model
+        from ..settings_file import settings_from_dict
+        learned_model(db, args.lmm)           # a model that does not fit fails here, before serving
+        settings = settings or settings_from_dict({})
+        settings.character.mode, settings.character.model = "lmm", args.lmm
     try:
         character = character_for(db, path, args.character, args.character_map)
     except ImportError as exc:   # the body needs scikit-image and pygltflib; the capsules do not

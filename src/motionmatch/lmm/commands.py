@@ -86,19 +86,24 @@ def add_bench_lmm_args(p) -> None:
 
 
 def run_bench_lmm(args) -> int:
-    """Memory of the learned model against the classic character's database arrays.
-
-    The per-scenario quality comparison needs the learned runtime; until it is wired in, `scenarios`
-    stays empty and a note goes to stderr."""
+    """Memory of the learned model against the classic character's database arrays and, with
+    --scenarios, each scenario's metrics for a classic and a learned character (same settings)."""
     from ..database import load_database
+    from ..quality import scenario_files, scenario_metrics
+    from ..scenario import load_scenario
+    from ..settings_file import settings_from_dict
     from .model import check_model_fits, load_model
     db = load_database(args.db)
     model = load_model(args.model)
     check_model_fits(model, db, args.model)
     out = {"database_bytes": database_pose_bytes(db), "model_bytes": int(model.nbytes), "scenarios": {}}
-    if args.scenarios:
-        print("note: scenario comparison needs the learned runtime (not wired in yet); memory only",
-              file=sys.stderr)
+    classic = settings_from_dict({})
+    learned = settings_from_dict({})
+    learned.character.mode, learned.character.model = "lmm", str(args.model)
+    for path in scenario_files(args.scenarios) if args.scenarios else []:
+        scen = load_scenario(path)
+        out["scenarios"][path.stem] = {"classic": scenario_metrics(db, scen, classic),
+                                       "lmm": scenario_metrics(db, scen, learned)}
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -106,4 +111,15 @@ def run_bench_lmm(args) -> int:
     print(f"database: {db.num_frames} frames, poses + contacts + features {out['database_bytes'] / 1e6:.2f} MB")
     print(f"model:    {out['model_bytes'] / 1e6:.2f} MB of arrays ({ratio:.2f} % of the database); "
           f"file {Path(args.model).stat().st_size / 1e6:.2f} MB")
+    if out["scenarios"]:
+        print("| scenario | mode | NaN frames | foot sliding cm/s | trajectory error mean cm | responsiveness s | "
+              "pops p99 m/s^2 (source) | frame us median |")
+        print("|---|---|---|---|---|---|---|---|")
+    for name, both in out["scenarios"].items():
+        for mode, m in both.items():
+            r = m["responsiveness_s"]
+            print(f"| {name} | {mode} | {m['nan_frames']} | {m['foot_sliding_cm_s']:.1f} | "
+                  f"{m['trajectory_error_cm']['mean']:.1f} | {'-' if r is None else f'{r:.2f}'} | "
+                  f"{m['pops']['acc_p99_m_s2']:.0f} ({m['pops']['source_acc_p99_m_s2']:.0f}) | "
+                  f"{m['frame_us']['median']:.0f} |")
     return 0

@@ -24,6 +24,7 @@ import numpy as np
 from ..scalar_quat import qlog, qmul, qrot
 from ..search import Searcher, frame_mask
 from ..search.common import searchable_frames
+from . import learned
 from . import settings as S
 from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
                          new_state, reset_state)
@@ -125,6 +126,19 @@ def search_set(db, s: CharacterSettings) -> SearchSet:
     return shared(db, key, lambda: SearchSet(db, weights, s.search_backend, int(s.end_exclude)))
 
 
+def crowd_mode(settings) -> tuple[str, str | None]:
+    """(mode, model path) shared by every agent's settings: a crowd is all classic or all one learned model."""
+    kinds = {(s.mode, str(s.model) if s.mode == "lmm" else None) for s in settings}
+    for mode, model in kinds:
+        if mode not in S.MODES:
+            raise ValueError(f"mode: expected one of {S.MODES}, got {mode!r}")
+        if mode == "lmm" and model in (None, "None", ""):
+            raise ValueError("mode 'lmm' needs model=PATH (a model file from `motionmatch lmm train`)")
+    if len(kinds) > 1:
+        raise ValueError(f"a crowd's agents must share one mode and model, got {sorted(kinds, key=str)}")
+    return kinds.pop()
+
+
 class Crowd:
     """N motion-matched characters over one Database, state as structure-of-arrays (see module docstring).
 
@@ -210,6 +224,12 @@ class Crowd:
         self.parallel = n >= PARALLEL_FROM
         self.phase = np.zeros(n)
         self.clip_hold = np.zeros(n, dtype=np.bool_)
+        self.mode, self.model_path = crowd_mode(settings)
+        # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
+        self.learned = None
+        if self.mode == "lmm":
+            model = shared(db, ("lmm", self.model_path), lambda: learned.learned_model(db, self.model_path))
+            self.learned = learned.new_source(model, db, n)
         self.apply_settings()
         for i in range(n):
             self.reset_agent(i, start_frame=None if start_frames is None else int(start_frames[i]))
@@ -221,6 +241,8 @@ class Crowd:
         """Repack every agent's settings (after changing them): weights pick the shared normalized
         features and searcher, a changed tag filter forces a search, a changed inertialization method
         drops the running offsets."""
+        if crowd_mode(self.settings) != (self.mode, self.model_path):
+            raise ValueError("a crowd's mode and model are fixed when it is made; make a new crowd to change them")
         old = getattr(self, "packed", None)
         old_filters = getattr(self, "tag_filters", None)
         self.packed = np.stack([s.packed() for s in self.settings])
@@ -295,6 +317,10 @@ class Crowd:
         lp, lr, lv, lw = self.local
         vel, ang = self.velocities[0], self.velocities[1]
         lp[i], lr[i], lv[i], lw[i] = db.positions[f], db.rotations[f], vel[f], ang[f]
+        if self.learned is not None:
+            learned.start(self.learned, i, self.raw_features[f])
+            pose = self.learned.pose
+            lp[i], lr[i], lv[i], lw[i] = pose[0][i], pose[1][i], pose[2][i], pose[3][i]
         for a in self.inert:
             a[i] = 0.0
         self.search_state[i] = 0.0
@@ -330,15 +356,25 @@ class Crowd:
         dt = float(dt)
         t0 = time.perf_counter()
         searching = self.searched
-        (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, self.frame, self.stop_of, self.clip_hold,
+        L = self.learned
+        frame, stop = (self.frame, self.stop_of) if L is None else (L.frame, L.never)
+        (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, frame, stop, self.clip_hold,
                    searching)
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
         if len(agents):
             self._search(agents, predictor)
         t1 = time.perf_counter()
-        (playback_stage if self.parallel else playback_serial)(dt, self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db, self.ctrl, self.warp,
-                       self.packed, self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle, self.inert,
+        # The pose source: the next database frame, or the learned agents' stepped and decompressed pose.
+        if L is None:
+            source = (self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db)
+            frame, frac = self.frame, self.frame_frac
+        else:
+            learned.advance(L, self.rate, dt)
+            source = (L.pose, L.speeds, L.stop, L.contacts)
+            frame, frac = L.frame, L.frac
+        (playback_stage if self.parallel else playback_serial)(dt, *source, self.ctrl, self.warp,
+                       self.packed, frame, frac, self.rate, self.stride, self.warp_angle, self.inert,
                        self.local, self.root_pos, self.root_yaw, self.root_vel, self.contacts, self.anim)
         t2 = time.perf_counter()
         self._output(dt, self.everyone)
@@ -353,6 +389,8 @@ class Crowd:
             self.clip_hold[i] = False
             self.search_state[i, FORCE] = 1.0
             return
+        if self.learned is not None:
+            raise ValueError("play_clip plays database clips: it needs a classic crowd (mode 'classic')")
         db = self.db
         r = int(range_index)
         if not 0 <= r < len(db.range_starts):
@@ -378,8 +416,13 @@ class Crowd:
                 p, r = predictor(int(i))
                 self.traj_pos[i], self.traj_rot[i] = p, r
         raw = np.empty((len(agents), self.raw_features.shape[1]))
-        (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, self.raw_features, self.frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
+        L = self.learned
+        features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
+        (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, features, frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
                     self.warp, self.packed, self.root_pos, self.root_yaw, self.traj_layout, raw)
+        if L is not None:
+            self._learned_search(agents, raw)
+            return
         best = np.empty(len(agents), dtype=np.int64)
         cost = np.empty(len(agents))
         groups = self.group_of[agents]
@@ -397,6 +440,26 @@ class Crowd:
             else:
                 best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], skip=skip,
                                                                 bias=bias, mask=mask)
+        jump = (best >= 0) & (best != self.frame[agents])
+        self._searched(agents, best, cost, jump)
+        if jump.any():
+            transition_stage(agents[jump], best[jump], self.db_arrays, self.inert, self.frame, self.frame_frac,
+                             self.rate, self.packed, self.stop_of, self.scratch)
+
+    def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
+        """Learned agents project their queries; a jump is an inertialized transition to the projected pose
+        (last_best stays -1: no database frame)."""
+        L = self.learned
+        jump, cost, self.last_query[agents] = learned.search(L, agents, raw, self.packed[agents, S.BIAS])
+        self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
+        if jump.any():
+            movers = agents[jump]
+            transition_stage(movers, self.n + movers, L.pose, self.inert, L.frame, L.frac, self.rate, self.packed,
+                             L.stop, self.scratch)
+            L.frame[movers] = movers
+
+    def _searched(self, agents, best, cost, jump) -> None:
+        """Bookkeeping after a search: timers, the debugging record, transition counts."""
         # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
         # not search all at once every interval.
         interval = self.packed[agents, S.SEARCH_INTERVAL]
@@ -406,13 +469,8 @@ class Crowd:
         self.last_current[agents] = self.frame[agents]
         self.last_best[agents], self.last_cost[agents] = best, cost
         self.last_search_time[agents] = self.time
-        jump = (best >= 0) & (best != self.frame[agents])
         self.jumped[agents] = jump
-        if jump.any():
-            movers = agents[jump]
-            self.transitions[movers] += 1
-            transition_stage(movers, best[jump], self.db_arrays, self.inert, self.frame, self.frame_frac, self.rate,
-                             self.packed, self.stop_of, self.scratch)
+        self.transitions[agents[jump]] += 1
 
     def _output(self, dt: float, only) -> None:
         (output_stage if len(only) >= PARALLEL_FROM else output_serial)(only, float(dt), self.local, self.root_pos, self.root_yaw, self.warp_angle, self.stride, self.root_vel,

@@ -13,6 +13,7 @@ import numpy as np
 from .warping import WarpSettings
 
 INERTIALIZATION_METHODS = ("spring", "quintic", "off")
+MODES = ("classic", "lmm")
 
 (SEARCH_INTERVAL, BIAS, INERTIALIZATION, HALFLIFE, BLEND_TIME, ADJUSTMENT, ADJ_POS_HALFLIFE, ADJ_ROT_HALFLIFE,
  ADJ_MAX_RATIO, CLAMPING, CLAMP_RADIUS, CLAMP_ANGLE, FOOT_LOCKING, UNLOCK_RADIUS, LOCK_HALFLIFE, IK, NO_REWIND,
@@ -27,6 +28,10 @@ class CharacterSettings:
     """Live-tunable settings. Times in seconds, distances in metres, angles in degrees."""
 
     weights: dict = field(default_factory=dict)     # channel name -> weight (missing: schema default)
+    # "classic": poses from the database; "lmm": from the learned model file `model` (docs/LMM.md). One
+    # crowd runs one mode and model.
+    mode: str = "classic"
+    model: str | None = None
     search_interval: float = 0.1
     bias: float = 0.1                                # continuing-pose bias, in normalized cost units
     inertialization: str = "spring"                  # "spring" | "quintic" | "off"

@@ -1,0 +1,109 @@
+"""Learned characters in the runtime: a tiny model trained here drives a character and `synth --lmm`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from motionmatch.cli import main
+from motionmatch.lmm import inference
+from motionmatch.lmm.model import ModelError, load_model
+from motionmatch.runtime.character import Character
+from motionmatch.runtime.controller import GamepadInput
+from motionmatch.runtime.crowd import Crowd
+from motionmatch.runtime.settings import CharacterSettings
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(jlpm_db, tmp_path_factory):
+    """A 64-wide model of the default database's first 200 frames (the lmm tests' size: compiles are reused)."""
+    from motionmatch.lmm.train import TrainSettings, train_model
+    out = tmp_path_factory.mktemp("lmm_runtime") / "model.npz"
+    train_model(jlpm_db, out, TrainSettings(iterations=300, hidden=64, max_frames=200, progress=False))
+    return out
+
+
+def test_learned_character_walks_a_scenario_without_nan(tiny_model, jlpm_db):
+    # A negative bias makes every search jump, so the transitions to projected poses run too.
+    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), bias=-1e3))
+    model = load_model(tiny_model)
+    # The start pose is the decompressed projection of the start frame's features, not the database's.
+    x, z = inference.project(model, jlpm_db.features.raw[ch.frame])
+    start = inference.decompress(model, x, z)
+    np.testing.assert_allclose(ch.crowd.local[1][0, 1:], start.rotations[1:], atol=1e-5)
+    hips = []
+    script = [GamepadInput(move=(0.0, 1.0))] * 90 + [GamepadInput(move=(1.0, 0.0))] * 60 + [GamepadInput()] * 30
+    for inp in script:
+        ch.step(inp)
+        assert np.isfinite(ch.global_positions).all()
+        hips.append(ch.global_positions[1, 1])
+    moved = float(np.hypot(*ch.crowd.root_pos[0, [0, 2]]))
+    assert ch.crowd.mode == "lmm"
+    assert ch.transitions >= 10 and ch.crowd.last_best[0] == -1      # jumps to projected poses, no database frame
+    assert np.isfinite(ch.last_cost)
+    assert 0.4 < np.median(hips) < 1.4                                 # a standing body, metres
+    assert moved > 0.2                                                 # the learned root motion moves it
+
+
+def test_synth_lmm_writes_metrics_and_mismatch_is_a_clear_error(tiny_model, jlpm_db_path, bandai_walk_db, tmp_path,
+                                                                capsys):
+    scen = SHARED / "scenarios" / "walk_turn_stop.json"
+    out = tmp_path / "lmm"
+    assert main(["synth", "--db", str(jlpm_db_path), "--scenario", str(scen), "--out", str(out), "--quiet",
+                 "--lmm", str(tiny_model)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["frames"] == 720 and m["nan_frames"] == 0
+    # A model of another skeleton: the crowd refuses it, naming the file; the command says so without a traceback.
+    with pytest.raises(ModelError, match="does not fit the database"):
+        Crowd(bandai_walk_db, 2, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    from motionmatch.database import save_database
+    bandai = tmp_path / "bandai.npz"
+    save_database(bandai_walk_db, bandai)
+    capsys.readouterr()
+    assert main(["synth", "--db", str(bandai), "--scenario", str(scen), "--out", str(tmp_path / "x"), "--quiet",
+                 "--lmm", str(tiny_model)]) == 1
+    err = capsys.readouterr().err
+    assert str(tiny_model) in err and "does not fit" in err and "Traceback" not in err
+
+
+def test_crowd_mode_contract(tiny_model, jlpm_db):
+    with pytest.raises(ValueError, match="needs model=PATH"):
+        Crowd(jlpm_db, 1, CharacterSettings(mode="lmm"))
+    with pytest.raises(ValueError, match="mode: expected one of"):
+        Crowd(jlpm_db, 1, CharacterSettings(mode="learned"))
+    mixed = [CharacterSettings(), CharacterSettings(mode="lmm", model=str(tiny_model))]
+    with pytest.raises(ValueError, match="share one mode"):
+        Crowd(jlpm_db, 2, mixed)
+    crowd = Crowd(jlpm_db, 3, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    with pytest.raises(ValueError, match="classic crowd"):
+        crowd.play_clip(0, 0)
+    for _ in range(30):
+        crowd.step(np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0]]), False, False, np.full((3, 2), np.nan))
+    assert np.isfinite(crowd.global_positions).all()
+
+
+def test_bench_lmm_compares_classic_and_learned_per_scenario(tiny_model, jlpm_db_path, capsys):
+    scen = SHARED / "scenarios" / "walk_turn_stop.json"
+    assert main(["bench", "lmm", "--db", str(jlpm_db_path), "--model", str(tiny_model), "--scenarios", str(scen),
+                 "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res) == {"database_bytes", "model_bytes", "scenarios"}
+    both = res["scenarios"]["walk_turn_stop"]
+    assert set(both) == {"classic", "lmm"}
+    for m in both.values():
+        assert m["frames"] == 720 and m["nan_frames"] == 0 and "pops" in m
+    # Two different characters ran: the learned one is not the database's playback.
+    assert both["lmm"]["foot_sliding_cm_s"] != both["classic"]["foot_sliding_cm_s"]
+
+
+def test_serve_lmm_refuses_a_model_that_does_not_fit_before_serving(tiny_model, bandai_walk_db, tmp_path, capsys):
+    from motionmatch.database import save_database
+    bandai = tmp_path / "bandai.npz"
+    save_database(bandai_walk_db, bandai)
+    assert main(["serve", "--db", str(bandai), "--port", "0", "--lmm", str(tiny_model)]) == 1
+    err = capsys.readouterr().err
+    assert str(tiny_model) in err and "does not fit" in err and "Traceback" not in err
