@@ -94,21 +94,17 @@ class Client:
 
     async def pump(self, seconds: float):
         """Receive for a while (the server streams 60 frames/s)."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + seconds
-        while (left := end - loop.time()) > 0:
-            try:
-                msg = await asyncio.wait_for(self.ws.receive(), left)
-            except asyncio.TimeoutError:
-                break
-            if not self._keep(msg):
-                break
+        await self._receive(seconds, lambda: False)
 
     async def pump_frames(self, n: int, timeout: float = 20.0):
         """Receive until n more frames came (a loaded machine streams slower than 60 frames/s)."""
+        want = len(self.frames) + n
+        await self._receive(timeout, lambda: len(self.frames) >= want)
+
+    async def _receive(self, seconds: float, done):
         loop = asyncio.get_running_loop()
-        want, end = len(self.frames) + n, loop.time() + timeout
-        while len(self.frames) < want and (left := end - loop.time()) > 0:
+        end = loop.time() + seconds
+        while not done() and (left := end - loop.time()) > 0:
             try:
                 msg = await asyncio.wait_for(self.ws.receive(), left)
             except asyncio.TimeoutError:
