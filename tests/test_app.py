@@ -334,7 +334,7 @@ def run_browser_script(script: Path, url: str, out_dir: Path, timeout: float = 2
     """Run a tests/browser script on the page at `url`; its JSON report (no failure in it)."""
     node, chromium, pw, missing = _browser_tools()
     if missing:
-        pytest.skip("browser test needs " + ", ".join(missing))
+        pytest.fail("browser test needs " + ", ".join(missing) + " (make test installs them)")
     env = {**os.environ, "CHROMIUM": chromium, "PLAYWRIGHT_CORE": str(pw)}
     out = subprocess.run([node, str(script), url, str(out_dir)], capture_output=True, text=True, timeout=timeout,
                          env=env)

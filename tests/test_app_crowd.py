@@ -115,7 +115,7 @@ def test_no_crowd_mode_answers_n_zero(jlpm_db):
 def test_crowd_page_in_chromium(crowd_server):
     node, chromium, pw, missing = _browser_tools()
     if missing:
-        pytest.skip("browser test needs " + ", ".join(missing))
+        pytest.fail("browser test needs " + ", ".join(missing) + " (make test installs them)")
     env = {**os.environ, "CHROMIUM": chromium, "PLAYWRIGHT_CORE": str(pw)}
     out = subprocess.run([node, str(CROWD_SCRIPT), crowd_server.url + "/?quality=low"], capture_output=True,
                          text=True, timeout=180, env=env)
