@@ -108,21 +108,30 @@ def responsiveness_s(change_frames: list[int], desired_vel: np.ndarray, root_vel
 
 
 def tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.ndarray, facing_err_deg: np.ndarray,
-             fps: float, settle_s: float = 0.4) -> dict | None:
+             fps: float, settle_s: float = 0.4, desired_yaw: np.ndarray | None = None) -> dict | None:
     """For each held input (from a change to the next), skipping its first `settle_s` seconds: the
     fraction of frames whose root velocity is within 15 degrees and 20 % of the desired velocity
     (`velocity`), and whose facing is within 20 degrees of the desired facing (`facing`).
-    Mean and minimum over held inputs; None without changes."""
+    Mean and minimum over held inputs; None without changes. With desired_yaw (radians, per frame)
+    also `backward`: `velocity` over the held inputs asking to travel backward (more than 90 degrees
+    from the desired facing), and `backward_stops`: over the stops right after those (each None when
+    there is none)."""
     if not change_frames:
         return None
     F = len(root_vel)
     bounds = list(change_frames) + [F]
-    vel_ok, face_ok = [], []
+    vel_ok, face_ok, back_ok, stop_ok = [], [], [], []
+    was_backward = False
     for k, f0 in enumerate(change_frames):
         a, b = f0 + int(round(settle_s * fps)), min(bounds[k + 1], F)
         if b - a < 10:
             continue
         want = desired_vel[a:b][:, [0, 2]]
+        backward = False
+        if desired_yaw is not None:
+            # Travel against the facing: the velocity's component along the facing is negative.
+            along = want[:, 0] * np.sin(desired_yaw[a:b]) + want[:, 1] * np.cos(desired_yaw[a:b])
+            backward = bool(np.median(along) < -0.1)
         ws = np.linalg.norm(want, axis=1)
         v = root_vel[a:b][:, [0, 2]]
         speed = np.linalg.norm(v, axis=1)
@@ -132,10 +141,21 @@ def tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.nda
         ok = np.where(ws < 0.1, speed < STOP_SPEED, moving)
         vel_ok.append(ok.mean())
         face_ok.append((facing_err_deg[a:b] <= 20.0).mean())
+        stop = bool(np.median(ws) < 0.1)
+        if backward:
+            back_ok.append(ok.mean())
+        elif stop and was_backward:
+            stop_ok.append(ok.mean())
+        was_backward = backward
     if not vel_ok:
         return None
-    return {"velocity": {"mean": round(float(np.mean(vel_ok)), 3), "min": round(float(np.min(vel_ok)), 3)},
-            "facing": {"mean": round(float(np.mean(face_ok)), 3), "min": round(float(np.min(face_ok)), 3)}}
+    out = {"velocity": {"mean": round(float(np.mean(vel_ok)), 3), "min": round(float(np.min(vel_ok)), 3)},
+           "facing": {"mean": round(float(np.mean(face_ok)), 3), "min": round(float(np.min(face_ok)), 3)}}
+    if desired_yaw is not None:
+        for key, fr in (("backward", back_ok), ("backward_stops", stop_ok)):
+            out[key] = {"mean": round(float(np.mean(fr)), 3), "min": round(float(np.min(fr)), 3),
+                        "held_inputs": len(fr)} if fr else None
+    return out
 
 
 SHOULDER_FACING_DEG = 25.0
@@ -204,7 +224,8 @@ def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames:
     }
     if "desired_yaw" in rec:
         face_err = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["desired_yaw"] + np.pi, 2 * np.pi) - np.pi))
-        out["tracking"] = tracking(change_frames, rec["desired_vel"], rec["root_vel"], face_err, fps)
+        out["tracking"] = tracking(change_frames, rec["desired_vel"], rec["root_vel"], face_err, fps,
+                                   desired_yaw=rec["desired_yaw"])
     if "body_positions" in rec:   # (F, 4, 3): left/right hip, left/right shoulder
         body = rec["body_positions"]
         out["twist_deg"] = _stats(twist_deg(body, (0, 1), (2, 3)), ("p95", "max"))

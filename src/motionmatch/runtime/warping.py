@@ -354,6 +354,24 @@ def speed_update(wt, i, desired_speed, anim_speed, dt, play_rate, rate_min, rate
     return wt[i, RATE], wt[i, SCALE]
 
 
+# Backward steps push the pelvis in pulses: within a step the root's speed swings by +-30 % in most
+# Bandai-Namco walk-back clips (0.5 to 1.4 m/s around 0.9), against +-10 % in forward walks. While
+# travelling backward the stride follows the frame's own root speed (not the clip's average) on a short
+# halflife, with more room to stretch, so the character travels at the asked speed through the step.
+BACKWARD_SPEED_HALFLIFE = 0.02
+BACKWARD_STRIDE_MAX = 1.5
+
+
+@numba.njit(cache=True)
+def stride_reference(wt, i, clip_speed, frame_speed, halflife, stride_max):
+    """(animation speed m/s, halflife s, largest stride) that speed_update should use for row i:
+    the clip's average speed and the settings, or while the orientation warp travels backward the
+    frame's own root speed (BACKWARD_SPEED_HALFLIFE, at least BACKWARD_STRIDE_MAX)."""
+    if wt[i, WEIGHT] > 0.0 and wt[i, BACKWARD] != 0.0:
+        return frame_speed, BACKWARD_SPEED_HALFLIFE, max(stride_max, BACKWARD_STRIDE_MAX)
+    return clip_speed, halflife, stride_max
+
+
 @numba.njit(cache=True)
 def query_scale(desired_speed, floor, play_rate, rate_min, stride, stride_min):
     """Factor (>= 1) for the query's trajectory displacements: a request slower than `floor` asks the
