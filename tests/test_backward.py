@@ -24,10 +24,10 @@ def mixed_default(tmp_path_factory):
     return load_database(build_default_database(path, data=MOCAP, progress=False, mixed=True))
 
 
-def _tracking(db, name):
+def _backward_tracking(db, name):
     scen = load_scenario(SCENARIOS / name)
     rec = run_scenario(db, scen)
-    return compute_metrics(rec, db.fps, 0.0, change_frames(scen, db.fps))["tracking"]
+    return compute_metrics(rec, db.fps, 0.0, change_frames(scen, db.fps))["backward_tracking"]
 
 
 def test_backward_requests_track_on_the_mixed_default(mixed_default):
@@ -39,10 +39,10 @@ def test_backward_requests_track_on_the_mixed_default(mixed_default):
     # (scenario, backward held inputs, stops right after one): strafe_box stops after a forward diagonal.
     for name, backward, stops in (("walk_backward.json", 5, 1), ("warp_backward.json", 4, 1),
                                   ("strafe_box.json", 3, 0)):
-        t = _tracking(mixed_default, name)
-        assert t["backward"]["held_inputs"] == backward, name
-        assert (t["backward_stops"] or {"held_inputs": 0})["held_inputs"] == stops, name
-        fractions += t["backward"]["mean"] * backward
+        t = _backward_tracking(mixed_default, name)
+        assert t["travel"]["held_inputs"] == backward, name
+        assert (t["stops"] or {"held_inputs": 0})["held_inputs"] == stops, name
+        fractions += t["travel"]["mean"] * backward
         held += backward
     assert fractions / held >= 0.8, fractions / held
 
