@@ -107,6 +107,30 @@ def responsiveness_s(change_frames: list[int], desired_vel: np.ndarray, root_vel
     return round(float(np.mean(times)), 3) if times else None
 
 
+def velocity_ok(desired_vel: np.ndarray, root_vel: np.ndarray) -> np.ndarray:
+    """Per frame (T,) bool: the root velocity within 15 degrees and 20 % of the desired velocity (both
+    (T, 3) m/s, ground plane x-z), or below STOP_SPEED where less than 0.1 m/s is desired."""
+    want, v = desired_vel[:, [0, 2]], root_vel[:, [0, 2]]
+    ws, speed = np.linalg.norm(want, axis=1), np.linalg.norm(v, axis=1)
+    cosang = (v * want).sum(1) / np.maximum(speed * ws, 1e-9)
+    moving = (cosang >= math.cos(math.radians(RESPONSE_ANGLE_DEG))) & \
+             (np.abs(speed - ws) <= RESPONSE_SPEED_FRACTION * np.maximum(ws, 1e-9))
+    return np.where(ws < 0.1, speed < STOP_SPEED, moving)
+
+
+def _held_ranges(change_frames: list[int], F: int, fps: float, settle_s: float):
+    """(a, b) frame ranges of the held inputs after their first settle_s seconds (10 frames or more)."""
+    bounds = list(change_frames) + [F]
+    for k, f0 in enumerate(change_frames):
+        a, b = f0 + int(round(settle_s * fps)), min(bounds[k + 1], F)
+        if b - a >= 10:
+            yield a, b
+
+
+def _mean_min(fr: list[float]) -> dict:
+    return {"mean": round(float(np.mean(fr)), 3), "min": round(float(np.min(fr)), 3)}
+
+
 def tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.ndarray, facing_err_deg: np.ndarray,
              fps: float, settle_s: float = 0.4) -> dict | None:
     """For each held input (from a change to the next), skipping its first `settle_s` seconds: the
@@ -115,27 +139,35 @@ def tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.nda
     Mean and minimum over held inputs; None without changes."""
     if not change_frames:
         return None
-    F = len(root_vel)
-    bounds = list(change_frames) + [F]
-    vel_ok, face_ok = [], []
-    for k, f0 in enumerate(change_frames):
-        a, b = f0 + int(round(settle_s * fps)), min(bounds[k + 1], F)
-        if b - a < 10:
-            continue
-        want = desired_vel[a:b][:, [0, 2]]
-        ws = np.linalg.norm(want, axis=1)
-        v = root_vel[a:b][:, [0, 2]]
-        speed = np.linalg.norm(v, axis=1)
-        cosang = (v * want).sum(1) / np.maximum(speed * ws, 1e-9)
-        moving = (cosang >= math.cos(math.radians(RESPONSE_ANGLE_DEG))) & \
-                 (np.abs(speed - ws) <= RESPONSE_SPEED_FRACTION * np.maximum(ws, 1e-9))
-        ok = np.where(ws < 0.1, speed < STOP_SPEED, moving)
-        vel_ok.append(ok.mean())
-        face_ok.append((facing_err_deg[a:b] <= 20.0).mean())
-    if not vel_ok:
+    ok = velocity_ok(desired_vel, root_vel)
+    held = list(_held_ranges(change_frames, len(root_vel), fps, settle_s))
+    if not held:
         return None
-    return {"velocity": {"mean": round(float(np.mean(vel_ok)), 3), "min": round(float(np.min(vel_ok)), 3)},
-            "facing": {"mean": round(float(np.mean(face_ok)), 3), "min": round(float(np.min(face_ok)), 3)}}
+    return {"velocity": _mean_min([ok[a:b].mean() for a, b in held]),
+            "facing": _mean_min([(facing_err_deg[a:b] <= 20.0).mean() for a, b in held])}
+
+
+def backward_tracking(change_frames: list[int], desired_vel: np.ndarray, root_vel: np.ndarray,
+                      desired_yaw: np.ndarray, fps: float, settle_s: float = 0.4) -> dict | None:
+    """Velocity tracking (as in `tracking`) of the held inputs asking to travel backward (the desired
+    velocity more than 90 degrees from the desired facing yaw (T,) radians; starts from standing
+    included): `travel`, and of the stops right after them: `stops`; each mean, min and `held_inputs`,
+    or None when there is none. None when there is neither."""
+    ok = velocity_ok(desired_vel, root_vel)
+    along = desired_vel[:, 0] * np.sin(desired_yaw) + desired_vel[:, 2] * np.cos(desired_yaw)
+    speed = np.linalg.norm(desired_vel[:, [0, 2]], axis=1)
+    travel, stops, after_backward = [], [], False
+    for a, b in _held_ranges(change_frames, len(root_vel), fps, settle_s):
+        backward = bool(np.median(along[a:b]) < -0.1)
+        if backward:
+            travel.append(ok[a:b].mean())
+        elif after_backward and np.median(speed[a:b]) < 0.1:
+            stops.append(ok[a:b].mean())
+        after_backward = backward
+    if not travel and not stops:
+        return None
+    return {key: {**_mean_min(fr), "held_inputs": len(fr)} if fr else None
+            for key, fr in (("travel", travel), ("stops", stops))}
 
 
 SHOULDER_FACING_DEG = 25.0
@@ -205,6 +237,8 @@ def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames:
     if "desired_yaw" in rec:
         face_err = np.degrees(np.abs(np.remainder(rec["root_yaw"] - rec["desired_yaw"] + np.pi, 2 * np.pi) - np.pi))
         out["tracking"] = tracking(change_frames, rec["desired_vel"], rec["root_vel"], face_err, fps)
+        out["backward_tracking"] = backward_tracking(change_frames, rec["desired_vel"], rec["root_vel"],
+                                                     rec["desired_yaw"], fps)
     if "body_positions" in rec:   # (F, 4, 3): left/right hip, left/right shoulder
         body = rec["body_positions"]
         out["twist_deg"] = _stats(twist_deg(body, (0, 1), (2, 3)), ("p95", "max"))

@@ -156,6 +156,8 @@ _SETTINGS_FIELDS = {
     "warp_play_rate": _boolean,
     "warp_slope": _boolean,
     "warp_limit_deg": _number(0.0, 120.0),
+    "warp_hip_twist_limit_deg": _number(0.0, 90.0),
+    "warp_spine_twist_limit_deg": _number(0.0, 90.0),
     "tag_filter": _optional(_text(200)),
 }
 

@@ -18,7 +18,7 @@ from . import settings as S
 from .controller import PX, PZ, VX, VZ, YAW
 from .inertialization import apply_offsets, quintic_eval, quintic_setup, spring_decay, transition_offsets
 from .springs import half_damping
-from .warping import ROOT_GOAL_YAW, orientation_update, speed_update
+from .warping import ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
 
 _TWO_PI = 2.0 * math.pi
 
@@ -222,9 +222,13 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
     sim_speed = math.hypot(ctrl[i, VX], ctrl[i, VZ])
     play_rate, strides = s[S.W_PLAY_RATE] != 0.0, s[S.W_STRIDE] != 0.0
     if play_rate or strides:
-        r, k = speed_update(wt, i, sim_speed, float(clip_speed[frame[i]]), dt, play_rate, s[S.W_RATE_MIN],
-                            s[S.W_RATE_MAX], s[S.W_RATE_SHARE], strides, s[S.W_STRIDE_MIN], s[S.W_STRIDE_MAX],
-                            s[S.W_SPEED_HALFLIFE])
+        anim_speed, halflife = float(clip_speed[frame[i]]), s[S.W_SPEED_HALFLIFE]
+        stride_min, stride_max = s[S.W_STRIDE_MIN], s[S.W_STRIDE_MAX]
+        if s[S.W_ORIENTATION] != 0.0:
+            anim_speed, halflife, stride_min, stride_max = stride_reference(
+                wt, i, anim_speed, root_v[frame[i], 0], root_v[frame[i], 2], halflife, stride_min, stride_max)
+        r, k = speed_update(wt, i, sim_speed, anim_speed, dt, play_rate, s[S.W_RATE_MIN], s[S.W_RATE_MAX],
+                            s[S.W_RATE_SHARE], strides, stride_min, stride_max, halflife)
         rate[i] = r if play_rate else 1.0
         stride[i] = k if strides else 1.0
     else:

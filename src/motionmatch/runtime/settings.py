@@ -100,3 +100,7 @@ CharacterSettings.warp_stride = _warp_flag("stride", "stride warping (speed betw
 CharacterSettings.warp_play_rate = _warp_flag("play_rate", "play-rate warping")
 CharacterSettings.warp_slope = _warp_flag("slope", "feet tilted to the ground normal on terrain")
 CharacterSettings.warp_limit_deg = _warp_flag("orientation_limit_deg", "largest warp between lower and upper body (degrees)")
+CharacterSettings.warp_hip_twist_limit_deg = _warp_flag("hip_twist_limit_deg",
+                                                        "share of the warp the hip joints take (degrees)")
+CharacterSettings.warp_spine_twist_limit_deg = _warp_flag("spine_twist_limit_deg",
+                                                          "largest pelvis-to-shoulder twist (degrees)")

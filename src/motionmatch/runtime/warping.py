@@ -354,6 +354,29 @@ def speed_update(wt, i, desired_speed, anim_speed, dt, play_rate, rate_min, rate
     return wt[i, RATE], wt[i, SCALE]
 
 
+# Backward steps push the pelvis in pulses: within a step the root's speed swings by +-30 % in most
+# Bandai-Namco walk-back clips (0.5 to 1.4 m/s around 0.9), against +-10 % in forward walks. While
+# travelling backward the stride also evens out the step: it follows the frame's own root speed on a
+# short halflife, by up to a factor BACKWARD_STEP_EVENING either way around the clip's stride.
+BACKWARD_SPEED_HALFLIFE = 0.02
+BACKWARD_STEP_EVENING = 1.5
+
+
+@numba.njit(cache=True)
+def stride_reference(wt, i, clip_speed, frame_vx, frame_vz, halflife, stride_min, stride_max):
+    """(animation speed m/s, halflife s, stride bounds) that speed_update should use for row i: the
+    clip's average speed and the settings, or while the orientation warp travels backward on a clip
+    that walks backward (frame_vx, frame_vz: the frame's root velocity in the root's frame, +Z forward)
+    the frame's own root speed with the bounds scaled by clip / frame speed (limited to
+    BACKWARD_STEP_EVENING), so the clip's average stride keeps the settings' bounds and the step is
+    evened out around it."""
+    frame_speed = math.hypot(frame_vx, frame_vz)
+    if wt[i, WEIGHT] > 0.0 and wt[i, BACKWARD] != 0.0 and frame_vz < -0.5 * frame_speed and frame_speed > 1e-3:
+        e = clamp(clip_speed / frame_speed, 1.0 / BACKWARD_STEP_EVENING, BACKWARD_STEP_EVENING)
+        return frame_speed, BACKWARD_SPEED_HALFLIFE, stride_min * e, stride_max * e
+    return clip_speed, halflife, stride_min, stride_max
+
+
 @numba.njit(cache=True)
 def query_scale(desired_speed, floor, play_rate, rate_min, stride, stride_min):
     """Factor (>= 1) for the query's trajectory displacements: a request slower than `floor` asks the
