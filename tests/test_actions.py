@@ -223,3 +223,30 @@ def test_unknown_action_in_a_scenario_names_the_request(action_db):
                          "inputs": [{"t": 0.0, "move": [0, 0]}]})
     with pytest.raises(RequestError, match=r"requests\[0\].*dance"):
         run_scenario(action_db, sc, pose_sink=lambda lp, lr: None)
+
+
+def test_app_action_key_message(action_db):
+    from motionmatch.app import server as srv
+    from test_app import Client, ServerThread, run
+    import aiohttp
+
+    assert srv.parse_message('{"type":"action","event":"bow","event_in":0.8}') == (
+        "action", {"event": "bow", "event_in": 0.8})
+    with pytest.raises(srv.MessageError, match="event_in"):
+        srv.parse_message('{"type":"action","event":"bow","event_in":-1}')
+    server = ServerThread(srv.make_app(srv.runtime_backend(action_db)))
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, server.url)
+            await c.ws.send_json({"type": "action", "event": "byebye", "event_in": 0.5})
+            await c.next_text("action")
+            c.frames.clear()
+            await c.pump_frames(40)
+            assert any("action:byebye" in c.debug(f)["tags"] for f in c.frames)
+            await c.ws.send_json({"type": "action", "event": "dance", "event_in": 0.5})
+            assert "dance" in (await c.next_text("error"))["message"]
+    try:
+        run(go())
+    finally:
+        server.stop()

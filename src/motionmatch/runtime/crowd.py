@@ -403,10 +403,14 @@ class Crowd:
     def request_action(self, i: int, event: str, event_in: float) -> None:
         """Agent i performs the action whose clips carry `event` marks (e.g. "bow") with the event `event_in`
         seconds from now (runtime/requests.py); RequestError when the database has no such channel."""
+        if self.learned is not None:
+            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
         self.requests.action(self, i, event, event_in)
 
     def request_stop_at(self, i: int, point) -> None:
         """Agent i stops with its root at rest at `point` (x, z) metres, and stays until cancel_request."""
+        if self.learned is not None:
+            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
         self.requests.stop_at(self, i, point)
 
     def cancel_request(self, i: int) -> None:
