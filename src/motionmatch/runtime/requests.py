@@ -34,6 +34,7 @@ DECELERATION = 1.5                      # m/s^2 of the stop's braking profile
 STOP_CRUISE_MIN = 1.0                   # m/s: a stop request from standing walks to P at least this fast
 REST_SPEED = 0.05                       # m/s: the root is at rest below this ground speed ...
 REST_HOLD_S = 0.25                      # ... for this long
+SETTLE_M = 0.06                         # a slow simulation this close to the target stands still
 
 
 class RequestError(ValueError):
@@ -207,7 +208,7 @@ class Requests:
         if self.phase[i] != PENDING:
             return
         speed = math.hypot(crowd.root_vel[i, 0], crowd.root_vel[i, 2])
-        near = math.hypot(crowd.ctrl[i, PX] - self.target[i, 0], crowd.ctrl[i, PZ] - self.target[i, 1]) < 0.05
+        near = math.hypot(crowd.ctrl[i, PX] - self.target[i, 0], crowd.ctrl[i, PZ] - self.target[i, 1]) < 0.15
         if speed < REST_SPEED and near:
             if np.isnan(self.still_since[i]):
                 self.still_since[i] = crowd.time
@@ -262,7 +263,8 @@ def stop_goal(row_table, i: int, target, cs) -> None:
     d = math.hypot(dx, dz)
     cruise = min(max(math.hypot(st[VX], st[VZ]), STOP_CRUISE_MIN), cs.run_forward_speed)
     speed = min(cruise, math.sqrt(2.0 * DECELERATION * d))
-    if d < 0.01:
+    if d < 0.01 or (d < SETTLE_M and math.hypot(st[VX], st[VZ]) < 0.3):
+        # Chasing a few centimetres makes the search pick slow steps that overshoot them: stand instead.
         speed = 0.0
     st[GOAL_VX], st[GOAL_VZ] = (dx / d * speed, dz / d * speed) if d > 1e-9 else (0.0, 0.0)
     if d > 0.3:
@@ -289,7 +291,7 @@ def stop_step(table, i: int, target, cs, dt: float) -> None:
 def stop_rollout(row, target, cs, offsets, fps: float, horizon: float = 1.5):
     """Roll a copy of one controller row forward under the stop profile: positions (K, 3) and yaws (K,)
     at frame `offsets`, and the time (s, at most `horizon`) until it rests (speed below REST_SPEED within
-    2 cm of the target)."""
+    SETTLE_M of the target)."""
     st = np.array(row, dtype=np.float64).reshape(1, -1)
     dt = 1.0 / fps
     steps = max(int(max(offsets)), int(math.ceil(horizon * fps)))
@@ -303,8 +305,8 @@ def stop_rollout(row, target, cs, offsets, fps: float, horizon: float = 1.5):
             pos[k] = st[0, PX], row[1], st[0, PZ]
             yaw[k] = st[0, YAW]
         if t_rest == horizon and math.hypot(st[0, VX], st[0, VZ]) < REST_SPEED and \
-                math.hypot(st[0, PX] - target[0], st[0, PZ] - target[1]) < 0.02:
+                math.hypot(st[0, PX] - target[0], st[0, PZ] - target[1]) < SETTLE_M:
             t_rest = min(s * dt, horizon)
-    if math.hypot(row[VX], row[VZ]) < REST_SPEED and math.hypot(row[PX] - target[0], row[PZ] - target[1]) < 0.02:
+    if math.hypot(row[VX], row[VZ]) < REST_SPEED and math.hypot(row[PX] - target[0], row[PZ] - target[1]) < SETTLE_M:
         t_rest = 0.0
     return pos, yaw, t_rest
