@@ -398,7 +398,7 @@ class Crowd:
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
                          "output": (time.perf_counter() - t2) * 1e6}
         self.time += dt
-        self.requests.after_playback(self)
+        self.requests.after_playback(self, dt)
 
     def request_action(self, i: int, event: str, event_in: float) -> None:
         """Agent i performs the action whose clips carry `event` marks (e.g. "bow") with the event `event_in`

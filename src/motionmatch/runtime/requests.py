@@ -35,6 +35,8 @@ STOP_CRUISE_MIN = 1.0                   # m/s: a stop request from standing walk
 REST_SPEED = 0.05                       # m/s: the root is at rest below this ground speed ...
 REST_HOLD_S = 0.25                      # ... for this long
 SETTLE_M = 0.06                         # a slow simulation this close to the target stands still
+GLIDE_SPEED = 0.2                       # m/s: the root's glide onto an arrived stop's target ...
+GLIDE_BELOW = 0.5                       # ... while the animation's root is slower than this (m/s)
 
 
 class RequestError(ValueError):
@@ -62,6 +64,7 @@ class Requests:
         self.until = np.zeros(n)
         self.target = np.zeros((n, 2))
         self.still_since = np.full(n, np.nan)
+        self.arrived = np.zeros(n, dtype=np.bool_)
         self.prev_frame = np.full(n, -1, dtype=np.int64)
         self.log: list[dict] = []
 
@@ -96,6 +99,7 @@ class Requests:
         self.kind[i], self.phase[i], self.event[i] = STOP, PENDING, "stop"
         self.target[i] = [float(point[0]), float(point[1])]
         self.still_since[i] = np.nan
+        self.arrived[i] = False
         crowd.search_state[i, FORCE] = 1.0
 
     def cancel(self, crowd, i: int) -> None:
@@ -122,7 +126,17 @@ class Requests:
         """Advance the controller rows of stopping agents dt seconds toward their targets (instead of the
         stick). cs: ControllerSettings."""
         for i in agents:
+            if self.arrived[i]:
+                # Pinned at the target: clamping drags the simulation toward a root that overshot, and chasing
+                # back a few centimetres asks the search for slow steps that overshoot again.
+                st = ctrl[i]
+                st[PX], st[PZ] = self.target[i]
+                st[VX] = st[VZ] = st[AX] = st[AZ] = st[GOAL_VX] = st[GOAL_VZ] = 0.0
+                continue
             stop_step(ctrl, i, self.target[i], cs, dt)
+            st = ctrl[i]
+            self.arrived[i] = (math.hypot(st[PX] - self.target[i, 0], st[PZ] - self.target[i, 1]) < SETTLE_M
+                               and math.hypot(st[VX], st[VZ]) < 0.3)
 
     def shapes_search(self, agents: np.ndarray) -> np.ndarray:
         """(len(agents),) bool: whose query and search a request shapes (pending actions, stops)."""
@@ -169,14 +183,15 @@ class Requests:
                                                   mask=None if mask is None else mask[1])
         return best, cost, qs
 
-    def after_playback(self, crowd) -> None:
+    def after_playback(self, crowd, dt: float) -> None:
         """Bookkeeping once the tick's frames are shown (crowd.time is the shown frame's time): events
-        delivered, actions ended, roots at rest; running actions carry the simulation with the root."""
+        delivered, actions ended, roots at rest; running actions carry the simulation with the root, arrived
+        stops settle the root onto the target."""
         for i in np.flatnonzero(self.kind != NONE):
             if self.kind[i] == ACTION:
                 self._action_tick(crowd, i)
             else:
-                self._stop_tick(crowd, i)
+                self._stop_tick(crowd, i, dt)
 
     def _action_tick(self, crowd, i: int) -> None:
         frame = int(crowd.frame[i])
@@ -204,12 +219,19 @@ class Requests:
             crowd.search_state[i, FORCE] = 1.0
         follow_root(crowd, i)
 
-    def _stop_tick(self, crowd, i: int) -> None:
+    def _stop_tick(self, crowd, i: int, dt: float) -> None:
+        speed = math.hypot(crowd.root_vel[i, 0], crowd.root_vel[i, 2])
+        off = math.hypot(crowd.root_pos[i, 0] - self.target[i, 0], crowd.root_pos[i, 2] - self.target[i, 1])
+        if self.arrived[i] and speed < GLIDE_BELOW and off > 0.005:
+            # The stop animation ends where it ends (up to the clamping radius away); the last centimetres
+            # are a slow glide of the root (seed 003's position correction; locked feet stay planted).
+            step = min(off, GLIDE_SPEED * dt) / off
+            crowd.root_pos[i, 0] += (self.target[i, 0] - crowd.root_pos[i, 0]) * step
+            crowd.root_pos[i, 2] += (self.target[i, 1] - crowd.root_pos[i, 2]) * step
         if self.phase[i] != PENDING:
             return
-        speed = math.hypot(crowd.root_vel[i, 0], crowd.root_vel[i, 2])
         near = math.hypot(crowd.ctrl[i, PX] - self.target[i, 0], crowd.ctrl[i, PZ] - self.target[i, 1]) < 0.15
-        if speed < REST_SPEED and near:
+        if speed < REST_SPEED and near and (off <= 0.01 or not self.arrived[i]):
             if np.isnan(self.still_since[i]):
                 self.still_since[i] = crowd.time
             elif crowd.time - self.still_since[i] >= REST_HOLD_S - 1e-9:
