@@ -122,7 +122,7 @@ def test_time_to_event_channels_are_out_of_locomotion_searches(action_db):
     db = action_db
     tte = [sl.start for c, sl in zip(db.features.schema.channels, db.features.channel_slices.values())
            if c.kind == "time_to_event"]
-    assert len(tte) == 3                                      # bow, byebye, stop
+    assert len(tte) == 5                                      # bow, byebye, stop, foot plants
     ss = search_set(db, Character(db).settings)
     assert not ss.features[:, tte].any()
     assert not ss.normalize(db.features.raw[:5].astype(np.float64))[:, tte].any()
@@ -175,6 +175,22 @@ def test_stop_at_stops_at_the_point(action_db):
     for _ in range(60):
         ch.step(GamepadInput(move=(0.0, 1.0)))
     assert ch.root_pos[2] > target[1] + 0.3                # the stick drives again
+
+
+def test_plant_the_left_foot_at_a_point(action_db):
+    db = action_db
+    ch = Character(db)
+    for _ in range(60):
+        ch.step(GamepadInput(move=(0.0, 1.0)))
+    target = (float(ch.root_pos[0]) + 0.3, float(ch.root_pos[2]) + 3.0)
+    ch.request_plant_at(target, "left")
+    for _ in range(300):
+        ch.step(GamepadInput(move=(0.0, 1.0)))
+    [log] = ch.request_log
+    assert log["kind"] == "plant_at" and log["side"] == "left"
+    assert log["error_m"] is not None and log["error_m"] <= 0.2
+    foot = np.array(log["foot"])
+    assert np.linalg.norm(foot - target) == pytest.approx(log["error_m"], abs=1e-4)
 
 
 def test_scenario_requests_metrics_and_crowd(action_db):

@@ -620,12 +620,13 @@ def actions_schema(event_types) -> FeatureSchema:
 def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool = True,
                            events: str | None = None, **settings) -> Database:
     """A database of locomotion and actions (clips tagged `action:NAME`) retargeted onto `skeleton`, with
-    time_to_event channels for every action present and for `stop`; the locomotion tag filter `!action` is
+    time_to_event channels for every action present, `stop` and the foot plants; the locomotion tag filter `!action` is
     its default (meta "default_tag_filter"), so only requests play actions."""
     from .datapaths import ACTION_NAMES
     present = [a for a in ACTION_NAMES if any(f"action:{a}" in t for t in file_tags.values())]
     s = BuildSettings(skeleton=skeleton, file_tags=file_tags, events=events, **settings)
-    db = build_database(files, s, actions_schema(present + ["stop"]), progress=progress)
+    db = build_database(files, s, actions_schema(present + ["stop", "foot_plant_left", "foot_plant_right"]),
+                        progress=progress)
     db.meta["default_tag_filter"] = "!action"
     return db
 

@@ -100,6 +100,10 @@ class Character:
         """Stop with the root at rest at `point` (x, z) metres; held there until cancel_request()."""
         self.crowd.request_stop_at(0, point)
 
+    def request_plant_at(self, point, side: str = "left") -> None:
+        """Plant the `side` foot at `point` (x, z) metres on the way there (docs/ACTIONS.md)."""
+        self.crowd.request_plant_at(0, point, side)
+
     def cancel_request(self) -> None:
         self.crowd.cancel_request(0)
 
@@ -116,7 +120,7 @@ class Character:
         t0 = time.perf_counter()
         crowd = self.crowd
         predictor = None
-        if len(crowd.requests.stopping()) and crowd.requests.kind[0]:   # a stop request drives the controller (runtime/requests.py)
+        if 0 in crowd.requests.driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
             crowd.requests.drive(crowd.ctrl, [0], crowd.controller_settings, dt)
         elif self.driver is not None:
             driver, ctrl, fps = self.driver, self.controller, self.db.fps

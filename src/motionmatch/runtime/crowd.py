@@ -358,12 +358,12 @@ class Crowd:
         look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
         run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
-        stopping = self.requests.stopping()
-        kept = self.ctrl[stopping].copy()
+        driven = self.requests.driving()
+        kept = self.ctrl[driven].copy()
         (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
-        if len(stopping):   # a stop request drives these controllers instead of the stick
-            self.ctrl[stopping] = kept
-            self.requests.drive(self.ctrl, stopping, self.controller_settings, float(dt))
+        if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
+            self.ctrl[driven] = kept
+            self.requests.drive(self.ctrl, driven, self.controller_settings, float(dt))
         self.advance(dt)
 
     def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
@@ -412,6 +412,12 @@ class Crowd:
         if self.learned is not None:
             raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
         self.requests.stop_at(self, i, point)
+
+    def request_plant_at(self, i: int, point, side: str = "left") -> None:
+        """Agent i plants its `side` foot at `point` (x, z) metres on its way there."""
+        if self.learned is not None:
+            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+        self.requests.foot_plant(self, i, point, side)
 
     def cancel_request(self, i: int) -> None:
         """End agent i's request; the stick drives it again."""

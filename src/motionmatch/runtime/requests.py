@@ -11,6 +11,11 @@ agent of a crowd, held as structure-of-arrays.
   time_to_event column, for the predicted time until the simulation rests. The rest point is where the
   character root then stays still (below REST_SPEED for REST_HOLD_S). The request holds the agent at P until
   it is cancelled or replaced.
+- A foot plant request ("plant the left foot at P") steers the simulation at its speed (at least
+  STOP_CRUISE_MIN) to where the character root is when a foot plants at P (P less the foot's mean offset at
+  plants, turned to the travel direction) and asks, in the foot's time_to_event column, for the time until
+  it gets there. The first plant of that foot within PLANT_WINDOW_S of the arrival ends the request; the log
+  holds where the foot joint (ankle) landed.
 Without an active request nothing here touches the agent: time_to_event channels have weight 0 in its
 searches (runtime/crowd.py search_set), so locomotion searches as before.
 Times in seconds, distances in metres; the stick plane is (x, z).
@@ -26,7 +31,7 @@ from .controller import (AX, AZ, GOAL_VX, GOAL_VZ, GOAL_YAW, HALFLIFE, PX, PZ, V
                          advance_state, wrap_angle)
 from .matching import FORCE
 
-NONE, ACTION, STOP = 0, 1, 2
+NONE, ACTION, STOP, PLANT = 0, 1, 2, 3
 PENDING, AFTER, HOLD = 0, 1, 2          # action: before / after its event; stop: approaching / at rest
 AFTER_S = 0.6                           # the action plays on this long after its event
 MISS_S = 0.5                            # an event this late is reported missed
@@ -37,6 +42,7 @@ REST_HOLD_S = 0.25                      # ... for this long
 SETTLE_M = 0.06                         # a slow simulation this close to the target stands still
 GLIDE_SPEED = 0.2                       # m/s: the root's glide onto an arrived stop's target ...
 GLIDE_BELOW = 0.5                       # ... while the animation's root is slower than this (m/s)
+PLANT_WINDOW_S = 0.35                   # s: a foot plant counts this close to the arrival at its point
 
 
 class RequestError(ValueError):
@@ -67,6 +73,16 @@ class Requests:
         self.arrived = np.zeros(n, dtype=np.bool_)
         self.prev_frame = np.full(n, -1, dtype=np.int64)
         self.log: list[dict] = []
+        self.side = [None] * n
+        self.aim = np.zeros((n, 2))
+        # Mean foot position (x right, z forward, m) relative to the simulation bone at its plants.
+        self.plant_offsets = {}
+        for side in ("left", "right"):
+            ev, ch = f"foot_plant_{side}", f"{side}_foot_position"
+            frames = db.events.frames_of(ev)
+            if ev in self.channels and ch in slices and len(frames):
+                sl = slices[ch]
+                self.plant_offsets[side] = db.features.raw[frames, sl][:, [0, 2]].mean(axis=0)
 
     # ------------------------------------------------------------------------------------------
     # asking
@@ -102,10 +118,27 @@ class Requests:
         self.arrived[i] = False
         crowd.search_state[i, FORCE] = 1.0
 
+    def foot_plant(self, crowd, i: int, point, side: str = "left") -> None:
+        """Agent i plants its `side` foot at `point` (x, z)."""
+        if side not in ("left", "right"):
+            raise RequestError(f"side: expected 'left' or 'right', got {side!r}")
+        self.event_column(f"foot_plant_{side}")
+        if not (isinstance(point, (list, tuple, np.ndarray)) and len(point) == 2
+                and all(isinstance(v, (int, float, np.floating)) and math.isfinite(v) for v in point)):
+            raise RequestError(f"plant_at: expected two finite numbers [x, z], got {point!r}")
+        self.cancel(crowd, i)
+        self.kind[i], self.phase[i], self.event[i], self.side[i] = PLANT, PENDING, f"foot_plant_{side}", side
+        self.target[i] = [float(point[0]), float(point[1])]
+        self.aim[i] = self.target[i]
+        self.until[i] = np.inf
+        crowd.search_state[i, FORCE] = 1.0
+
     def cancel(self, crowd, i: int) -> None:
-        """End agent i's request (an unfinished stop is logged as not at rest)."""
+        """End agent i's request (an unfinished stop is logged as not at rest, an unfinished plant as missed)."""
         if self.kind[i] == STOP and self.phase[i] == PENDING:
             self._log_stop(i, None)
+        if self.kind[i] == PLANT:
+            self._log_plant(i, None)
         if self.kind[i] == ACTION:
             if self.phase[i] == PENDING:
                 self.log.append({"agent": i, "kind": "action", "event": self.event[i],
@@ -118,14 +151,17 @@ class Requests:
     # ------------------------------------------------------------------------------------------
     # the tick
 
-    def stopping(self) -> np.ndarray:
-        """Agents whose controller a stop request drives."""
-        return np.flatnonzero(self.kind == STOP)
+    def driving(self) -> np.ndarray:
+        """Agents whose controller a request drives (stops, foot plants)."""
+        return np.flatnonzero((self.kind == STOP) | (self.kind == PLANT))
 
     def drive(self, ctrl, agents, cs, dt: float) -> None:
-        """Advance the controller rows of stopping agents dt seconds toward their targets (instead of the
+        """Advance the controller rows of driven agents dt seconds toward their targets (instead of the
         stick). cs: ControllerSettings."""
         for i in agents:
+            if self.kind[i] == PLANT:
+                self._plant_drive(ctrl, i, cs, dt)
+                continue
             if self.arrived[i]:
                 # Pinned at the target: clamping drags the simulation toward a root that overshot, and chasing
                 # back a few centimetres asks the search for slow steps that overshoot again.
@@ -141,7 +177,7 @@ class Requests:
     def shapes_search(self, agents: np.ndarray) -> np.ndarray:
         """(len(agents),) bool: whose query and search a request shapes (pending actions, stops)."""
         k, p = self.kind[agents], self.phase[agents]
-        return ((k == ACTION) & (p == PENDING)) | (k == STOP)
+        return ((k == ACTION) & (p == PENDING)) | (k == STOP) | (k == PLANT)
 
     def predict(self, crowd, agents: np.ndarray, cs) -> None:
         """The stop profile's trajectory of stopping agents into crowd.traj_pos / traj_rot."""
@@ -170,6 +206,10 @@ class Requests:
                 q[col] = min(max(self.due[i] - crowd.time, 0.0), horizon)
                 ss = search_set(crowd.db, crowd.settings[i], events=(event,))
                 mask = action_mask(crowd.db, ss, event)
+            elif self.kind[i] == PLANT:
+                q[col] = min(self._arrival_s(crowd.ctrl[i], i), horizon)
+                ss = search_set(crowd.db, crowd.settings[i], events=(event,))
+                mask = ss.mask(crowd.db, crowd.tag_filters[i])
             else:
                 _, _, t_rest = stop_rollout(crowd.ctrl[i], self.target[i], cs, crowd.traj_offsets, fps, horizon)
                 q[col] = t_rest
@@ -190,6 +230,8 @@ class Requests:
         for i in np.flatnonzero(self.kind != NONE):
             if self.kind[i] == ACTION:
                 self._action_tick(crowd, i)
+            elif self.kind[i] == PLANT:
+                self._plant_tick(crowd, i)
             else:
                 self._stop_tick(crowd, i, dt)
 
@@ -245,6 +287,50 @@ class Requests:
         self.log.append({"agent": int(i), "kind": "stop_at", "target": [float(t[0]), float(t[1])],
                          "rest": None if rest is None else [round(rest[0], 5), round(rest[1], 5)],
                          "error_m": None if rest is None else round(math.hypot(rest[0] - t[0], rest[1] - t[1]), 5)})
+
+    def _plant_drive(self, ctrl, i: int, cs, dt: float) -> None:
+        st = ctrl[i]
+        if self.phase[i] == PENDING:
+            dx, dz = self.target[i, 0] - st[PX], self.target[i, 1] - st[PZ]
+            yaw = math.atan2(dx, dz) if math.hypot(dx, dz) > 0.3 else st[GOAL_YAW]
+            ox, oz = self.plant_offsets.get(self.side[i], (0.0, 0.0))
+            c, sn = math.cos(yaw), math.sin(yaw)
+            ax, az = self.target[i, 0] - (ox * c + oz * sn), self.target[i, 1] - (-ox * sn + oz * c)
+            d = math.hypot(ax - st[PX], az - st[PZ])
+            if d > 0.05 and (ax - st[PX]) * st[VX] + (az - st[PZ]) * st[VZ] >= 0.0:
+                self.aim[i] = ax, az
+                cruise = min(max(math.hypot(st[VX], st[VZ]), STOP_CRUISE_MIN), cs.run_forward_speed)
+                st[GOAL_VX], st[GOAL_VZ] = (ax - st[PX]) / d * cruise, (az - st[PZ]) / d * cruise
+                st[GOAL_YAW] = yaw
+            else:   # there (or past it): keep going straight until the plant
+                self.phase[i] = AFTER
+        st[HALFLIFE] = cs.velocity_halflife
+        advance_state(ctrl, i, dt, cs.rotation_halflife, cs.gait_halflife)
+
+    def _arrival_s(self, row, i: int) -> float:
+        """Seconds until the simulation reaches the plant's aim point at its speed (0 once there)."""
+        if self.phase[i] != PENDING:
+            return 0.0
+        d = math.hypot(self.aim[i, 0] - row[PX], self.aim[i, 1] - row[PZ])
+        return d / max(math.hypot(row[VX], row[VZ]), STOP_CRUISE_MIN)
+
+    def _plant_tick(self, crowd, i: int) -> None:
+        col = self.channels[self.event[i]][0]
+        t_arrive = self._arrival_s(crowd.ctrl[i], i)
+        if t_arrive <= PLANT_WINDOW_S and not np.isfinite(self.until[i]):
+            self.until[i] = crowd.time + t_arrive + PLANT_WINDOW_S
+        if np.isfinite(self.until[i]) and crowd.raw_features[crowd.frame[i], col] == 0.0:
+            foot = crowd.global_positions[i, crowd.db.roles[f"{self.side[i]}_foot"]]
+            self._log_plant(i, (float(foot[0]), float(foot[2])))
+            self.kind[i] = NONE
+        elif crowd.time > self.until[i]:
+            self.cancel(crowd, i)
+
+    def _log_plant(self, i: int, foot) -> None:
+        t = self.target[i]
+        self.log.append({"agent": int(i), "kind": "plant_at", "side": self.side[i], "target": [float(t[0]), float(t[1])],
+                         "foot": None if foot is None else [round(foot[0], 5), round(foot[1], 5)],
+                         "error_m": None if foot is None else round(math.hypot(foot[0] - t[0], foot[1] - t[1]), 5)})
 
     def reset(self, i: int) -> None:
         self.kind[i] = NONE
