@@ -159,15 +159,21 @@ def test_requested_event_lands_on_time(action_db, event, event_in):
         ch.request_action("kick", 0.8)
 
 
-def test_stop_at_stops_at_the_point(action_db):
-    db = action_db
+def _walked_then_asked(db, ahead, ask):
+    """A character walking forward 1 s, then asked ask(ch, point `ahead` (dx, dz) of its root), then 5 s more
+    of forward stick (ignored while the request drives)."""
     ch = Character(db)
     for _ in range(60):
         ch.step(GamepadInput(move=(0.0, 1.0)))
-    target = (float(ch.root_pos[0]) + 0.4, float(ch.root_pos[2]) + 2.5)
-    ch.request_stop_at(target)
+    target = (float(ch.root_pos[0]) + ahead[0], float(ch.root_pos[2]) + ahead[1])
+    ask(ch, target)
     for _ in range(300):
-        ch.step(GamepadInput(move=(0.0, 1.0)))       # the stick is ignored while the stop drives
+        ch.step(GamepadInput(move=(0.0, 1.0)))
+    return ch, target
+
+
+def test_stop_at_stops_at_the_point(action_db):
+    ch, target = _walked_then_asked(action_db, (0.4, 2.5), lambda ch, p: ch.request_stop_at(p))
     [log] = ch.request_log
     assert log["kind"] == "stop_at" and log["error_m"] is not None and log["error_m"] <= 0.10
     assert math.dist((ch.root_pos[0], ch.root_pos[2]), target) <= 0.10
@@ -178,14 +184,7 @@ def test_stop_at_stops_at_the_point(action_db):
 
 
 def test_plant_the_left_foot_at_a_point(action_db):
-    db = action_db
-    ch = Character(db)
-    for _ in range(60):
-        ch.step(GamepadInput(move=(0.0, 1.0)))
-    target = (float(ch.root_pos[0]) + 0.3, float(ch.root_pos[2]) + 3.0)
-    ch.request_plant_at(target, "left")
-    for _ in range(300):
-        ch.step(GamepadInput(move=(0.0, 1.0)))
+    ch, target = _walked_then_asked(action_db, (0.3, 3.0), lambda ch, p: ch.request_plant_at(p, "left"))
     [log] = ch.request_log
     assert log["kind"] == "plant_at" and log["side"] == "left"
     assert log["error_m"] is not None and log["error_m"] <= 0.2
