@@ -120,7 +120,7 @@ class Character:
         t0 = time.perf_counter()
         crowd = self.crowd
         predictor = None
-        if 0 in crowd.requests.driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
+        if crowd.requests.busy and 0 in crowd.requests.driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
             crowd.requests.drive(crowd.ctrl, [0], crowd.controller_settings, dt)
         elif self.driver is not None:
             driver, ctrl, fps = self.driver, self.controller, self.db.fps

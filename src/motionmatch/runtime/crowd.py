@@ -358,8 +358,8 @@ class Crowd:
         look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
         run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
-        driven = self.requests.driving()
-        kept = self.ctrl[driven].copy()
+        driven = self.requests.driving() if self.requests.busy else ()
+        kept = self.ctrl[driven].copy() if len(driven) else None
         (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
         if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
             self.ctrl[driven] = kept
@@ -398,7 +398,8 @@ class Crowd:
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
                          "output": (time.perf_counter() - t2) * 1e6}
         self.time += dt
-        self.requests.after_playback(self, dt)
+        if self.requests.busy:
+            self.requests.after_playback(self, dt)
 
     def request_action(self, i: int, event: str, event_in: float) -> None:
         """Agent i performs the action whose clips carry `event` marks (e.g. "bow") with the event `event_in`
@@ -456,7 +457,8 @@ class Crowd:
             for i in agents:
                 p, r = predictor(int(i))
                 self.traj_pos[i], self.traj_rot[i] = p, r
-        self.requests.predict(self, agents, cs)
+        if self.requests.busy:
+            self.requests.predict(self, agents, cs)
         raw = np.empty((len(agents), self.raw_features.shape[1]))
         L = self.learned
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
@@ -467,11 +469,13 @@ class Crowd:
             return
         best = np.empty(len(agents), dtype=np.int64)
         cost = np.empty(len(agents))
-        own = self.requests.shapes_search(agents)
-        if own.any():
-            best[own], cost[own], self.last_query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
-        groups = np.where(own, -1, self.group_of[agents])
-        for g in np.unique(groups[~own]):
+        groups = self.group_of[agents]
+        if self.requests.busy:
+            own = self.requests.shapes_search(agents)
+            if own.any():
+                best[own], cost[own], self.last_query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
+                groups = np.where(own, -1, groups)
+        for g in np.unique(groups[groups >= 0]):
             sel = np.flatnonzero(groups == g)
             ss, mask, bias, skip = self.groups[g]
             q = ss.normalize(raw[sel])

@@ -64,6 +64,7 @@ class Requests:
         self.channels = {c.event: (slices[c.name].start, c.horizon, c.name)
                          for c in schema.channels if c.kind == "time_to_event"}
         self.kind = np.zeros(n, dtype=np.int64)
+        self.busy = False      # any request active: the crowd skips every request stage while not
         self.phase = np.zeros(n, dtype=np.int64)
         self.event = [None] * n
         self.due = np.zeros(n)
@@ -101,6 +102,7 @@ class Requests:
             raise RequestError(f"event_in: expected seconds in (0, 10], got {event_in!r}")
         self.cancel(crowd, i)
         self.kind[i], self.phase[i], self.event[i] = ACTION, PENDING, event
+        self.busy = bool(self.kind.any())
         self.due[i] = crowd.time + float(event_in)
         self.prev_frame[i] = -1
         crowd.search_state[i, FORCE] = 1.0
@@ -113,6 +115,7 @@ class Requests:
             raise RequestError(f"stop_at: expected two finite numbers [x, z], got {point!r}")
         self.cancel(crowd, i)
         self.kind[i], self.phase[i], self.event[i] = STOP, PENDING, "stop"
+        self.busy = bool(self.kind.any())
         self.target[i] = [float(point[0]), float(point[1])]
         self.still_since[i] = np.nan
         self.arrived[i] = False
@@ -128,6 +131,7 @@ class Requests:
             raise RequestError(f"plant_at: expected two finite numbers [x, z], got {point!r}")
         self.cancel(crowd, i)
         self.kind[i], self.phase[i], self.event[i], self.side[i] = PLANT, PENDING, f"foot_plant_{side}", side
+        self.busy = bool(self.kind.any())
         self.target[i] = [float(point[0]), float(point[1])]
         self.aim[i] = self.target[i]
         self.until[i] = np.inf
@@ -146,6 +150,7 @@ class Requests:
             crowd.clip_hold[i] = False
             crowd.search_state[i, FORCE] = 1.0
         self.kind[i] = NONE
+        self.busy = bool(self.kind.any())
         self.event[i] = None
 
     # ------------------------------------------------------------------------------------------
@@ -256,6 +261,7 @@ class Requests:
                 return
         elif crowd.time >= self.until[i] or not crowd.clip_hold[i]:
             self.kind[i] = NONE
+            self.busy = bool(self.kind.any())
             self.event[i] = None
             crowd.clip_hold[i] = False
             crowd.search_state[i, FORCE] = 1.0
@@ -323,6 +329,7 @@ class Requests:
             foot = crowd.global_positions[i, crowd.db.roles[f"{self.side[i]}_foot"]]
             self._log_plant(i, (float(foot[0]), float(foot[2])))
             self.kind[i] = NONE
+            self.busy = bool(self.kind.any())
         elif crowd.time > self.until[i]:
             self.cancel(crowd, i)
 
@@ -334,6 +341,7 @@ class Requests:
 
     def reset(self, i: int) -> None:
         self.kind[i] = NONE
+        self.busy = bool(self.kind.any())
         self.event[i] = None
 
 
