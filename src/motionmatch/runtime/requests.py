@@ -8,9 +8,11 @@ agent of a crowd, held as structure-of-arrays.
   the simulation follows the animation's root (root motion drives; the stick is ignored).
 - A stop request ("stop with the event `stop` at P") drives the simulation to P with a braking profile (speed
   at most sqrt(2 DECELERATION d)), predicts the trajectory under that profile and asks, in the `stop`
-  time_to_event column, for the predicted time until the simulation rests. The rest point is where the
-  character root then stays still (below REST_SPEED for REST_HOLD_S). The request holds the agent at P until
-  it is cancelled or replaced.
+  time_to_event column, for the predicted time until the simulation rests. Once slow within SETTLE_M of P
+  the simulation is pinned there and the character root glides onto P (at most GLIDE_SPEED, only while the
+  animation's root is slower than GLIDE_BELOW: the talk's position correction). The rest point is where the
+  root then stays still (below REST_SPEED for REST_HOLD_S). The request holds the agent at P until it is
+  cancelled or replaced.
 - A foot plant request ("plant the left foot at P") steers the simulation at its speed (at least
   STOP_CRUISE_MIN) to where the character root is when a foot plants at P (P less the foot's mean offset at
   plants, turned to the travel direction) and asks, in the foot's time_to_event column, for the time until
@@ -52,8 +54,9 @@ class RequestError(ValueError):
 class Requests:
     """The request state of a crowd's n agents (one row each) and the log of delivered requests.
 
-    log: dicts {"agent", "kind" ("action" | "stop_at"), "event", "requested_s" (due time), "delivered_s"
-    (None: missed)} for actions and {"agent", "kind", "target" [x, z], "rest" [x, z] | None, "error_m"} for stops.
+    log: dicts {"agent", "kind": "action", "event", "requested_s" (due time), "delivered_s" (None: missed)},
+    {"agent", "kind": "stop_at", "target" [x, z], "rest" [x, z] | None, "error_m"} and
+    {"agent", "kind": "plant_at", "side", "target", "foot" [x, z] | None, "error_m"}.
     """
 
     def __init__(self, db, n: int):
@@ -145,7 +148,7 @@ class Requests:
             self._log_plant(i, None)
         if self.kind[i] == ACTION:
             if self.phase[i] == PENDING:
-                self.log.append({"agent": i, "kind": "action", "event": self.event[i],
+                self.log.append({"agent": int(i), "kind": "action", "event": self.event[i],
                                  "requested_s": round(float(self.due[i]), 6), "delivered_s": None})
             crowd.clip_hold[i] = False
             crowd.search_state[i, FORCE] = 1.0
