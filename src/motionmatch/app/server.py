@@ -458,8 +458,11 @@ class Session:
                 raise MessageError(str(exc)) from None
             return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
         if kind == "action":
+            ask = getattr(self.ch, "request_action", None)
+            if ask is None:
+                raise MessageError("this character takes no action requests")
             try:
-                self.ch.request_action(f["event"], f["event_in"])
+                ask(f["event"], f["event_in"])
             except ValueError as exc:
                 raise MessageError(str(exc)) from None
             return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
