@@ -86,8 +86,10 @@ def run_build(args) -> int:
         from .database import build_default_database, load_database
         path = build_default_database(args.out, data=args.data_root, progress=not args.quiet, kind=args.default,
                                       events=args.events)
+        db = load_database(path)
         print(f"{args.default} database: {path}")
-        print_summary(load_database(path).summary())
+        print_summary(db.summary())
+        print_licences(db.range_tags)
         return 0
     if not args.out:
         raise ValueError("build: give -o/--out FILE (or --default actions)")
