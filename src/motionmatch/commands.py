@@ -26,6 +26,9 @@ def print_summary(s: dict, file=None) -> None:
     print(f"features:   {s['features']} ({', '.join(s['feature_channels'])})", file=file)
     tags = s["tags"]
     print(f"tags:       {len(tags)}: {' '.join(tags[:30])}{' ...' if len(tags) > 30 else ''}", file=file)
+    ev = s.get("events") or {}
+    print(f"events:     {sum(ev.values())}" + (": " + ", ".join(f"{k} {v}" for k, v in ev.items()) if ev else ""),
+          file=file)
     print(f"size:       {_human_bytes(s['bytes'])}", file=file)
     if s.get("build_seconds") is not None:
         print(f"build time: {s['build_seconds']:.2f} s", file=file)
@@ -41,7 +44,13 @@ def _warn(msg: str) -> None:
 def _add_build(sub):
     p = sub.add_parser("build", help="build a pose database from BVH files or folders")
     p.add_argument("data", nargs="*", help="BVH files or folders (default: the jlpm22 locomotion set)")
-    p.add_argument("-o", "--out", required=True, help="database file to write (.npz)")
+    p.add_argument("-o", "--out", help="database file to write (.npz; required unless --default)")
+    p.add_argument("--default", choices=("actions",), default=None,
+                   help="build (once) a default database into the cache: `actions` = the mixed default set plus "
+                        "Bandai-Namco dataset-1 actions tagged action:NAME, with time-to-event channels "
+                        "(docs/ACTIONS.md; CC BY-NC 4.0: non-commercial)")
+    p.add_argument("--events", metavar="FILE",
+                   help="event annotation sidecar (TOML [[event]] or JSON: clip, time or frame, type, tags)")
     p.add_argument("--data", dest="data_root", help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
     p.add_argument("--include", action="append", default=None, help="glob on file names to keep (repeatable)")
     p.add_argument("--exclude", action="append", default=None, help="glob on file names to drop (repeatable)")
@@ -73,6 +82,17 @@ def run_build(args) -> int:
     from .skeleton import load_mapping
 
     t0 = time.perf_counter()
+    if args.default:
+        from .database import build_default_database, load_database
+        path = build_default_database(args.out, data=args.data_root, progress=not args.quiet, kind=args.default,
+                                      events=args.events)
+        db = load_database(path)
+        print(f"{args.default} database: {path}")
+        print_summary(db.summary())
+        print_licences(db.range_tags)
+        return 0
+    if not args.out:
+        raise ValueError("build: give -o/--out FILE (or --default actions)")
     if args.jlpm22_only and args.data:
         raise ValueError("--jlpm22-only chooses the default data; give either DATA or --jlpm22-only")
     skeleton = args.skeleton
@@ -99,7 +119,7 @@ def run_build(args) -> int:
         user_tags.append((tag, pat or "*"))
     settings = BuildSettings(fps=args.fps, mirror=not args.no_mirror, unit=args.unit, strict=args.strict,
                              role_mapping=load_mapping(args.mapping) if args.mapping else None,
-                             user_tags=user_tags, skeleton=skeleton, file_tags=file_tags)
+                             user_tags=user_tags, skeleton=skeleton, file_tags=file_tags, events=args.events)
     schema = load_schema(args.schema) if args.schema else default_schema()
     if args.workers or args.address:
         from .cluster import open_client, ordered_map

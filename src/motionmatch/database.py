@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .animation import Animation, Skeleton
+from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_marks, sidecar_marks, time_to_event
 from .features import FeatureSchema, FeatureSet, compute_features, default_schema, schema_from_dict
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
@@ -86,6 +87,7 @@ class Database:
     range_tags: list[list[str]]
     features: FeatureSet
     meta: dict = field(default_factory=dict)
+    events: EventMarks = field(default_factory=EventMarks)   # event marks (events.py)
     # The runtime's per-database cache (runtime.character looks it up under this name), bounded.
     runtime_cache: SharedCache = field(default_factory=SharedCache, init=False, repr=False, compare=False)
 
@@ -127,6 +129,7 @@ class Database:
             "features": self.features.raw.shape[1],
             "feature_channels": self.features.schema.names,
             "tags": sorted(self.known_tags),
+            "events": self.events.counts(),
             "bytes": self.meta.get("bytes"),
             "build_seconds": self.meta.get("build_seconds"),
             "sources": len(self.meta.get("sources", [])),
@@ -152,11 +155,12 @@ class BuildSettings:
     # skeleton and refuses others.
     skeleton: str | None = None
     file_tags: dict[str, list[str]] = field(default_factory=dict)    # file path -> extra tags (sources)
+    events: str | None = None        # annotation sidecar of event marks (events.load_sidecar)
 
     def to_dict(self) -> dict:
         return {"fps": self.fps, "mirror": self.mirror, "unit": self.unit,
                 "contact_height": self.contact_height, "contact_speed": self.contact_speed,
-                "user_tags": [list(t) for t in self.user_tags], "skeleton": self.skeleton}
+                "user_tags": [list(t) for t in self.user_tags], "skeleton": self.skeleton, "events": self.events}
 
 
 def _same_skeleton(a: Skeleton, b: Skeleton) -> bool:
@@ -171,11 +175,13 @@ def _clip_arrays(anim: Animation, sim_pos, sim_rot, ctx: dict) -> dict:
     roles_db = ctx["roles_db"]
     joint_index = lambda name: roles_db[name] if name in roles_db else sim.skeleton.index(name)
     f = sim.num_frames
+    contacts = foot_contacts(gpos, s.fps, [roles_db["left_toe"], roles_db["right_toe"]],
+                             s.contact_height, s.contact_speed)
     return {
         "positions": sim.positions.astype(np.float32),
         "rotations": sim.rotations.astype(np.float32),
-        "contacts": foot_contacts(gpos, s.fps, [roles_db["left_toe"], roles_db["right_toe"]],
-                                  s.contact_height, s.contact_speed),
+        "contacts": contacts,
+        "events": auto_marks(gpos, contacts, s.fps, roles_db, anim.tags),
         # Features per clip: the whole database's world transforms never need to exist at once.
         "features": compute_features(ctx["schema"], gpos, grot, s.fps, np.array([0]), np.array([f]), joint_index),
         "name": Path(anim.source).name + (" (mirrored)" if "mirrored" in anim.tags else ""),
@@ -252,6 +258,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     schema = schema or default_schema()
     warn = warn or (lambda msg: tqdm.write(f"warning: {msg}", file=sys.stderr))
     t0 = time.perf_counter()
+    sidecar = load_sidecar(settings.events) if settings.events else []   # bad annotations fail before the work
     files = [Path(f) for f in files]
     if not files:
         raise DatabaseError("no BVH files to build from (check the data path and --include/--exclude)")
@@ -334,11 +341,18 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     names = [r["name"] for r in results]
     tags = [r["tags"] for r in results]
     contacts = np.concatenate([r["contacts"] for r in results])
+    marks = [r.pop("events") for r in results]
+    for m, start in zip(marks, range_starts):
+        m.frames = m.frames + start
+    events = merge_marks(*marks)
+    if sidecar:
+        events = merge_marks(events, sidecar_marks(sidecar, names, range_starts, range_stops, settings.fps))
     raw = np.concatenate([r.pop("features") for r in results])
     positions = np.concatenate([r.pop("positions") for r in results])
     rotations = np.concatenate([r.pop("rotations") for r in results])
     del results
     fwd_axis = ctx["forward_axis"]
+    fill_time_to_event(raw, schema, events, range_starts, range_stops, settings.fps)
     fs = FeatureSet(schema, raw)
     meta = {
         "format_version": FORMAT_VERSION,
@@ -350,7 +364,22 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     }
     return Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
                     rotations=rotations, contacts=contacts, range_starts=range_starts,
-                    range_stops=range_stops, range_names=names, range_tags=tags, features=fs, meta=meta)
+                    range_stops=range_stops, range_names=names, range_tags=tags, features=fs, meta=meta,
+                    events=events)
+
+
+def fill_time_to_event(raw: np.ndarray, schema: FeatureSchema, events: EventMarks, range_starts, range_stops,
+                       fps: float) -> None:
+    """Write the time_to_event columns of raw features (N, F) in place from the database's marks; a channel
+    naming an event type without marks is a DatabaseError."""
+    for c, sl in zip(schema.channels, schema.slices().values()):
+        if c.kind != "time_to_event":
+            continue
+        frames = events.frames_of(c.event)
+        if not len(frames):
+            raise DatabaseError(f"feature channel {c.name!r}: no event marks of type {c.event!r} in the database "
+                                f"(types: {', '.join(events.type_names) or 'none'}); add them with --events FILE")
+        raw[:, sl] = time_to_event(frames, range_starts, range_stops, len(raw), fps, c.horizon)[:, None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,6 +401,7 @@ def save_database(db: Database, path) -> int:
         "range_tags": db.range_tags,
         "schema": db.features.schema.to_dict(),
         "meta": db.meta,
+        "events": db.events.to_dict(),
     }
     tmp = path.with_name(path.name + ".tmp.npz")
     try:
@@ -555,28 +585,74 @@ def _checked_database(path: Path, z: dict, header: dict) -> Database:
                         dim_std=stats["feature_dim_std"])
     except ValueError as e:
         fail("features", str(e))
+    try:
+        # Files written before event marks existed hold none.
+        events = EventMarks.from_dict(header["events"], N) if "events" in header else EventMarks()
+    except EventError as e:
+        fail("header.events", str(e))
     meta = dict(meta)
     meta["bytes"] = path.stat().st_size
     return Database(skeleton=skel, roles=roles, fps=float(fps), positions=positions,
                     rotations=rotations, contacts=contacts, range_starts=np.asarray(range_starts, dtype=np.int64),
                     range_stops=np.asarray(range_stops, dtype=np.int64), range_names=range_names,
-                    range_tags=range_tags, features=fs, meta=meta)
+                    range_tags=range_tags, features=fs, meta=meta, events=events)
 
 
-def default_database_path(mixed: bool = False) -> Path:
-    """Cache file of a default database: the jlpm22-only one, or with `mixed` the mixed default."""
+def default_database_path(mixed: bool = False, kind: str | None = None) -> Path:
+    """Cache file of a default database: the jlpm22-only one, with `mixed` the mixed default, with
+    kind="actions" the action database."""
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "motionmatch"
+    if kind == "actions":
+        return base / "actions.npz"
     return base / ("mixed-locomotion.npz" if mixed else "jlpm22-locomotion.npz")
 
 
+def actions_schema(event_types) -> FeatureSchema:
+    """The default schema plus one time_to_event channel (weight 10, horizon 1.5 s) per event type: the
+    runtime weighs them only during requests (docs/ACTIONS.md)."""
+    from .events import DEFAULT_HORIZON_S
+    from .features import Channel
+    extra = tuple(Channel(f"time_to_{t}", "time_to_event", 10.0, event=t, horizon=DEFAULT_HORIZON_S)
+                  for t in event_types)
+    return FeatureSchema(default_schema().channels + extra)
+
+
+def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool = True,
+                           events: str | None = None, **settings) -> Database:
+    """A database of locomotion and actions (clips tagged `action:NAME`) retargeted onto `skeleton`, with
+    time_to_event channels for every action present, `stop` and the foot plants; the locomotion tag filter `!action` is
+    its default (meta "default_tag_filter"), so only requests play actions."""
+    from .datapaths import ACTION_NAMES
+    present = [a for a in ACTION_NAMES if any(f"action:{a}" in t for t in file_tags.values())]
+    s = BuildSettings(skeleton=skeleton, file_tags=file_tags, events=events, **settings)
+    db = build_database(files, s, actions_schema(present + ["stop", "foot_plant_left", "foot_plant_right"]),
+                        progress=progress)
+    db.meta["default_tag_filter"] = "!action"
+    return db
+
+
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
-                           mixed: bool = False) -> Path:
+                           mixed: bool = False, kind: str | None = None, events: str | None = None) -> Path:
     """Build (once) a default database into the cache; returns its path. Default: the jlpm22 locomotion
     takes; `mixed`: the mixed default set (datapaths.MIXED_DEFAULT_SETS: jlpm22 takes, CMU side-steps,
-    Bandai-Namco backward and slow walks) retargeted onto the jlpm22 skeleton, clips tagged by source."""
-    from .datapaths import find_data, list_bvh_files, mixed_default_files, source_tags
+    Bandai-Namco backward and slow walks) retargeted onto the jlpm22 skeleton, clips tagged by source;
+    kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database)."""
+    from .datapaths import actions_default_files, find_data, list_bvh_files, mixed_default_files, source_tags
 
-    path = Path(path) if path else default_database_path(mixed)
+    path = Path(path) if path else default_database_path(mixed, kind)
+    if kind == "actions":
+        if path.exists() and not rebuild and not events:
+            try:
+                load_database(path)
+                return path
+            except DatabaseError:
+                pass  # stale format: rebuild below
+        warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
+        files, tags, skeleton = actions_default_files(data, warn=warn)
+        from .datapaths import print_licences
+        print_licences(tags, file=sys.stderr)
+        save_database(build_actions_database(files, tags, skeleton, progress=progress, events=events), path)
+        return path
     if path.exists() and not rebuild:
         try:
             load_database(path)

@@ -166,3 +166,31 @@ def print_licences(tags, file=None) -> None:
     for n in names:
         if n in LICENCES:
             print(f"licence of {n}: {LICENCES[n]}", file=file or sys.stdout)
+
+
+# The action database (docs/ACTIONS.md): the mixed default set plus Bandai-Namco dataset-1 gestures and fights,
+# tagged `action` and `action:NAME` (CC BY-NC 4.0: non-commercial use only).
+ACTION_NAMES = ("bow", "bye", "byebye", "call", "guide", "kick", "punch", "respond", "slash", "dash")
+
+
+def action_files(data: str | os.PathLike | None = None) -> tuple[list[Path], dict[str, list[str]]]:
+    """Bandai-Namco dataset-1 clips of ACTION_NAMES and their tags (`source:bandai-namco`, `action`,
+    `action:NAME`)."""
+    root = find_data("bandai-namco", data)
+    files, tags = [], {}
+    for name in ACTION_NAMES:
+        found = list_bvh_files([root], include=f"dataset-1_{name}_*")
+        files += found
+        for f in found:
+            tags[str(f)] = ["source:bandai-namco", "action", f"action:{name}"]
+    if not files:
+        raise DataNotFoundError(f"no dataset-1 action clips (dataset-1_bow_*.bvh, ...) under {root}")
+    return files, tags
+
+
+def actions_default_files(data: str | os.PathLike | None = None, warn=None) -> tuple[list[Path], dict[str, list[str]], str]:
+    """Files of the action database: the mixed default set and the dataset-1 actions; their tags and the
+    skeleton file (as mixed_default_files)."""
+    files, tags, skeleton = mixed_default_files(data, warn=warn)
+    more, more_tags = action_files(data)
+    return files + more, {**tags, **more_tags}, skeleton

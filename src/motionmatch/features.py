@@ -4,7 +4,9 @@ A schema is a list of channels, each a few dimensions of the feature vector with
 - `trajectory_position`: future (or past, negative offsets) ground positions of the simulation bone,
   (x, z) relative to the current simulation bone, at frame offsets;
 - `trajectory_direction`: the simulation bone's facing (x, z) at those offsets, relative to it now;
-- `position` / `velocity`: a role's or joint's position or velocity in character space (3-d).
+- `position` / `velocity`: a role's or joint's position or velocity in character space (3-d);
+- `time_to_event`: seconds to the next event mark of type `event` in the clip, clamped to `horizon`
+  (1-d; events.py). The runtime weighs it only while a request with that event is active (docs/ACTIONS.md).
 
 Normalization (seed 004): offset = mean per dimension; one scale per channel = mean of its
 per-dimension standard deviations divided by the channel weight. Changing weights only recomputes
@@ -20,7 +22,7 @@ import numpy as np
 
 from .rotations import quat_inv, quat_rotate
 
-KINDS = ("trajectory_position", "trajectory_direction", "position", "velocity")
+KINDS = ("trajectory_position", "trajectory_direction", "position", "velocity", "time_to_event")
 
 
 class FeatureError(ValueError):
@@ -34,11 +36,15 @@ class Channel:
     weight: float = 1.0
     joint: str | None = None                 # role name (e.g. "left_foot") or joint name
     offsets: tuple[int, ...] = ()            # frame offsets at the database rate, for trajectory kinds
+    event: str | None = None                 # event type, for time_to_event
+    horizon: float = 1.5                     # seconds, clamp of time_to_event
 
     @property
     def dims(self) -> int:
         if self.kind in ("trajectory_position", "trajectory_direction"):
             return 2 * len(self.offsets)
+        if self.kind == "time_to_event":
+            return 1
         return 3
 
 
@@ -75,6 +81,8 @@ class FeatureSchema:
                 d["joint"] = c.joint
             if c.offsets:
                 d["offsets"] = list(c.offsets)
+            if c.kind == "time_to_event":
+                d["event"], d["horizon"] = c.event, c.horizon
             out.append(d)
         return {"channel": out}
 
@@ -106,7 +114,7 @@ def schema_from_dict(d: dict) -> FeatureSchema:
         where = f"channel[{i}]"
         if not isinstance(c, dict):
             raise FeatureError(f"{where}: expected a table")
-        unknown = set(c) - {"name", "kind", "weight", "joint", "offsets"}
+        unknown = set(c) - {"name", "kind", "weight", "joint", "offsets", "event", "horizon"}
         if unknown:
             raise FeatureError(f"{where}: unknown field(s) {sorted(unknown)}")
         name = c.get("name")
@@ -122,6 +130,14 @@ def schema_from_dict(d: dict) -> FeatureSchema:
         if not isinstance(w, (int, float)) or isinstance(w, bool) or not np.isfinite(w) or w <= 0:
             raise FeatureError(f"{where}.weight ({name}): expected a positive number, got {w!r}")
         joint, offsets = c.get("joint"), tuple(c.get("offsets", ()))
+        event, horizon = c.get("event"), c.get("horizon", 1.5)
+        if kind == "time_to_event":
+            if not isinstance(event, str) or not event:
+                raise FeatureError(f"{where}.event ({name}): a time_to_event channel needs an event type")
+            if isinstance(horizon, bool) or not isinstance(horizon, (int, float)) or not 0 < horizon <= 60:
+                raise FeatureError(f"{where}.horizon ({name}): expected seconds in (0, 60], got {horizon!r}")
+            out.append(Channel(name=name, kind=kind, weight=float(w), event=event, horizon=float(horizon)))
+            continue
         if kind in ("position", "velocity"):
             if not isinstance(joint, str):
                 raise FeatureError(f"{where}.joint ({name}): a {kind} channel needs a role or joint name")
@@ -201,6 +217,9 @@ def compute_features(schema: FeatureSchema, gpos: np.ndarray, grot: np.ndarray, 
                 k = _clamped_index(n, range_starts, range_stops, o)
                 fwd = quat_rotate(grot[k, 0], np.array([0.0, 0.0, 1.0]))
                 cols.append(quat_rotate(sim_inv, fwd)[:, [0, 2]])
+        elif c.kind == "time_to_event":
+            # Filled once the whole database's marks are known (events.time_to_event).
+            cols.append(np.full((n, 1), c.horizon))
     return np.concatenate(cols, axis=1).astype(np.float32)
 
 

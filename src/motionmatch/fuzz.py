@@ -230,6 +230,12 @@ def _first_frames(members: dict, header: dict, n: int) -> None:
     lengths = np.minimum(stops - starts, per)
     members["range_stops"] = np.cumsum(lengths).astype(stops.dtype)
     members["range_starts"] = (members["range_stops"] - lengths).astype(starts.dtype)
+    events = header.get("events")
+    if events:   # event marks follow their frames; marks in cut frames go
+        new_of = {int(old): new for new, old in enumerate(idx)}
+        keep = [k for k, f in enumerate(events["frame"]) if f in new_of]
+        header["events"] = {"frame": [new_of[events["frame"][k]] for k in keep],
+                            **{key: [events[key][k] for k in keep] for key in ("type", "tags", "origin")}}
 
 
 def damaged_databases(path, out_dir, frames: int = 600) -> list[tuple[str, Path]]:

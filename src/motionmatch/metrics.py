@@ -248,6 +248,28 @@ def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames:
             out["shoulder_facing"] = held_fraction(change_frames, err <= SHOULDER_FACING_DEG, fps)
     if grounds is not None:
         out.update(terrain_metrics(toes, grounds, fps, rec.get("foot_ground")))
+    out.update(request_metrics(rec.get("requests", ())))
+    return out
+
+
+def request_metrics(log) -> dict:
+    """From a run's request log (runtime/requests.py): "event_timing_ms" {"mean", "max" (absolute error of
+    delivered vs requested event time, ms), "count", "missed"} when actions were requested, and
+    "stop_at_error_cm" {"mean", "max" (rest point vs asked point, cm), "count", "not_at_rest"} when stops were;
+    a key is absent when no such request was made, and its mean/max are null when none was delivered."""
+    out = {}
+    actions = [r for r in log if r["kind"] == "action"]
+    if actions:
+        err = [abs(r["delivered_s"] - r["requested_s"]) * 1000.0 for r in actions if r["delivered_s"] is not None]
+        out["event_timing_ms"] = {"mean": round(float(np.mean(err)), 3) if err else None,
+                                  "max": round(float(np.max(err)), 3) if err else None,
+                                  "count": len(actions), "missed": len(actions) - len(err)}
+    stops = [r for r in log if r["kind"] == "stop_at"]
+    if stops:
+        err = [r["error_m"] * 100.0 for r in stops if r["error_m"] is not None]
+        out["stop_at_error_cm"] = {"mean": round(float(np.mean(err)), 3) if err else None,
+                                   "max": round(float(np.max(err)), 3) if err else None,
+                                   "count": len(stops), "not_at_rest": len(stops) - len(err)}
     return out
 
 

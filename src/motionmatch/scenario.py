@@ -9,7 +9,13 @@ components must lie in [-1.5, 1.5]):
 
 plus optional "terrain" (an object passed through untouched), "seed" (integer) and "description".
 Inputs are piecewise constant from their time t on (neutral before the first one); in an input only
-"t" and "move" are required. A bad scenario raises ScenarioError naming the offending field.
+"t" and "move" are required. Requests with event constraints (docs/ACTIONS.md) are steps of "inputs" or of
+an optional top-level "requests" list (also for path scenarios):
+
+    {"t": 3.0, "action": "bow", "event_in": 0.8}     the bow's event 0.8 s after t
+    {"t": 5.0, "stop_at": [x, z]}                    come to rest at (x, z); held until the next input change
+
+A bad scenario raises ScenarioError naming the offending field.
 """
 from __future__ import annotations
 
@@ -23,8 +29,10 @@ import numpy as np
 
 from .runtime.controller import Controller, ControllerSettings, GamepadInput, PathFollower
 
-_TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description"}
+_TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description", "requests"}
 _INPUT_KEYS = {"t", "move", "run", "strafe", "look"}
+_ACTION_KEYS = {"t", "action", "event_in"}
+_STOP_KEYS = {"t", "stop_at"}
 _PATH_KEYS = {"points", "speed", "loop"}
 # Bounds that keep a scenario's work and memory finite; beyond them a value is a mistake.
 MAX_DURATION_S = 3 * 3600.0      # synthesis streams its output, so hours are fine; days are not
@@ -57,6 +65,8 @@ class Scenario:
     terrain: dict | None = None
     seed: int | None = None
     description: str | None = None
+    # (t, {"action": name, "event_in": s} | {"stop_at": (x, z)}), sorted by t
+    requests: tuple[tuple[float, dict], ...] = ()
     _times: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self):
@@ -99,6 +109,9 @@ class Scenario:
         for k in ("terrain", "seed", "description"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
+        if self.requests:
+            d["requests"] = [{"t": t, **{k: list(v) if isinstance(v, tuple) else v for k, v in r.items()}}
+                             for t, r in self.requests]
         return d
 
     def save(self, path) -> None:
@@ -225,10 +238,55 @@ def parse_scenario(data: dict) -> Scenario:
     has_inputs, has_path = "inputs" in data, "path" in data
     if has_inputs == has_path:
         raise ScenarioError("inputs: expected exactly one of 'inputs' and 'path'")
+    requests = []
+    if "requests" in data:
+        if not isinstance(data["requests"], list):
+            raise ScenarioError("requests: expected a list of request steps")
+        requests = [_parse_request(r, f"requests[{i}]", duration) for i, r in enumerate(data["requests"])]
     common = dict(duration=duration, style=style, terrain=terrain, seed=seed, description=description)
     if has_path:
-        return Scenario(path=_parse_path(data["path"]), **common)
-    return Scenario(inputs=_parse_inputs(data["inputs"], duration), **common)
+        return Scenario(path=_parse_path(data["path"]), requests=_sorted_requests(requests), **common)
+    inputs = data["inputs"]
+    if isinstance(inputs, list):
+        steps = [(i, it) for i, it in enumerate(inputs) if isinstance(it, dict) and ("action" in it or "stop_at" in it)]
+        requests += [_parse_request(it, f"inputs[{i}]", duration) for i, it in steps]
+        inputs = [it for it in inputs if not (isinstance(it, dict) and ("action" in it or "stop_at" in it))]
+        if steps and not inputs:
+            inputs = [{"t": 0.0, "move": [0.0, 0.0]}]
+    return Scenario(inputs=_parse_inputs(inputs, duration), requests=_sorted_requests(requests), **common)
+
+
+def _sorted_requests(requests) -> tuple:
+    return tuple(sorted(requests, key=lambda r: r[0]))
+
+
+def _parse_request(it, name: str, duration: float) -> tuple[float, dict]:
+    """One request step: {"t", "action", "event_in"} or {"t", "stop_at": [x, z]}."""
+    if not isinstance(it, dict):
+        raise ScenarioError(f"{name}: expected an object")
+    if ("action" in it) == ("stop_at" in it):
+        raise ScenarioError(f"{name}.action: expected exactly one of 'action' and 'stop_at'")
+    _unknown(it, _ACTION_KEYS if "action" in it else _STOP_KEYS, name)
+    t = it.get("t")
+    if not _is_number(t) or t < 0:
+        raise ScenarioError(f"{name}.t: expected a time >= 0 in seconds")
+    if t > duration:
+        raise ScenarioError(f"{name}.t: {t} is after the end of the scenario ({duration} s)")
+    if "action" in it:
+        action = it["action"]
+        if not isinstance(action, str) or not action.strip():
+            raise ScenarioError(f"{name}.action: expected an action (event type) name such as \"bow\"")
+        if "event_in" not in it:
+            raise ScenarioError(f"{name}.event_in: missing (seconds from t to the action's event)")
+        ein = it["event_in"]
+        if not _is_number(ein) or not 0.0 < ein <= 10.0:
+            raise ScenarioError(f"{name}.event_in: expected seconds in (0, 10]")
+        return float(t), {"action": action, "event_in": float(ein)}
+    p = it["stop_at"]
+    if not isinstance(p, (list, tuple)) or len(p) != 2 or not all(_is_number(v) for v in p) \
+            or max(abs(p[0]), abs(p[1])) > MAX_COORDINATE_M:
+        raise ScenarioError(f"{name}.stop_at: expected two numbers [x, z] in metres within +-{MAX_COORDINATE_M:g}")
+    return float(t), {"stop_at": (float(p[0]), float(p[1]))}
 
 
 def _parse_path(p) -> PathSpec:

@@ -69,7 +69,9 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     else:
         lp_out, lr_out = np.zeros((min(F, POSE_CHUNK), J, 3)), np.zeros((min(F, POSE_CHUNK), J, 4))
     searches, transitions_at = [], []
+    issue = request_player(ch, scenario)
     for k in tqdm(range(F), desc="synthesizing", unit="frame", disable=not progress, file=sys.stderr):
+        issue(k * dt)
         before = ch.transitions
         ch.step(None, dt)
         lp, lr = ch.local_pose()
@@ -102,6 +104,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         rec["frames"][k] = ch.frame
         rec["contacts"][k] = ch.contacts
         rec["locked"][k] = ch.locked
+    rec["requests"] = list(ch.request_log)
     rec["search_us"] = np.array(searches)
     rec["transitions"] = ch.transitions
     rec["transition_frames"] = np.array(transitions_at, dtype=np.int64)
@@ -111,6 +114,36 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         rec["toe_ground"] = [terrain.height(toes[:, i, 0], toes[:, i, 2]) for i in range(2)]
     rec["character"] = ch
     return rec
+
+
+def request_player(ch: Character, scenario: Scenario):
+    """issue(t): hand the character the scenario's requests due by time t (s); a stop request ends at the next
+    input change after it. Every request is checked against the database first (RequestError naming it)."""
+    from .runtime.requests import RequestError
+    steps = list(scenario.requests)
+    for n, (t, r) in enumerate(steps):
+        try:
+            ch.crowd.requests.event_column(r.get("action", "stop"))
+        except RequestError as e:
+            raise RequestError(f"requests[{n}] (t={t:g}): {e}") from None
+    changes = [c for c in scenario.change_times if c > 0.0]
+    state = {"next": 0, "stop_from": None}
+
+    def issue(t: float) -> None:
+        start = state["stop_from"]
+        if start is not None and any(start < c <= t + 1e-9 for c in changes):
+            ch.cancel_request()
+            state["stop_from"] = None
+        while state["next"] < len(steps) and steps[state["next"]][0] <= t + 1e-9:
+            tr, r = steps[state["next"]]
+            state["next"] += 1
+            if "action" in r:
+                ch.request_action(r["action"], r["event_in"] - (t - tr))
+                state["stop_from"] = None
+            else:
+                ch.request_stop_at(r["stop_at"])
+                state["stop_from"] = tr
+    return issue
 
 
 def change_frames(scenario: Scenario, fps: float) -> list[int]:

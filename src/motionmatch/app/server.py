@@ -179,6 +179,8 @@ _SCHEMAS: dict[str, dict[str, tuple[Callable, bool]]] = {
                 "k": (_integer(1, 32), False)},
     "play_clip": {"clip": (_optional(_integer(0, 2**31)), True), "offset": (_integer(0, 2**31), False)},
     "terrain": {"kind": (_choice(TERRAIN_KINDS), True)},
+    # A request with an event constraint (docs/ACTIONS.md): the action's event `event_in` s from now.
+    "action": {"event": (_text(64), True), "event_in": (_number(0.05, 10.0), True)},
 }
 
 
@@ -457,6 +459,15 @@ class Session:
             except ValueError as exc:
                 raise MessageError(str(exc)) from None
             return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
+        if kind == "action":
+            ask = getattr(self.ch, "request_action", None)
+            if ask is None:
+                raise MessageError("this character takes no action requests")
+            try:
+                ask(f["event"], f["event_in"])
+            except ValueError as exc:
+                raise MessageError(str(exc)) from None
+            return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
         if kind == "terrain":
             from ..runtime.terrain import Heightfield
             self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])

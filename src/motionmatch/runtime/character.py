@@ -91,6 +91,27 @@ class Character:
         suspended until the clip ends or play_clip(None)."""
         self.crowd.play_clip(0, range_index, offset_frames)
 
+    def request_action(self, event: str, event_in: float) -> None:
+        """Perform the action whose clips carry `event` marks (e.g. "bow") with its event `event_in` seconds
+        from now (docs/ACTIONS.md)."""
+        self.crowd.request_action(0, event, event_in)
+
+    def request_stop_at(self, point) -> None:
+        """Stop with the root at rest at `point` (x, z) metres; held there until cancel_request()."""
+        self.crowd.request_stop_at(0, point)
+
+    def request_plant_at(self, point, side: str = "left") -> None:
+        """Plant the `side` foot at `point` (x, z) metres on the way there (docs/ACTIONS.md)."""
+        self.crowd.request_plant_at(0, point, side)
+
+    def cancel_request(self) -> None:
+        self.crowd.cancel_request(0)
+
+    @property
+    def request_log(self) -> list[dict]:
+        """Delivered requests (runtime/requests.py Requests.log)."""
+        return self.crowd.requests.log
+
     # ------------------------------------------------------------------------------------------
     # the loop
 
@@ -99,7 +120,9 @@ class Character:
         t0 = time.perf_counter()
         crowd = self.crowd
         predictor = None
-        if self.driver is not None:
+        if crowd.requests.busy and 0 in crowd.requests.driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
+            crowd.requests.drive(crowd.ctrl, [0], crowd.controller_settings, dt)
+        elif self.driver is not None:
             driver, ctrl, fps = self.driver, self.controller, self.db.fps
             driver.step(ctrl, crowd.time, dt)
             offsets = [int(o) for o in crowd.traj_offsets]

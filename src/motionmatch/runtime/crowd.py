@@ -31,6 +31,7 @@ from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSetting
 from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_serial, plan_stage, predict_stage, query_serial,
                        query_stage, trajectory_layout)
 from .playback import playback_serial, playback_stage, transition_stage
+from .requests import Requests
 from .settings import CharacterSettings
 from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_serial, output_stage
 from .warping import PoseWarpRig, clip_speeds, new_warp_table
@@ -95,15 +96,20 @@ class SearchSet:
         for name, sl in fs.channel_slices.items():
             w[sl] = weights[name]
         self.offset = fs.offset
-        self.scale = fs.std / w
+        # Weight 0 (time_to_event channels outside requests) leaves a column out of the cost.
+        self.inactive = np.flatnonzero(w <= 0.0)
+        self.scale = fs.std / np.where(w > 0.0, w, 1.0)
         self.features = ((fs.raw - fs.offset) / self.scale).astype(np.float32)
+        self.features[:, self.inactive] = 0.0
         self.searcher = Searcher(self.features, db.range_starts, db.range_stops, backend=backend,
                                  end_exclude=end_exclude)
         self.prepared = {}
 
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         """Normalized float32 queries from raw ones (..., F)."""
-        return ((raw - self.offset) / self.scale).astype(np.float32)
+        q = ((raw - self.offset) / self.scale).astype(np.float32)
+        q[..., self.inactive] = 0.0
+        return q
 
     def mask(self, db, tag_filter: str | None):
         """The prepared mask of a tag expression (None: every clip)."""
@@ -115,10 +121,12 @@ class SearchSet:
         return self.prepared[tag_filter]
 
 
-def search_set(db, s: CharacterSettings) -> SearchSet:
-    """The shared SearchSet for a character's weights, back-end and end exclusion."""
+def search_set(db, s: CharacterSettings, events=()) -> SearchSet:
+    """The shared SearchSet for a character's weights, back-end and end exclusion; time_to_event channels
+    weigh only for the event types in `events` (a request's, runtime/requests.py)."""
     fs = db.features
-    weights = {c.name: float(s.weights.get(c.name, c.weight)) for c in fs.schema.channels}
+    weights = {c.name: float(s.weights.get(c.name, c.weight)) if c.kind != "time_to_event" or c.event in events
+               else 0.0 for c in fs.schema.channels}
     unknown = set(s.weights) - set(weights)
     if unknown:
         raise ValueError(f"unknown feature channel(s) {sorted(unknown)}; channels are {sorted(weights)}")
@@ -225,6 +233,7 @@ class Crowd:
         self.phase = np.zeros(n)
         self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.mode, self.model_path = crowd_mode(settings)
+        self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
         self.learned = None
         if self.mode == "lmm":
@@ -247,7 +256,9 @@ class Crowd:
         old_filters = getattr(self, "tag_filters", None)
         self.packed = np.stack([s.packed() for s in self.settings])
         self.search_sets = [search_set(self.db, s) for s in self.settings]
-        self.tag_filters = [s.tag_filter or None for s in self.settings]
+        # A database may name the locomotion filter that keeps requested-only clips out (the action database:
+        # `!action`).
+        self.tag_filters = [s.tag_filter or self.db.meta.get("default_tag_filter") for s in self.settings]
         self.masks = [ss.mask(self.db, tf) for ss, tf in zip(self.search_sets, self.tag_filters)]
         for i in range(self.n):
             if old_filters is not None and old_filters[i] != self.tag_filters[i]:
@@ -326,6 +337,7 @@ class Crowd:
         self.search_state[i] = 0.0
         self.search_state[i, FORCE] = 1.0
         self.clip_hold[i] = False
+        self.requests.reset(i)
         self.phase[i] = (i * 0.6180339887498949) % 1.0     # golden-ratio spread; agent 0 (a Character): 0
         self.transitions[i] = 0
         self.contacts[i] = False
@@ -346,7 +358,12 @@ class Crowd:
         look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
         run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
+        driven = self.requests.driving() if self.requests.busy else ()
+        kept = self.ctrl[driven].copy() if len(driven) else None
         (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
+        if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
+            self.ctrl[driven] = kept
+            self.requests.drive(self.ctrl, driven, self.controller_settings, float(dt))
         self.advance(dt)
 
     def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
@@ -381,6 +398,31 @@ class Crowd:
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
                          "output": (time.perf_counter() - t2) * 1e6}
         self.time += dt
+        if self.requests.busy:
+            self.requests.after_playback(self, dt)
+
+    def request_action(self, i: int, event: str, event_in: float) -> None:
+        """Agent i performs the action whose clips carry `event` marks (e.g. "bow") with the event `event_in`
+        seconds from now (runtime/requests.py); RequestError when the database has no such channel."""
+        if self.learned is not None:
+            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+        self.requests.action(self, i, event, event_in)
+
+    def request_stop_at(self, i: int, point) -> None:
+        """Agent i stops with its root at rest at `point` (x, z) metres, and stays until cancel_request."""
+        if self.learned is not None:
+            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+        self.requests.stop_at(self, i, point)
+
+    def request_plant_at(self, i: int, point, side: str = "left") -> None:
+        """Agent i plants its `side` foot at `point` (x, z) metres on its way there."""
+        if self.learned is not None:
+            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+        self.requests.foot_plant(self, i, point, side)
+
+    def cancel_request(self, i: int) -> None:
+        """End agent i's request; the stick drives it again."""
+        self.requests.cancel(self, i)
 
     def play_clip(self, i: int, range_index: int | None, offset_frames: int = 0) -> None:
         """Agent i jumps (inertialized) to frame `offset_frames` of clip `range_index` and plays it with
@@ -415,6 +457,8 @@ class Crowd:
             for i in agents:
                 p, r = predictor(int(i))
                 self.traj_pos[i], self.traj_rot[i] = p, r
+        if self.requests.busy:
+            self.requests.predict(self, agents, cs)
         raw = np.empty((len(agents), self.raw_features.shape[1]))
         L = self.learned
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
@@ -426,7 +470,12 @@ class Crowd:
         best = np.empty(len(agents), dtype=np.int64)
         cost = np.empty(len(agents))
         groups = self.group_of[agents]
-        for g in np.unique(groups):
+        if self.requests.busy:
+            own = self.requests.shapes_search(agents)
+            if own.any():
+                best[own], cost[own], self.last_query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
+                groups = np.where(own, -1, groups)
+        for g in np.unique(groups[groups >= 0]):
             sel = np.flatnonzero(groups == g)
             ss, mask, bias, skip = self.groups[g]
             q = ss.normalize(raw[sel])

@@ -401,6 +401,7 @@ function updateCamera(dt, followData) {
 const keys = new Set();
 const MOVE_KEYS = { KeyW: [0, 1], ArrowUp: [0, 1], KeyS: [0, -1], ArrowDown: [0, -1],
   KeyA: [-1, 0], ArrowLeft: [-1, 0], KeyD: [1, 0], ArrowRight: [1, 0] };
+const ACTION_KEYS = { Digit1: 'bow', Digit2: 'byebye', Digit3: 'guide', Digit4: 'punch', Digit5: 'kick' };
 function typingTarget(e) { return e.target instanceof HTMLInputElement && e.target.type === 'text'; }
 window.addEventListener('keydown', (e) => {
   if (typingTarget(e)) return;
@@ -411,6 +412,8 @@ window.addEventListener('keydown', (e) => {
     if (e.code === 'KeyP') togglePause();
     if (e.code === 'Comma') stepHistory(-1);
     if (e.code === 'Period') stepHistory(1);
+    // Action keys (databases with time_to_event channels, e.g. `motionmatch build --default actions`).
+    if (e.code in ACTION_KEYS) send({ type: 'action', event: ACTION_KEYS[e.code], event_in: 0.8 });
   }
   keys.add(e.code);
   pumpInput();
