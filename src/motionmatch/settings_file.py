@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from .runtime.character import CharacterSettings
 from .runtime.controller import ControllerSettings
+from .runtime.settings import INERTIALIZATION_METHODS
 
 # (low, high) inclusive, per table and field. Times in s, distances in m, angles in degrees
 # (the controller's camera yaw, radians, is a view direction, never stored).
@@ -55,7 +56,7 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "gait_halflife": (0.005, 5.0),
     },
 }
-CHOICES = {("character", "inertialization"): ("spring", "quintic", "off"),
+CHOICES = {("character", "inertialization"): INERTIALIZATION_METHODS,
            ("character", "search_backend"): ("brute_numpy", "brute", "aabb")}
 # The learned model is chosen on the command line (--lmm), not pinned in a tuning file.
 NOT_STORED = {("controller", "camera_yaw"), ("character", "warp"), ("character", "weights"),

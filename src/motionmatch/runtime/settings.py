@@ -12,7 +12,8 @@ import numpy as np
 
 from .warping import WarpSettings
 
-INERTIALIZATION_METHODS = ("spring", "quintic", "off")
+# Packed as the index: "dead_blending" comes after "off" so existing rows keep their numbers.
+INERTIALIZATION_METHODS = ("spring", "quintic", "off", "dead_blending")
 MODES = ("classic", "lmm")
 
 (SEARCH_INTERVAL, BIAS, INERTIALIZATION, HALFLIFE, BLEND_TIME, ADJUSTMENT, ADJ_POS_HALFLIFE, ADJ_ROT_HALFLIFE,
@@ -34,9 +35,9 @@ class CharacterSettings:
     model: str | None = None
     search_interval: float = 0.1
     bias: float = 0.1                                # continuing-pose bias, in normalized cost units
-    inertialization: str = "spring"                  # "spring" | "quintic" | "off"
-    halflife: float = 0.1                            # spring inertialization halflife
-    blend_time: float = 0.3                          # quintic inertialization blend time
+    inertialization: str = "spring"                  # "spring" | "quintic" | "off" | "dead_blending"
+    halflife: float = 0.1                            # spring halflife; dead blending's velocity decay halflife
+    blend_time: float = 0.3                          # quintic and dead blending blend time
     adjustment: bool = True
     adjustment_position_halflife: float = 0.1
     adjustment_rotation_halflife: float = 0.2
