@@ -4,7 +4,10 @@ A schema is a list of channels, each a few dimensions of the feature vector with
 - `trajectory_position`: future (or past, negative offsets) ground positions of the simulation bone,
   (x, z) relative to the current simulation bone, at frame offsets;
 - `trajectory_direction`: the simulation bone's facing (x, z) at those offsets, relative to it now;
-- `position` / `velocity`: a role's or joint's position or velocity in character space (3-d).
+- `position` / `velocity`: a role's or joint's position or velocity in character space (3-d);
+- `stance`: future stance matching (seed 003): which foot leads at each frame offset, as the signed
+  distance (m) of the left foot ahead of the right one along the simulation bone's facing at that frame
+  (positive: left foot in front). One dimension per offset; see stance_features.
 
 Normalization (seed 004): offset = mean per dimension; one scale per channel = mean of its
 per-dimension standard deviations divided by the channel weight. Changing weights only recomputes
@@ -20,7 +23,9 @@ import numpy as np
 
 from .rotations import quat_inv, quat_rotate
 
-KINDS = ("trajectory_position", "trajectory_direction", "position", "velocity")
+KINDS = ("trajectory_position", "trajectory_direction", "position", "velocity", "stance")
+# Kinds with one value per frame offset (and no joint).
+OFFSET_KINDS = ("trajectory_position", "trajectory_direction", "stance")
 
 
 class FeatureError(ValueError):
@@ -39,6 +44,8 @@ class Channel:
     def dims(self) -> int:
         if self.kind in ("trajectory_position", "trajectory_direction"):
             return 2 * len(self.offsets)
+        if self.kind == "stance":
+            return len(self.offsets)
         return 3
 
 
@@ -201,7 +208,19 @@ def compute_features(schema: FeatureSchema, gpos: np.ndarray, grot: np.ndarray, 
                 k = _clamped_index(n, range_starts, range_stops, o)
                 fwd = quat_rotate(grot[k, 0], np.array([0.0, 0.0, 1.0]))
                 cols.append(quat_rotate(sim_inv, fwd)[:, [0, 2]])
+        elif c.kind == "stance":
+            lead = stance_features(gpos, grot, joint_index("left_foot"), joint_index("right_foot"))
+            for o in c.offsets:
+                cols.append(lead[_clamped_index(n, range_starts, range_stops, o), None])
     return np.concatenate(cols, axis=1).astype(np.float32)
+
+
+def stance_features(gpos: np.ndarray, grot: np.ndarray, left: int, right: int) -> np.ndarray:
+    """(N,) which foot leads at each frame: the left foot's distance (m) ahead of the right one along
+    the simulation bone's facing (joint 0; positive: left foot in front). In walking it changes sign
+    once a step, as the swinging foot passes the planted one, and a foot leads when it lands."""
+    fwd = quat_rotate(grot[:, 0], np.array([0.0, 0.0, 1.0]))
+    return np.einsum("nk,nk->n", gpos[:, left] - gpos[:, right], fwd)
 
 
 # ---------------------------------------------------------------------------------------------
