@@ -32,6 +32,7 @@ from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_serial, plan_stage, pr
                        query_stage, trajectory_layout)
 from .playback import playback_serial, playback_stage, transition_stage
 from .settings import CharacterSettings
+from .timescale import future_speeds, horizon_frames, timescale_stage
 from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_serial, output_stage
 from .warping import PoseWarpRig, clip_speeds, new_warp_table
 
@@ -173,6 +174,8 @@ class Crowd:
         self.clip_speed = shared(db, "clip_speed",
                                  lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
         self.db_arrays = (np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
+        self.future_speeds = shared(db, "future_speeds", lambda: future_speeds(
+            rvel, db.range_stops, horizon_frames(db.features.schema), db.fps))
         self.raw_features = np.ascontiguousarray(db.features.raw)
         self.contacts_db = np.ascontiguousarray(db.contacts)
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
@@ -246,6 +249,8 @@ class Crowd:
         old = getattr(self, "packed", None)
         old_filters = getattr(self, "tag_filters", None)
         self.packed = np.stack([s.packed() for s in self.settings])
+        if self.mode == "lmm" and self.packed[:, S.W_TIMESCALE].any():
+            raise ValueError("warp.timescale (timescale by predicted error) reads database frames: classic mode only")
         self.search_sets = [search_set(self.db, s) for s in self.settings]
         self.tag_filters = [s.tag_filter or None for s in self.settings]
         self.masks = [ss.mask(self.db, tf) for ss, tf in zip(self.search_sets, self.tag_filters)]
@@ -369,6 +374,7 @@ class Crowd:
         if L is None:
             source = (self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db)
             frame, frac = self.frame, self.frame_frac
+            timescale_stage(dt, self.ctrl, self.warp, self.packed, frame, *self.future_speeds, self.rate, self.stride)
         else:
             learned.advance(L, self.rate, dt)
             source = (L.pose, L.speeds, L.stop, L.contacts)

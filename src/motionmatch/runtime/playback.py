@@ -228,7 +228,9 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
     ap, ar, av, aw = anim
     sim_speed = math.hypot(ctrl[i, VX], ctrl[i, VZ])
     play_rate, strides = s[S.W_PLAY_RATE] != 0.0, s[S.W_STRIDE] != 0.0
-    if play_rate or strides:
+    if s[S.W_TIMESCALE] != 0.0:
+        pass                     # rate and stride already set by timescale.timescale_stage
+    elif play_rate or strides:
         r, k = speed_update(wt, i, sim_speed, float(clip_speed[frame[i]]), dt, play_rate, s[S.W_RATE_MIN],
                             s[S.W_RATE_MAX], s[S.W_RATE_SHARE], strides, s[S.W_STRIDE_MIN], s[S.W_STRIDE_MAX],
                             s[S.W_SPEED_HALFLIFE])
