@@ -20,8 +20,9 @@ MODES = ("classic", "lmm")
  ADJ_MAX_RATIO, CLAMPING, CLAMP_RADIUS, CLAMP_ANGLE, FOOT_LOCKING, UNLOCK_RADIUS, LOCK_HALFLIFE, IK, NO_REWIND,
  SHARP_SPEED, SHARP_ANGLE_DEG, W_ORIENTATION, W_LIMIT, W_BACKWARD_ANGLE, W_ORIENT_HALFLIFE, W_MIN_TRAVEL,
  W_PLAY_RATE, W_RATE_MIN, W_RATE_MAX, W_RATE_SHARE, W_STRIDE, W_STRIDE_MIN, W_STRIDE_MAX, W_SPEED_HALFLIFE,
- W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT, W_TIMESCALE) = range(39)
-COLUMNS = 39
+ W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT, W_TIMESCALE, W_SPINE_PITCH,
+ W_SPINE_PITCH_MAX) = range(41)
+COLUMNS = 41
 
 
 @dataclass
@@ -89,6 +90,7 @@ class CharacterSettings:
         row[W_SLOPE], row[W_SLOPE_MAX] = w.slope, math.radians(w.slope_max_deg)
         row[END_EXCLUDE] = self.end_exclude
         row[W_TIMESCALE] = w.timescale
+        row[W_SPINE_PITCH], row[W_SPINE_PITCH_MAX] = w.spine_pitch, math.radians(w.spine_pitch_max_deg)
         return row
 
 

@@ -55,6 +55,8 @@ class WarpSettings:
     query_speed_floor: float = 0.8          # slower requests ask the matcher for this speed (0: off)
     slope: bool = True
     slope_max_deg: float = 30.0             # steepest tilt given to a foot
+    spine_pitch: float = 0.0                # share of the ground's slope the spine leans with (runtime/spine.py)
+    spine_pitch_max_deg: float = 10.0       # largest lean
     hips_halflife: float = 0.1
 
 
