@@ -33,6 +33,7 @@ from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_serial, plan_stage, pr
 from .playback import playback_serial, playback_stage, transition_stage
 from .settings import CharacterSettings
 from .timescale import future_speeds, horizon_frames, timescale_stage
+from .trajectory_heights import height_layout, height_query
 from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_serial, output_stage
 from .warping import PoseWarpRig, clip_speeds, new_warp_table
 
@@ -180,6 +181,7 @@ class Crowd:
         self.contacts_db = np.ascontiguousarray(db.contacts)
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
         self.traj_times = self.traj_offsets / float(db.fps)
+        self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
         parents = np.asarray(db.skeleton.parents, dtype=np.int64)
         roles = db.roles
         rig = PoseWarpRig(roles, parents)
@@ -426,6 +428,8 @@ class Crowd:
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
         (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, features, frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
                     self.warp, self.packed, self.root_pos, self.root_yaw, self.traj_layout, raw)
+        if len(self.height_layout):
+            height_query(agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
         if L is not None:
             self._learned_search(agents, raw)
             return
