@@ -32,20 +32,16 @@ LN2 = math.log(2.0)
 
 
 @numba.njit(cache=True)
-def dead_blend_setup(off_p, off_v, off_r, off_w, src_p, src_v, src_r, src_w, pos_params, rot_params):
-    """Store the start state: the shown pose = the source animation's pose (src_*) with the running
-    offsets applied (what was on screen), per joint into pos_params[j] = (x0, v0) and rot_params[j] =
-    (q0, w0). The offsets are left as they are (the caller's next update rewrites them)."""
-    for j in range(src_p.shape[0]):
+def dead_blend_setup(shown_p, shown_v, shown_r, shown_w, pos_params, rot_params):
+    """Store the start state from the pose on screen (inertialization.apply_offsets of the running
+    offsets to the source animation's pose), per joint: pos_params[j] = (x0, v0), rot_params[j] = (q0, w0)."""
+    for j in range(shown_p.shape[0]):
         for k in range(3):
-            pos_params[j, k] = src_p[j, k] + off_p[j, k]
-            pos_params[j, 3 + k] = src_v[j, k] + off_v[j, k]
-        ow, ox, oy, oz = qexp(off_r[j, 0], off_r[j, 1], off_r[j, 2])
-        qw, qx, qy, qz = qmul(ow, ox, oy, oz, src_r[j, 0], src_r[j, 1], src_r[j, 2], src_r[j, 3])
-        inv = 1.0 / math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        rot_params[j, 0], rot_params[j, 1], rot_params[j, 2], rot_params[j, 3] = qw * inv, qx * inv, qy * inv, qz * inv
-        rx, ry, rz = qrot(ow, ox, oy, oz, src_w[j, 0], src_w[j, 1], src_w[j, 2])
-        rot_params[j, 4], rot_params[j, 5], rot_params[j, 6] = off_w[j, 0] + rx, off_w[j, 1] + ry, off_w[j, 2] + rz
+            pos_params[j, k] = shown_p[j, k]
+            pos_params[j, 3 + k] = shown_v[j, k]
+            rot_params[j, 4 + k] = shown_w[j, k]
+        for k in range(4):
+            rot_params[j, k] = shown_r[j, k]
 
 
 @numba.njit(cache=True, inline="always")

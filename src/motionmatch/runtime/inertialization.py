@@ -174,9 +174,11 @@ class Inertializer:
     def transition(self, src_pos, src_vel, src_rot, src_angvel, dst_pos, dst_vel, dst_rot, dst_angvel) -> None:
         """Start a transition from the source pose to the destination pose (all (J,3) / (J,4))."""
         if self.method == "dead_blending":
-            dead_blend_setup(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
-                             *(np.asarray(a) for a in (src_pos, src_vel, src_rot, src_angvel)),
-                             self._pos_params, self._rot_params)
+            J = self.num_joints
+            shown = (np.empty((J, 3)), np.empty((J, 3)), np.empty((J, 4)), np.empty((J, 3)))
+            apply_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
+                          *(np.asarray(a) for a in (src_pos, src_vel, src_rot, src_angvel)), *shown)
+            dead_blend_setup(*shown, self._pos_params, self._rot_params)
             dead_blend_offsets(self._pos_params, self._rot_params, 0.0, self.halflife, self.blend_time,
                                *(np.asarray(a) for a in (dst_pos, dst_vel, dst_rot, dst_angvel)),
                                self.off_pos, self.off_vel, self.off_rot, self.off_angvel)

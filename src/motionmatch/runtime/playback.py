@@ -156,8 +156,9 @@ def transition_agent(i, to, db, inert, frame, frame_frac, rate, method, halflife
         pos_params[i] = 0.0
         rot_params[i] = 0.0
     elif method == 3:
-        dead_blend_setup(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i], pos_params[i],
-                         rot_params[i])
+        # The pose on screen (source + running offsets), in place of the source pose.
+        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i], sp[i], sv[i], sr[i], sw[i])
+        dead_blend_setup(sp[i], sv[i], sr[i], sw[i], pos_params[i], rot_params[i])
         dead_blend_offsets(pos_params[i], rot_params[i], 0.0, halflife, blend_time, dp[i], dv[i], dr[i], dw[i],
                            off_p[i], off_v[i], off_r[i], off_w[i])
     else:
