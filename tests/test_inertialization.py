@@ -30,7 +30,7 @@ def check_equal(out, ref, tol=1e-9, velocities=True):
         np.testing.assert_allclose(out[3], ref[3], atol=tol)
 
 
-@pytest.mark.parametrize("method", ["spring", "quintic"])
+@pytest.mark.parametrize("method", ["spring", "quintic", "dead_blending"])
 def test_no_transition_passes_pose_through(method):
     inert = Inertializer(J, method)
     dst = pose(1)
@@ -66,7 +66,7 @@ def test_spring_offsets_follow_the_spring_closed_form():
     np.testing.assert_allclose(out[3], w + quat_rotate(q, dst[3]), atol=1e-9)
 
 
-@pytest.mark.parametrize("method", ["spring", "quintic"])
+@pytest.mark.parametrize("method", ["spring", "quintic", "dead_blending"])
 def test_chained_transitions_stay_continuous(method):
     inert = Inertializer(J, method, halflife=0.1, blend_time=0.3)
     a, b, c = pose(5), pose(6), pose(7)
@@ -74,7 +74,7 @@ def test_chained_transitions_stay_continuous(method):
     for _ in range(7):
         shown = inert.update(*b, DT)
     inert.transition(*b, *c)                       # src: the raw pose of the animation we leave
-    check_equal(inert.update(*c, 0.0), shown, velocities=(method == "spring"))
+    check_equal(inert.update(*c, 0.0), shown, velocities=(method != "quintic"))
 
 
 def test_quintic_continuity_and_exact_end():
@@ -144,3 +144,35 @@ def test_float32_inputs_and_reset():
 def test_bad_method():
     with pytest.raises(ValueError):
         Inertializer(J, "cubic")
+
+
+def test_dead_blending_starts_at_the_source_coasts_and_ends_on_the_destination():
+    inert = Inertializer(J, "dead_blending", halflife=0.1, blend_time=0.2)
+    src, dst = pose(13), pose(14)
+    inert.transition(*src, *dst)
+    check_equal(inert.update(*dst, 0.0), src)     # position, rotation and both velocities continue
+    out = inert.update(*dst, 2 * DT)
+    # The documented closed form: the source coasting (velocity halving every 0.1 s) faded toward the
+    # destination with smoothstep weights; the root (joint 0) is held, its velocity cross-faded.
+    u, lam = 2 * DT / 0.2, np.log(2) / 0.1
+    a = u * u * (3 - 2 * u)
+    coast = src[0] + src[1] * (1 - np.exp(-lam * 2 * DT)) / lam
+    coast[0] = src[0][0]
+    np.testing.assert_allclose(out[0], (1 - a) * coast + a * dst[0], atol=1e-12)
+    np.testing.assert_allclose(out[1][0], (1 - a) * src[1][0] + a * dst[1][0], atol=1e-12)
+    for _ in range(int(0.2 / DT)):
+        out = inert.update(*dst, DT)
+    check_equal(out, dst, tol=1e-12)              # exactly the new pose from the blend time on
+    assert not inert.active
+
+
+def test_dead_blending_velocity_is_derivative_of_position_except_the_root():
+    inert = Inertializer(J, "dead_blending", halflife=0.1, blend_time=0.3)
+    src, dst = pose(15), pose(16)
+    inert.transition(*src, *dst)
+    t, h = 0.1, 1e-5
+    inert.update(*dst, t)                         # a still destination: its velocities are not integrated
+    z = np.zeros((J, 3))
+    a = inert.update(dst[0], z, dst[2], z, h)
+    b = inert.update(dst[0], z, dst[2], z, h)
+    np.testing.assert_allclose(((b[0] - a[0]) / h)[1:], b[1][1:], atol=1e-3)

@@ -194,7 +194,7 @@ def run_demo(args) -> int:
 # synth
 
 def _add_character_options(p):
-    p.add_argument("--inertialization", choices=("spring", "quintic", "off"), default=None)
+    p.add_argument("--inertialization", choices=("spring", "quintic", "off", "dead_blending"), default=None)
     p.add_argument("--halflife", type=float, default=None, help="spring inertialization halflife (s)")
     p.add_argument("--search-interval", type=float, default=None, help="seconds between searches")
     p.add_argument("--bias", type=float, default=None, help="continuing-pose bias (normalized cost)")

@@ -6,7 +6,13 @@ A schema is a list of channels, each a few dimensions of the feature vector with
 - `trajectory_direction`: the simulation bone's facing (x, z) at those offsets, relative to it now;
 - `position` / `velocity`: a role's or joint's position or velocity in character space (3-d);
 - `time_to_event`: seconds to the next event mark of type `event` in the clip, clamped to `horizon`
-  (1-d; events.py). The runtime weighs it only while a request with that event is active (docs/ACTIONS.md).
+  (1-d; events.py). The runtime weighs it only while a request with that event is active (docs/ACTIONS.md);
+- `stance`: future stance matching (seed 003): which foot leads at each frame offset, as the signed
+  distance (m) of the left foot ahead of the right one along the simulation bone's facing at that frame
+  (positive: left foot in front). One dimension per offset; see stance_features;
+- `trajectory_height`: the ground's height at each frame offset relative to the ground now (m), the
+  ground being the lower toe's height averaged over 0.5 s (ground_heights); the runtime's query takes
+  the terrain's heights along the desired trajectory. One dimension per offset.
 
 Normalization (seed 004): offset = mean per dimension; one scale per channel = mean of its
 per-dimension standard deviations divided by the channel weight. Changing weights only recomputes
@@ -22,7 +28,11 @@ import numpy as np
 
 from .rotations import quat_inv, quat_rotate
 
-KINDS = ("trajectory_position", "trajectory_direction", "position", "velocity", "time_to_event")
+KINDS = ("trajectory_position", "trajectory_direction", "position", "velocity", "stance", "trajectory_height",
+         "time_to_event")
+# A database of flat ground has heights spread by toe noise alone (~1 cm): this floor on the channel's
+# scale keeps a slope's request (tens of cm) from outweighing every other channel.
+HEIGHT_STD_FLOOR = 0.05
 
 
 class FeatureError(ValueError):
@@ -45,6 +55,8 @@ class Channel:
             return 2 * len(self.offsets)
         if self.kind == "time_to_event":
             return 1
+        if self.kind in ("stance", "trajectory_height"):
+            return len(self.offsets)
         return 3
 
 
@@ -220,7 +232,41 @@ def compute_features(schema: FeatureSchema, gpos: np.ndarray, grot: np.ndarray, 
         elif c.kind == "time_to_event":
             # Filled once the whole database's marks are known (events.time_to_event).
             cols.append(np.full((n, 1), c.horizon))
+        elif c.kind == "stance":
+            lead = stance_features(gpos, grot, joint_index("left_foot"), joint_index("right_foot"))
+            for o in c.offsets:
+                cols.append(lead[_clamped_index(n, range_starts, range_stops, o), None])
+        elif c.kind == "trajectory_height":
+            ground = ground_heights(gpos, joint_index("left_toe"), joint_index("right_toe"), range_starts,
+                                    range_stops, fps)
+            for o in c.offsets:
+                cols.append((ground[_clamped_index(n, range_starts, range_stops, o)] - ground)[:, None])
     return np.concatenate(cols, axis=1).astype(np.float32)
+
+
+def stance_features(gpos: np.ndarray, grot: np.ndarray, left: int, right: int) -> np.ndarray:
+    """(N,) which foot leads at each frame: the left foot's distance (m) ahead of the right one along
+    the simulation bone's facing (joint 0; positive: left foot in front). In walking it changes sign
+    once a step, as the swinging foot passes the planted one, and a foot leads when it lands."""
+    fwd = quat_rotate(grot[:, 0], np.array([0.0, 0.0, 1.0]))
+    return np.einsum("nk,nk->n", gpos[:, left] - gpos[:, right], fwd)
+
+
+def ground_heights(gpos: np.ndarray, left_toe: int, right_toe: int, range_starts: np.ndarray,
+                   range_stops: np.ndarray, fps: float, window_s: float = 0.5) -> np.ndarray:
+    """(N,) the ground under the character at each frame (m): the lower toe's height averaged over a
+    centred window of window_s seconds inside the clip (a planted toe marks the ground; the average
+    hides the swing)."""
+    low = np.minimum(gpos[:, left_toe, 1], gpos[:, right_toe, 1]).astype(np.float64)
+    out = np.empty(len(low))
+    half = max(int(round(0.5 * window_s * fps)), 0)
+    for a, b in zip(np.asarray(range_starts), np.asarray(range_stops)):
+        a, b = int(a), int(b)
+        c = np.concatenate([[0.0], np.cumsum(low[a:b])])
+        i = np.arange(b - a)
+        lo, hi = np.maximum(i - half, 0), np.minimum(i + half + 1, b - a)
+        out[a:b] = (c[hi] - c[lo]) / (hi - lo)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,6 +294,8 @@ class FeatureSet:
         for c in self.schema.channels:
             s = self.schema.slices()[c.name]
             v = dim_std[s].mean()
+            if c.kind == "trajectory_height":
+                v = max(v, HEIGHT_STD_FLOOR)
             if not np.isfinite(v) or v < 1e-8:
                 raise FeatureError(f"feature channel {c.name!r} has zero spread over the database; "
                                    f"remove it or give it a different joint/offsets")

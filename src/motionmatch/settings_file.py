@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from .runtime.character import CharacterSettings
 from .runtime.controller import ControllerSettings
+from .runtime.settings import INERTIALIZATION_METHODS
 
 # (low, high) inclusive, per table and field. Times in s, distances in m, angles in degrees
 # (the controller's camera yaw, radians, is a view direction, never stored).
@@ -45,6 +46,7 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "orientation_halflife": (0.005, 2.0), "min_travel_speed": (0.0, 5.0), "rate_min": (0.1, 1.0),
         "rate_max": (1.0, 5.0), "rate_share": (0.0, 1.0), "stride_min": (0.1, 1.0), "stride_max": (1.0, 3.0),
         "speed_halflife": (0.005, 2.0), "query_speed_floor": (0.0, 5.0), "slope_max_deg": (0.0, 80.0),
+        "spine_pitch": (0.0, 2.0), "spine_pitch_max_deg": (0.0, 45.0),
         "hips_halflife": (0.005, 2.0), "hip_twist_limit_deg": (0.0, 90.0), "spine_twist_limit_deg": (0.0, 180.0),
     },
     "controller": {
@@ -55,7 +57,7 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "gait_halflife": (0.005, 5.0),
     },
 }
-CHOICES = {("character", "inertialization"): ("spring", "quintic", "off"),
+CHOICES = {("character", "inertialization"): INERTIALIZATION_METHODS,
            ("character", "search_backend"): ("brute_numpy", "brute", "aabb")}
 # The learned model is chosen on the command line (--lmm), not pinned in a tuning file.
 NOT_STORED = {("controller", "camera_yaw"), ("character", "warp"), ("character", "weights"),

@@ -33,6 +33,8 @@ from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_serial, plan_stage, pr
 from .playback import playback_serial, playback_stage, transition_stage
 from .requests import Requests
 from .settings import CharacterSettings
+from .timescale import future_speeds, horizon_frames, timescale_stage
+from .trajectory_heights import height_layout, height_query
 from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_serial, output_stage
 from .warping import PoseWarpRig, clip_speeds, new_warp_table
 
@@ -181,10 +183,13 @@ class Crowd:
         self.clip_speed = shared(db, "clip_speed",
                                  lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
         self.db_arrays = (np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
+        self.future_speeds = shared(db, "future_speeds", lambda: future_speeds(
+            rvel, db.range_stops, horizon_frames(db.features.schema), db.fps))
         self.raw_features = np.ascontiguousarray(db.features.raw)
         self.contacts_db = np.ascontiguousarray(db.contacts)
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
         self.traj_times = self.traj_offsets / float(db.fps)
+        self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
         parents = np.asarray(db.skeleton.parents, dtype=np.int64)
         roles = db.roles
         rig = PoseWarpRig(roles, parents)
@@ -255,6 +260,8 @@ class Crowd:
         old = getattr(self, "packed", None)
         old_filters = getattr(self, "tag_filters", None)
         self.packed = np.stack([s.packed() for s in self.settings])
+        if self.mode == "lmm" and self.packed[:, S.W_TIMESCALE].any():
+            raise ValueError("warp.timescale (timescale by predicted error) reads database frames: classic mode only")
         self.search_sets = [search_set(self.db, s) for s in self.settings]
         # A database may name the locomotion filter that keeps requested-only clips out (the action database:
         # `!action`).
@@ -386,6 +393,7 @@ class Crowd:
         if L is None:
             source = (self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db)
             frame, frac = self.frame, self.frame_frac
+            timescale_stage(dt, self.ctrl, self.warp, self.packed, frame, *self.future_speeds, self.rate, self.stride)
         else:
             learned.advance(L, self.rate, dt)
             source = (L.pose, L.speeds, L.stop, L.contacts)
@@ -464,6 +472,8 @@ class Crowd:
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
         (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, features, frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
                     self.warp, self.packed, self.root_pos, self.root_yaw, self.traj_layout, raw)
+        if len(self.height_layout):
+            height_query(agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
         if L is not None:
             self._learned_search(agents, raw)
             return

@@ -8,7 +8,10 @@ and are added to the new animation's pose. Two decay laws:
 - "spring" (default): critically damped spring decay with a halflife (seed 001, Ponton 3.4);
 - "quintic": Bollo's quintic polynomial along the offset direction, reaching zero offset, velocity and
   acceleration at the blend time (seed 000 section 3.4). Velocities across the offset direction are
-  dropped, and an initial velocity that would grow the offset is ignored, as in Bollo's method.
+  dropped, and an initial velocity that would grow the offset is ignored, as in Bollo's method;
+- "dead_blending": not a decay law but Holden's dead blending (dead_blending.py), written as the same
+  offsets: the shown pose coasts on its velocity (halving every halflife) and is cross-faded to the
+  new animation over blend_time.
 
 All joints are processed in one compiled loop (numba) so update costs a few microseconds. Angular
 velocities follow the convention of springs.py (q' = 1/2 w q).
@@ -22,10 +25,10 @@ import numpy as np
 
 from .springs import decay_exact, halflife_to_damping
 
-METHODS = ("spring", "quintic")
-
-
 from ..scalar_quat import qexp as _qexp, qlog as _qlog, qmul as _qmul, qrot as _qrot
+from .dead_blending import dead_blend_offsets, dead_blend_setup
+
+METHODS = ("spring", "quintic", "dead_blending")
 
 
 @numba.njit(cache=True)
@@ -136,7 +139,8 @@ class Inertializer:
     (pos (J,3), vel (J,3), rot (J,4), angvel (J,3), float64). update(..., dt=0) right after a
     transition returns exactly the shown source pose.
 
-    method: "spring" (halflife, s) or "quintic" (blend_time, s). Joint 0 (the simulation bone) or the
+    method: "spring" (halflife, s), "quintic" (blend_time, s) or "dead_blending" (velocity decay
+    halflife and blend_time, s). Joint 0 (the simulation bone) or the
     root can be included or left out by the caller: the arrays are used as given.
     """
 
@@ -169,6 +173,17 @@ class Inertializer:
 
     def transition(self, src_pos, src_vel, src_rot, src_angvel, dst_pos, dst_vel, dst_rot, dst_angvel) -> None:
         """Start a transition from the source pose to the destination pose (all (J,3) / (J,4))."""
+        if self.method == "dead_blending":
+            J = self.num_joints
+            shown = (np.empty((J, 3)), np.empty((J, 3)), np.empty((J, 4)), np.empty((J, 3)))
+            apply_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
+                          *(np.asarray(a) for a in (src_pos, src_vel, src_rot, src_angvel)), *shown)
+            dead_blend_setup(*shown, self._pos_params, self._rot_params)
+            dead_blend_offsets(self._pos_params, self._rot_params, 0.0, self.halflife, self.blend_time,
+                               *(np.asarray(a) for a in (dst_pos, dst_vel, dst_rot, dst_angvel)),
+                               self.off_pos, self.off_vel, self.off_rot, self.off_angvel)
+            self._time = 0.0
+            return
         transition_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
                            *(np.asarray(a) for a in (src_pos, src_vel, src_rot, src_angvel,
                                                      dst_pos, dst_vel, dst_rot, dst_angvel)))
@@ -193,8 +208,13 @@ class Inertializer:
                                   np.asarray(dst_angvel), out_p, out_v, out_r, out_w)
             return out_p, out_v, out_r, out_w
         self._time += dt
-        quintic_eval(self._pos_params, self._time, self.off_pos, self.off_vel)
-        quintic_eval(self._rot_params, self._time, self.off_rot, self.off_angvel)
+        if self.method == "dead_blending":
+            dead_blend_offsets(self._pos_params, self._rot_params, self._time, self.halflife, self.blend_time,
+                               np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot),
+                               np.asarray(dst_angvel), self.off_pos, self.off_vel, self.off_rot, self.off_angvel)
+        else:
+            quintic_eval(self._pos_params, self._time, self.off_pos, self.off_vel)
+            quintic_eval(self._rot_params, self._time, self.off_rot, self.off_angvel)
         apply_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
                       np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot), np.asarray(dst_angvel),
                       out_p, out_v, out_r, out_w)

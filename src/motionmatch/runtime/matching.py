@@ -137,11 +137,14 @@ def predict_stage(agents, ctrl, offsets, fps, rot_halflife, traj_pos, traj_rot):
 
 
 def trajectory_layout(schema, slices) -> tuple[np.ndarray, np.ndarray]:
-    """(trajectory frame offsets (K,) sorted, layout (D, 3) int64) for query_stage from a feature schema."""
+    """(trajectory frame offsets (K,) sorted, layout (D, 3) int64) for query_stage from a feature schema.
+    The offsets include trajectory_height channels' (their columns: trajectory_heights.height_layout)."""
     channels = [c for c in schema.channels if c.kind.startswith("trajectory")]
     offsets = sorted({o for c in channels for o in c.offsets})
     rows = []
     for c in channels:
+        if c.kind == "trajectory_height":
+            continue
         col = slices[c.name].start
         for o in c.offsets:
             base = 0 if c.kind == "trajectory_position" else 2

@@ -16,6 +16,7 @@ import numba
 
 from . import settings as S
 from .controller import PX, PZ, VX, VZ, YAW
+from .dead_blending import dead_blend_offsets, dead_blend_setup
 from .inertialization import apply_offsets, quintic_eval, quintic_setup, spring_decay, transition_offsets
 from .springs import half_damping
 from .warping import ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
@@ -135,9 +136,10 @@ def anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, f, rate,
 
 
 @numba.njit(cache=True)
-def transition_agent(i, to, db, inert, frame, frame_frac, rate, method, blend_time, stop_of, scratch):
+def transition_agent(i, to, db, inert, frame, frame_frac, rate, method, halflife, blend_time, stop_of, scratch):
     """Jump character i to database frame `to`: the offsets take over the difference between the pose
-    it was playing and the new one (both as they would play now), frame and fraction move to `to`."""
+    it was playing and the new one (both as they would play now), frame and fraction move to `to`.
+    method: the index in settings.INERTIALIZATION_METHODS."""
     positions, rotations, vel, angvel, root_vel, root_angvel = db
     off_p, off_v, off_r, off_w, pos_params, rot_params, inert_time = inert
     sp, sr, sv, sw, dp, dr, dv, dw = scratch
@@ -153,6 +155,12 @@ def transition_agent(i, to, db, inert, frame, frame_frac, rate, method, blend_ti
         off_w[i] = 0.0
         pos_params[i] = 0.0
         rot_params[i] = 0.0
+    elif method == 3:
+        # The pose on screen (source + running offsets), in place of the source pose.
+        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i], sp[i], sv[i], sr[i], sw[i])
+        dead_blend_setup(sp[i], sv[i], sr[i], sw[i], pos_params[i], rot_params[i])
+        dead_blend_offsets(pos_params[i], rot_params[i], 0.0, halflife, blend_time, dp[i], dv[i], dr[i], dw[i],
+                           off_p[i], off_v[i], off_r[i], off_w[i])
     else:
         transition_offsets(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i],
                            dp[i], dv[i], dr[i], dw[i])
@@ -172,7 +180,7 @@ def transition_stage(agents, targets, db, inert, frame, frame_frac, rate, settin
     for k in range(agents.shape[0]):
         i = agents[k]
         transition_agent(i, targets[k], db, inert, frame, frame_frac, rate, int(settings[i, S.INERTIALIZATION]),
-                         settings[i, S.BLEND_TIME], stop_of, scratch)
+                         settings[i, S.HALFLIFE], settings[i, S.BLEND_TIME], stop_of, scratch)
 
 
 @numba.njit(cache=True)
@@ -221,7 +229,9 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
     ap, ar, av, aw = anim
     sim_speed = math.hypot(ctrl[i, VX], ctrl[i, VZ])
     play_rate, strides = s[S.W_PLAY_RATE] != 0.0, s[S.W_STRIDE] != 0.0
-    if play_rate or strides:
+    if s[S.W_TIMESCALE] != 0.0:
+        pass                     # rate and stride already set by timescale.timescale_stage
+    elif play_rate or strides:
         anim_speed, halflife = float(clip_speed[frame[i]]), s[S.W_SPEED_HALFLIFE]
         stride_min, stride_max = s[S.W_STRIDE_MIN], s[S.W_STRIDE_MAX]
         if s[S.W_ORIENTATION] != 0.0:
@@ -248,6 +258,11 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
         y = half_damping(s[S.HALFLIFE])
         spring_decay(off_p[i], off_v[i], y, dt)
         spring_decay(off_r[i], off_w[i], y, dt)
+        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
+    elif method == 3:
+        inert_time[i] += dt
+        dead_blend_offsets(pos_params[i], rot_params[i], inert_time[i], s[S.HALFLIFE], s[S.BLEND_TIME], ap[i], av[i],
+                           ar[i], aw[i], off_p[i], off_v[i], off_r[i], off_w[i])
         apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
     else:
         inert_time[i] += dt

@@ -12,15 +12,17 @@ import numpy as np
 
 from .warping import WarpSettings
 
-INERTIALIZATION_METHODS = ("spring", "quintic", "off")
+# Packed as the index: "dead_blending" comes after "off" so existing rows keep their numbers.
+INERTIALIZATION_METHODS = ("spring", "quintic", "off", "dead_blending")
 MODES = ("classic", "lmm")
 
 (SEARCH_INTERVAL, BIAS, INERTIALIZATION, HALFLIFE, BLEND_TIME, ADJUSTMENT, ADJ_POS_HALFLIFE, ADJ_ROT_HALFLIFE,
  ADJ_MAX_RATIO, CLAMPING, CLAMP_RADIUS, CLAMP_ANGLE, FOOT_LOCKING, UNLOCK_RADIUS, LOCK_HALFLIFE, IK, NO_REWIND,
  SHARP_SPEED, SHARP_ANGLE_DEG, W_ORIENTATION, W_LIMIT, W_BACKWARD_ANGLE, W_ORIENT_HALFLIFE, W_MIN_TRAVEL,
  W_PLAY_RATE, W_RATE_MIN, W_RATE_MAX, W_RATE_SHARE, W_STRIDE, W_STRIDE_MIN, W_STRIDE_MAX, W_SPEED_HALFLIFE,
- W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT) = range(38)
-COLUMNS = 38
+ W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT, W_TIMESCALE, W_SPINE_PITCH,
+ W_SPINE_PITCH_MAX) = range(41)
+COLUMNS = 41
 
 
 @dataclass
@@ -34,9 +36,9 @@ class CharacterSettings:
     model: str | None = None
     search_interval: float = 0.1
     bias: float = 0.1                                # continuing-pose bias, in normalized cost units
-    inertialization: str = "spring"                  # "spring" | "quintic" | "off"
-    halflife: float = 0.1                            # spring inertialization halflife
-    blend_time: float = 0.3                          # quintic inertialization blend time
+    inertialization: str = "spring"                  # "spring" | "quintic" | "off" | "dead_blending"
+    halflife: float = 0.1                            # spring halflife; dead blending's velocity decay halflife
+    blend_time: float = 0.3                          # quintic and dead blending blend time
     adjustment: bool = True
     adjustment_position_halflife: float = 0.1
     adjustment_rotation_halflife: float = 0.2
@@ -87,6 +89,8 @@ class CharacterSettings:
         row[W_SPEED_HALFLIFE], row[W_QUERY_FLOOR] = w.speed_halflife, w.query_speed_floor
         row[W_SLOPE], row[W_SLOPE_MAX] = w.slope, math.radians(w.slope_max_deg)
         row[END_EXCLUDE] = self.end_exclude
+        row[W_TIMESCALE] = w.timescale
+        row[W_SPINE_PITCH], row[W_SPINE_PITCH_MAX] = w.spine_pitch, math.radians(w.spine_pitch_max_deg)
         return row
 
 

@@ -16,6 +16,7 @@ from ..kinematics import fk_pose_into
 from ..scalar_quat import qrot
 from . import settings as S
 from .ik import legs_pose
+from .spine import bend_spine, facing_slope, smoothed_lean
 from .springs import decay_exact, half_damping, spring_exact
 from .terrain import height_at, normal_at
 from .warping import twist_pose, twist_split
@@ -25,8 +26,8 @@ from .warping import twist_pose, twist_split
 LOCKED, BLOCKED, LOCK_X, OFF_X, OFFV_X, PREV_X, HAS_PREV = 0, 1, 2, 5, 8, 11, 14
 LOCK_COLUMNS = 15
 # Smoothed heights: ground under the root and hips drop, (n, columns).
-GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R = range(7)
-HEIGHT_COLUMNS = 7
+GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R, LEAN, LEAN_VEL = range(9)
+HEIGHT_COLUMNS = 9
 HIPS_HALFLIFE = 0.08
 
 
@@ -143,6 +144,14 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
     hips, spine = twist_split(-angle, s[S.W_HIP_LIMIT], s[S.W_SPINE_LIMIT])
     place_pose(lpos, lrot, root_pos[i, 0], root_pos[i, 1], root_pos[i, 2], math.cos(half), math.sin(half),
                angle != 0.0, -angle, hips, spine, pelvis, upper_legs, chain, parents, lp, lr, gp, gr)
+    if has_terrain and s[S.W_SPINE_PITCH] != 0.0:
+        # Spine pitch bending: the upper body leans with the ground's slope, smoothed like the root's height.
+        lim = s[S.W_SPINE_PITCH_MAX]
+        target = max(-lim, min(lim, s[S.W_SPINE_PITCH] * facing_slope(heights, ox, oz, cell, root_pos[i, 0],
+                                                                          root_pos[i, 2], yaw)))
+        lean = smoothed_lean(hs[LEAN:LEAN + 2], target, ground_halflife, dt)
+        bend_spine(lr, gr, parents, chain, yaw, lean)
+        fk_pose_into(lp, lr, parents, gp, gr)
     locked[i, 0] = locked[i, 1] = False
     locking = s[S.FOOT_LOCKING] != 0.0
     striding = abs(stride[i] - 1.0) > 1e-3

@@ -51,9 +51,12 @@ class WarpSettings:
     stride_min: float = 0.5
     stride_max: float = 1.2
     speed_halflife: float = 0.1             # smoothing of play rate and stride scale (0.2 lagged turns)
+    timescale: bool = False                 # rate and stride from the predicted error ratio (runtime/timescale.py)
     query_speed_floor: float = 0.8          # slower requests ask the matcher for this speed (0: off)
     slope: bool = True
     slope_max_deg: float = 30.0             # steepest tilt given to a foot
+    spine_pitch: float = 0.0                # share of the ground's slope the spine leans with (runtime/spine.py)
+    spine_pitch_max_deg: float = 10.0       # largest lean
     hips_halflife: float = 0.1
 
 
