@@ -19,8 +19,8 @@ MODES = ("classic", "lmm")
  ADJ_MAX_RATIO, CLAMPING, CLAMP_RADIUS, CLAMP_ANGLE, FOOT_LOCKING, UNLOCK_RADIUS, LOCK_HALFLIFE, IK, NO_REWIND,
  SHARP_SPEED, SHARP_ANGLE_DEG, W_ORIENTATION, W_LIMIT, W_BACKWARD_ANGLE, W_ORIENT_HALFLIFE, W_MIN_TRAVEL,
  W_PLAY_RATE, W_RATE_MIN, W_RATE_MAX, W_RATE_SHARE, W_STRIDE, W_STRIDE_MIN, W_STRIDE_MAX, W_SPEED_HALFLIFE,
- W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT) = range(38)
-COLUMNS = 38
+ W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT, LOCK_GLIDE_HALFLIFE) = range(39)
+COLUMNS = 39
 
 
 @dataclass
@@ -47,6 +47,8 @@ class CharacterSettings:
     foot_locking: bool = True
     foot_unlock_radius: float = 0.35                 # m; 0.2 let transitions unlock most Bandai steps
     foot_lock_halflife: float = 0.1
+    # s: a locking foot keeps its velocity, decaying with this halflife, and rests where it stops
+    foot_lock_glide_halflife: float = 0.01
     ik: bool = True                                  # leg IK when foot locking or terrain needs it
     tag_filter: str | None = None
     end_exclude: int = 20
@@ -87,6 +89,7 @@ class CharacterSettings:
         row[W_SPEED_HALFLIFE], row[W_QUERY_FLOOR] = w.speed_halflife, w.query_speed_floor
         row[W_SLOPE], row[W_SLOPE_MAX] = w.slope, math.radians(w.slope_max_deg)
         row[END_EXCLUDE] = self.end_exclude
+        row[LOCK_GLIDE_HALFLIFE] = max(self.foot_lock_glide_halflife, 1e-3)
         return row
 
 
