@@ -171,8 +171,18 @@ def test_synth_crowd_writes_one_bvh_per_agent_and_the_metrics(jlpm_db, jlpm_db_p
         slide, finite = _bvh_sliding(out / f"agent_{i:03d}.bvh")
         assert finite and read_bvh(out / f"agent_{i:03d}.bvh").num_frames == 360
         assert slide < m["agents"][i]["foot_sliding_source_cm_s"], (i, slide)
-    synthesize(jlpm_db, {"duration": 6, "inputs": WALK_TURN}, tmp_path / "single", progress=False)
+    alone = synthesize(jlpm_db, {"duration": 6, "inputs": WALK_TURN}, tmp_path / "single", progress=False)
     single, _ = _bvh_sliding(tmp_path / "single" / "motion.bvh")
+    # Every agent carries the keys a single synth writes (path agents: as a path scenario's, which
+    # has no input changes to hold).
+    for i in (0, 2, 3):
+        assert set(m["agents"][i]) == set(alone), (i, set(m["agents"][i]) ^ set(alone))
+    path_alone = synthesize(jlpm_db, {"duration": 1, "path": {"points": path, "speed": 1.2}}, tmp_path / "p",
+                            progress=False)
+    assert set(m["agents"][1]) == set(path_alone)
+    a0 = m["agents"][0]
+    assert a0["transitions_per_s"] > 0 and a0["search_us"]["median"] > 0 and a0["frame_us"]["median"] > 0
+    assert 0 <= a0["heading_error_deg"]["mean"] < 30 and a0["tracking"]["velocity"]["mean"] > 0.5
     assert _bvh_sliding(out / "agent_000.bvh")[0] <= single * 1.05 + 0.2, single
     # The goal agents arrived and stopped.
     end = [read_bvh(out / f"agent_{i:03d}.bvh").global_transforms()[0][-1, 0] for i in (2, 3)]

@@ -132,13 +132,13 @@ def test_toe_ground_fix():
 class FootLocker:
     """One foot's lock state row driven through touchups.foot_lock_update."""
 
-    def __init__(self, unlock_radius, halflife):
+    def __init__(self, unlock_radius, halflife, glide_halflife=0.01):
         self.state = np.zeros(LOCK_COLUMNS)
-        self.unlock_radius, self.halflife = unlock_radius, halflife
+        self.unlock_radius, self.halflife, self.glide_halflife = unlock_radius, halflife, glide_halflife
 
     def update(self, contact, p, dt):
         return np.array(foot_lock_update(self.state, contact, float(p[0]), float(p[1]), float(p[2]), dt,
-                                         self.unlock_radius, self.halflife))
+                                         self.unlock_radius, self.halflife, self.glide_halflife))
 
     locked = property(lambda self: self.state[LOCKED] != 0.0)
 
@@ -174,6 +174,29 @@ def test_foot_locker_holds_then_blends_out():
     accel = np.linalg.norm(np.diff(out, 2, axis=0), axis=1)
     anim_accel = np.linalg.norm(np.diff(anim[29:], 2, axis=0), axis=1)
     assert accel.max() < 2.0 * anim_accel.max()
+
+
+def test_a_locking_foot_glides_to_rest_instead_of_stopping_dead():
+    dt = 1.0 / 60.0
+    glide = 0.01
+    fl = FootLocker(unlock_radius=0.35, halflife=0.1, glide_halflife=glide)
+    out = []
+    for i in range(40):
+        # Swinging at 0.5 m/s, contact from frame 20 on while the animated foot slows down to rest.
+        t = i * dt
+        x = 0.5 * t if i <= 20 else 0.5 * 20 * dt + 0.5 * (1.0 - np.exp(-(t - 20 * dt) / 0.05)) * 0.05
+        out.append(fl.update(i >= 20, np.array([x, 0.0, 0.0]), dt))
+    out = np.array(out)
+    v = np.diff(out[:, 0]) / dt                  # v[k]: from frame k to k + 1
+    assert fl.locked
+    assert v[18] == pytest.approx(0.5, abs=1e-9) and v[19] == pytest.approx(0.5, abs=1e-9)
+    # Into the lock (frame 20) at 0.5 m/s, out of it at 0.2 m/s (1 - e^(-y dt)) / (y dt) (the old lock
+    # dropped to 0 in one frame); then the speed only decays: no overshoot and return ...
+    assert v[20] == pytest.approx(0.5 * (1 - np.exp(-2.31)) / 2.31, rel=0.01) and np.all(np.diff(v[19:]) <= 1e-12) and np.all(v[19:] >= -1e-12)
+    # ... and the foot is at rest (< 2 cm/s) within 2 frames, v / y ~ 3.6 mm past where it locked.
+    assert v[22:].max() < 0.02
+    rest = 0.5 * glide / (2.0 * np.log(2.0))
+    assert out[-1, 0] - out[20, 0] == pytest.approx(rest, abs=1e-4)
 
 
 def test_foot_locker_unlocks_on_drift_and_waits_for_next_contact():

@@ -248,12 +248,15 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
     """Simulate a crowd at the database rate. settings: CharacterSettings for every agent (each agent's
     "tags" becomes its tag filter). avoidance: None = as the file says. Returns a record of arrays,
     frames first: local_pos (F, n, J, 3), local_rot (F, n, J, 4), global_positions (F, n, J, 3) float32;
-    root_pos, sim_pos, desired_vel (F, n, 3); root_yaw (F, n); tick_us (F,); searches (F,)."""
+    root_pos, sim_pos, desired_vel (F, n, 3); root_yaw (the displayed facing: root yaw + orientation
+    warp), sim_yaw, desired_yaw (F, n) radians; tick_us (F,); searches (F,); and per agent: search_us
+    (F, n, NaN where it did not search: its share of the tick's batched search), transitions (n,)."""
     import time
 
     from tqdm import tqdm
 
     from .runtime.character import CharacterSettings
+    from .runtime.controller import GOAL_YAW, YAW
     from .runtime.crowd import Crowd
     from .search import range_mask
 
@@ -283,6 +286,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
     rec = {"local_pos": np.zeros((F, n, J, 3), np.float32), "local_rot": np.zeros((F, n, J, 4), np.float32),
            "global_positions": np.zeros((F, n, J, 3), np.float32), "root_pos": np.zeros((F, n, 3)),
            "sim_pos": np.zeros((F, n, 3)), "desired_vel": np.zeros((F, n, 3)), "root_yaw": np.zeros((F, n)),
+           "sim_yaw": np.zeros((F, n)), "desired_yaw": np.zeros((F, n)), "search_us": np.full((F, n), np.nan),
            "tick_us": np.zeros(F), "searches": np.zeros(F, np.int64),
            "start_pos": crowd.root_positions.copy()}
     for k in tqdm(range(F), desc="crowd", unit="frame", disable=not progress, file=sys.stderr):
@@ -298,9 +302,15 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         rec["root_pos"][k] = crowd.root_positions
         rec["sim_pos"][k] = crowd.sim_positions
         rec["desired_vel"][k] = crowd.desired_velocities
-        rec["root_yaw"][k] = crowd.root_yaws
+        rec["root_yaw"][k] = np.remainder(crowd.root_yaws + crowd.warp_angle + np.pi, 2 * np.pi) - np.pi
+        rec["sim_yaw"][k] = crowd.ctrl[:, YAW]
+        rec["desired_yaw"][k] = crowd.ctrl[:, GOAL_YAW]
+        if crowd.searches_last_tick:
+            searched = crowd.searched != 0
+            rec["search_us"][k, searched] = crowd.stage_us["search"] / crowd.searches_last_tick
         for i in range(n):
             rec["local_pos"][k, i], rec["local_rot"][k, i] = crowd.local_pose(i)
+    rec["transitions"] = crowd.transitions.copy()
     return rec
 
 
@@ -324,8 +334,10 @@ def separation(root_xz: np.ndarray, threshold: float = COLLISION_DISTANCE):
 
 
 def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float) -> dict:
-    """The usual per-character metrics of agent i (see metrics.py), minus the figures a crowd does not
-    keep per agent (simulation facing, transition count, per-agent timings)."""
+    """The usual per-character metrics of agent i (see metrics.py), the keys a single synth writes.
+    A batched tick has no per-agent clock: `search_us` is the agent's share of the tick's search
+    (the search stage's time over the agents that searched in it), `frame_us` its share of the whole
+    tick (tick time / agents)."""
     from .metrics import compute_metrics
     from .skeleton import shoulder_joints
     from .synth import change_frames
@@ -337,17 +349,17 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
     gpos = rec["global_positions"][:, i]
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     body = [db.roles["left_upper_leg"], db.roles["right_upper_leg"], *shoulder_joints(db.skeleton.parents, db.roles)]
+    search = rec["search_us"][:, i]
     agent_rec = {"toe_positions": gpos[:, toes], "body_positions": gpos[:, body],
                  "nan": ~np.isfinite(gpos).all(axis=(1, 2)), "root_pos": root, "sim_pos": rec["sim_pos"][:, i],
-                 "root_yaw": rec["root_yaw"][:, i], "sim_yaw": rec["root_yaw"][:, i],
-                 "desired_vel": rec["desired_vel"][:, i], "root_vel": root_vel, "transitions": 0,
-                 "search_us": np.zeros(0), "frame_us": np.zeros(F), "toe_joints": toes}
+                 "root_yaw": rec["root_yaw"][:, i], "sim_yaw": rec["sim_yaw"][:, i],
+                 "desired_yaw": rec["desired_yaw"][:, i], "desired_vel": rec["desired_vel"][:, i],
+                 "root_vel": root_vel, "transitions": int(rec["transitions"][i]),
+                 "search_us": search[np.isfinite(search)], "frame_us": rec["tick_us"] / rec["root_pos"].shape[1],
+                 "toe_joints": toes}
     a = spec.agents[i]
     changes = change_frames(a.scenario, fps) if a.scenario is not None else [0]
-    m = compute_metrics(agent_rec, fps, source_sliding, changes)
-    for key in ("heading_error_deg", "transitions_per_s", "search_us", "frame_us"):
-        del m[key]
-    return m
+    return compute_metrics(agent_rec, fps, source_sliding, changes)
 
 
 def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) -> None:

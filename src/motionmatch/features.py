@@ -197,19 +197,25 @@ def _clamped_index(n: int, starts: np.ndarray, stops: np.ndarray, offset: int) -
     return np.clip(idx + offset, lo, hi)
 
 
+def difference_frames(n: int, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The frames every velocity of the project is differenced between: (prev (N,), next (N,)) int64,
+    central inside a clip (f - 1, f + 1), one-sided at its first and last frame (a one-frame clip gives
+    (f, f): velocity 0). Velocity of frame f = (x[next] - x[prev]) * fps / max(next - prev, 1)."""
+    return _clamped_index(n, starts, stops, -1), _clamped_index(n, starts, stops, +1)
+
+
 def compute_features(schema: FeatureSchema, gpos: np.ndarray, grot: np.ndarray, fps: float,
                      range_starts: np.ndarray, range_stops: np.ndarray, joint_index) -> np.ndarray:
     """Raw features (N, F) float32 for all frames at once.
 
     gpos/grot: world transforms (N, J, 3)/(N, J, 4) with joint 0 the simulation bone;
     joint_index: callable name -> joint index (roles resolve first).
-    Velocities are central differences inside each clip (one-sided at its ends), in m/s.
+    Velocities are central differences inside each clip (one-sided at its ends, difference_frames), in m/s.
     """
     n = gpos.shape[0]
     sim_pos = gpos[:, 0]
     sim_inv = quat_inv(grot[:, 0])
-    prev = _clamped_index(n, range_starts, range_stops, -1)
-    nxt = _clamped_index(n, range_starts, range_stops, +1)
+    prev, nxt = difference_frames(n, range_starts, range_stops)
     span = np.maximum(nxt - prev, 1)[:, None] / fps
     cols = []
     for c in schema.channels:

@@ -1,8 +1,9 @@
 """Training data for learned motion matching, read from a pose database batch by batch (numpy only).
 
 Pose vectors are built on demand for the frames a batch asks for, so a 600k-frame database stays
-memory-mapped instead of being expanded (its pose vectors would take ~0.8 GB). Velocities are the
-runtime's: forward differences inside a clip, backward at its last frame.
+memory-mapped instead of being expanded (its pose vectors would take ~0.8 GB). Velocities are forward
+differences inside a clip, backward at its last frame: the velocity of the step f -> f + 1, which the
+runtime reads for frame f (central differences half a frame ahead, docs/ARCHITECTURE.md).
 
 Joints between the simulation bone and the hips (Bandai-Namco's `joint_Root`) may carry the clip's world
 translation, which no feature can predict. The learned pose puts them at the simulation bone (zero

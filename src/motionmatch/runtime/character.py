@@ -14,6 +14,35 @@ from .crowd import Crowd
 from .settings import CharacterSettings  # noqa: F401  (callers import it from here)
 
 
+def _agent0(array: str, kind, doc: str) -> property:
+    """A read-only Character property: agent 0's row of the crowd array `array`, as `kind` (int,
+    float; np.copy for a copy; None for a view of the crowd's state)."""
+    if kind is None:
+        return property(lambda self: getattr(self.crowd, array)[0], doc=doc)
+    return property(lambda self: kind(getattr(self.crowd, array)[0]), doc=doc)
+
+
+# name: (crowd array, kind, doc). Views change with the next step; copies do not.
+_STATE = {
+    "frame": ("frame", int, "Database frame playing."),
+    "frame_frac": ("frame_frac", float, "Fraction (0..1) of the way to the next database frame."),
+    "rate": ("rate", float, "Play rate (1 = the database's speed)."),
+    "stride": ("stride", float, "Stride warping scale (1 = none)."),
+    "warp_angle": ("warp_angle", float, "Orientation warp between lower and upper body, radians."),
+    "transitions": ("transitions", int, "Transitions since the last reset."),
+    "last_cost": ("last_cost", float, "Cost of the last search's best frame."),
+    "last_query": ("last_query", None, "(F,) float32 normalized query of the last search (a view)."),
+    "root_pos": ("root_pos", None, "(3,) character root, metres (a view of the crowd's state)."),
+    "root_yaw": ("root_yaw", float, "Root yaw, radians (0 faces +Z)."),
+    "root_velocity": ("root_vel", np.copy, "(3,) root velocity, m/s."),
+    "contacts": ("contacts", np.copy, "(2,) bool: left, right foot contact of the playing frame."),
+    "locked": ("locked", np.copy, "(2,) bool: left, right foot locked."),
+    "global_positions": ("global_positions", None, "(J, 3) world joint positions after touch-ups (float32)."),
+    "global_rotations": ("global_rotations", None,
+                         "(J, 4) world joint rotations (w, x, y, z) after touch-ups (float32)."),
+}
+
+
 class Character:
     """One motion-matched character over a Database: a Crowd of one agent."""
 
@@ -156,69 +185,6 @@ class Character:
         return self.crowd.time
 
     @property
-    def frame(self) -> int:
-        return int(self.crowd.frame[0])
-
-    @property
-    def frame_frac(self) -> float:
-        return float(self.crowd.frame_frac[0])
-
-    @property
-    def rate(self) -> float:
-        return float(self.crowd.rate[0])
-
-    @property
-    def stride(self) -> float:
-        return float(self.crowd.stride[0])
-
-    @property
-    def warp_angle(self) -> float:
-        return float(self.crowd.warp_angle[0])
-
-    @property
-    def transitions(self) -> int:
-        return int(self.crowd.transitions[0])
-
-    @property
-    def last_cost(self) -> float:
-        return float(self.crowd.last_cost[0])
-
-    @property
-    def last_query(self) -> np.ndarray:
-        return self.crowd.last_query[0]
-
-    @property
-    def root_pos(self) -> np.ndarray:
-        """(3,) character root, metres (a view of the crowd's state)."""
-        return self.crowd.root_pos[0]
-
-    @property
-    def root_yaw(self) -> float:
-        return float(self.crowd.root_yaw[0])
-
-    @property
-    def root_velocity(self) -> np.ndarray:
-        return self.crowd.root_vel[0].copy()
-
-    @property
-    def contacts(self) -> np.ndarray:
-        return self.crowd.contacts[0].copy()
-
-    @property
-    def locked(self) -> np.ndarray:
-        return self.crowd.locked[0].copy()
-
-    @property
-    def global_positions(self) -> np.ndarray:
-        """(J, 3) world joint positions after touch-ups (float32)."""
-        return self.crowd.global_positions[0]
-
-    @property
-    def global_rotations(self) -> np.ndarray:
-        """(J, 4) world joint rotations (w, x, y, z) after touch-ups (float32)."""
-        return self.crowd.global_rotations[0]
-
-    @property
     def facing_yaw(self) -> float:
         """The displayed facing (radians): the root's yaw plus the orientation warp (the upper body)."""
         return math.remainder(self.root_yaw + self.warp_angle, 2 * math.pi)
@@ -310,6 +276,10 @@ class Character:
             "last_transition": self.last_transition,
             "search": search,
         }
+
+
+for _name, (_array, _kind, _doc) in _STATE.items():
+    setattr(Character, _name, _agent0(_array, _kind, _doc))
 
 
 def warm_up(db, frames: int = 120) -> None:

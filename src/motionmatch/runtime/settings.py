@@ -21,8 +21,8 @@ MODES = ("classic", "lmm")
  SHARP_SPEED, SHARP_ANGLE_DEG, W_ORIENTATION, W_LIMIT, W_BACKWARD_ANGLE, W_ORIENT_HALFLIFE, W_MIN_TRAVEL,
  W_PLAY_RATE, W_RATE_MIN, W_RATE_MAX, W_RATE_SHARE, W_STRIDE, W_STRIDE_MIN, W_STRIDE_MAX, W_SPEED_HALFLIFE,
  W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT, W_TIMESCALE, W_SPINE_PITCH,
- W_SPINE_PITCH_MAX) = range(41)
-COLUMNS = 41
+ W_SPINE_PITCH_MAX, LOCK_GLIDE_HALFLIFE) = range(42)
+COLUMNS = 42
 
 
 @dataclass
@@ -49,6 +49,8 @@ class CharacterSettings:
     foot_locking: bool = True
     foot_unlock_radius: float = 0.35                 # m; 0.2 let transitions unlock most Bandai steps
     foot_lock_halflife: float = 0.1
+    # s: a locking foot keeps its velocity, decaying with this halflife, and rests where it stops
+    foot_lock_glide_halflife: float = 0.01
     ik: bool = True                                  # leg IK when foot locking or terrain needs it
     tag_filter: str | None = None
     end_exclude: int = 20
@@ -91,6 +93,7 @@ class CharacterSettings:
         row[END_EXCLUDE] = self.end_exclude
         row[W_TIMESCALE] = w.timescale
         row[W_SPINE_PITCH], row[W_SPINE_PITCH_MAX] = w.spine_pitch, math.radians(w.spine_pitch_max_deg)
+        row[LOCK_GLIDE_HALFLIFE] = max(self.foot_lock_glide_halflife, 1e-3)
         return row
 
 

@@ -74,10 +74,13 @@ def slope_warp_into(q, nx, ny, nz, weight, max_angle):
 
 
 @numba.njit(cache=True)
-def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife):
+def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide_halflife):
     """One foot's lock (fl: its LOCK_COLUMNS state row): the target (x, y, z) for the animated toe at
-    (ax, ay, az). On contact the foot locks where it is displayed; it unlocks when the contact ends or
-    the animated foot drifts beyond unlock_radius; every switch becomes an offset decayed by a spring."""
+    (ax, ay, az). On contact the foot locks: the displayed foot keeps the velocity it arrives with,
+    which decays exponentially (the rate of a `glide_halflife` spring), and it comes to rest at the
+    lock point, where that decay stops it (no overshoot, no coming back). It unlocks when the contact
+    ends or the animated foot drifts beyond unlock_radius; every switch becomes an offset decayed by a
+    spring (`halflife`), so position and velocity stay continuous."""
     if fl[HAS_PREV] == 0.0 or dt <= 0.0:
         vx = vy = vz = 0.0
     else:
@@ -85,6 +88,8 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife):
     fl[PREV_X], fl[PREV_X + 1], fl[PREV_X + 2], fl[HAS_PREV] = ax, ay, az, 1.0
     if not contact:
         fl[BLOCKED] = 0.0
+    glide = half_damping(glide_halflife)
+    just_locked = False
     if fl[LOCKED] != 0.0:
         dx, dy, dz = ax - fl[LOCK_X], ay - fl[LOCK_X + 1], az - fl[LOCK_X + 2]
         drift = math.sqrt(dx * dx + dy * dy + dz * dz)
@@ -99,14 +104,19 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife):
             fl[OFFV_X + 1] -= vy
             fl[OFFV_X + 2] -= vz
     elif contact and fl[BLOCKED] == 0.0:
-        # Lock where the foot is displayed now: the reference jumps by exactly the offset.
+        # The displayed foot (animated + offset) moves at w. Offset -w / y with velocity w decays
+        # as w e^(-y t): the foot glides w / y further along the ground and rests there, the lock
+        # point. Vertically it locks at its height (offset 0, velocity w_y: a dip of |w_y| / (e y)).
+        wx, wy, wz = vx + fl[OFFV_X], vy + fl[OFFV_X + 1], vz + fl[OFFV_X + 2]
         fl[LOCKED] = 1.0
-        fl[LOCK_X], fl[LOCK_X + 1], fl[LOCK_X + 2] = ax + fl[OFF_X], ay + fl[OFF_X + 1], az + fl[OFF_X + 2]
-        for k in range(3):
-            fl[OFF_X + k] = 0.0
-            fl[OFFV_X + k] = 0.0
-    if dt > 0.0:
-        y = half_damping(halflife)
+        fl[LOCK_X] = ax + fl[OFF_X] + wx / glide
+        fl[LOCK_X + 1] = ay + fl[OFF_X + 1]
+        fl[LOCK_X + 2] = az + fl[OFF_X + 2] + wz / glide
+        fl[OFF_X], fl[OFF_X + 1], fl[OFF_X + 2] = -wx / glide, 0.0, -wz / glide
+        fl[OFFV_X], fl[OFFV_X + 1], fl[OFFV_X + 2] = wx, wy, wz
+        just_locked = True      # shown where it is this frame: the glide starts from here
+    if dt > 0.0 and not just_locked:
+        y = glide if fl[LOCKED] != 0.0 else half_damping(halflife)
         for k in range(3):
             fl[OFF_X + k], fl[OFFV_X + k] = decay_exact(fl[OFF_X + k], fl[OFFV_X + k], y, dt)
     if fl[LOCKED] != 0.0:
@@ -188,7 +198,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
             ty += g_toe - base
         if locking:
             lx, ly, lz = foot_lock_update(locks[i, leg], contacts[i, leg], tx, ty, tz, dt, s[S.UNLOCK_RADIUS],
-                                          s[S.LOCK_HALFLIFE])
+                                          s[S.LOCK_HALFLIFE], s[S.LOCK_GLIDE_HALFLIFE])
             locked[i, leg] = locks[i, leg, LOCKED] != 0.0
             dx, dy, dz = lx - ax, ly - ay, lz - az
         else:
