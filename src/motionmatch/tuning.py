@@ -221,7 +221,7 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
         try:
             rows = fut.result()
             obj = objectives(rows)
-            summaries = {k: _summary(m) for k, m in rows.items()}
+            summaries = {k: scenario_summary(m) for k, m in rows.items()}
             trial.set_user_attr("scenarios", summaries)
             trial.set_user_attr("objectives", obj)
             bt = None if trial.user_attrs.get("defaults") else base_trial()
@@ -243,7 +243,7 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
         fill()
 
 
-def _summary(m: dict) -> dict:
+def scenario_summary(m: dict) -> dict:
     """The per-scenario figures kept with a trial (for the constraints and the table)."""
     tr = m.get("tracking") or {}
     return {"responsiveness_s": m["responsiveness_s"], "trajectory_cm": m["trajectory_error_cm"]["mean"],
@@ -328,6 +328,14 @@ def compare_table(before: dict, after: dict, title: str) -> list[str]:
     return lines + [""]
 
 
+def compare_runs(before: dict, after: dict, title: str) -> tuple[bool, list[str]]:
+    """(verdict, markdown lines) of two {scenario: metrics} runs of the same scenarios: the table of
+    compare_table and the verdict of better_on."""
+    b, a = ({k: scenario_summary(m) for k, m in rows.items()} for rows in (before, after))
+    verdict, why = better_on(b, a)
+    return verdict, compare_table(b, a, title) + [f"Better: {'yes' if verdict else 'no'} ({why}).", ""]
+
+
 def better_on(before: dict, after: dict) -> tuple[bool, str]:
     """Whether `after` beats `before` on a scenario set: lower mean responsiveness and no worse
     (within SLACK, the rounding) mean trajectory error, foot sliding and pops. Returns (verdict, reason)."""
@@ -404,7 +412,7 @@ def run_tune(args) -> int:
         elif validation:
             futs = [client.submit(evaluate_trial, str(args.db), [str(p) for p in validation], t, pure=False)
                     for t in (trial_tables(defaults, space, base_tables), chosen_tables)]
-            before, after = ({k: _summary(m) for k, m in f.result().items()} for f in futs)
+            before, after = ({k: scenario_summary(m) for k, m in f.result().items()} for f in futs)
             verdict, why = better_on(before, after)
             report += compare_table(before, after, "Validation scenarios: defaults -> chosen")
             report += [f"Better on validation: {'yes' if verdict else 'no'} ({why}).", ""]
