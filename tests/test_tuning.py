@@ -192,7 +192,7 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
         return evaluate_trial(db_path, scenario_paths, tables)
 
     study = open_study(tmp_path / "study.jsonl")
-    space = search_space(["hips_velocity"])
+    space = search_space()
     base = settings_to_dict(*settings_from_dict({}))
     run_study(study, space, base, str(jlpm_db_path), tiny_scenarios[:1], 4, cluster, {}, log=lambda s: None,
               evaluate=flaky)
