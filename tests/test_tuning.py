@@ -204,6 +204,30 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
     assert all(t.values[0] > 0.0 for t in study.trials if t.state.name == "COMPLETE")
 
 
+def test_tuning_and_validation_sets_both_walk_backward_and_strafe_diagonally():
+    from motionmatch.quality import scenario_files
+    from motionmatch.scenario import load_scenario
+
+    def kinds(lst):
+        found = set()
+        for path in scenario_files([ROOT / "scenarios" / lst]):
+            assert path.stem != "random_10min"          # 600 s: in neither set
+            for _, inp in load_scenario(path).inputs:
+                x, z = inp.move
+                facing_held = inp.strafe or inp.look is not None
+                if facing_held and z < -0.5 and abs(x) > 0.3:
+                    found.add("backward diagonal")
+                elif facing_held and z < -0.5:
+                    found.add("backward")
+                if facing_held and z > 0.3 and abs(x) > 0.3:
+                    found.add("forward diagonal strafe")
+        return found
+    tuning, validation = kinds("tuning.list"), kinds("validation.list")
+    assert {"backward", "backward diagonal", "forward diagonal strafe"} <= tuning & validation
+    assert not set(scenario_files([ROOT / "scenarios" / "tuning.list"])) & set(
+        scenario_files([ROOT / "scenarios" / "validation.list"]))
+
+
 def _finished_trial(number, resp, objectives, scenarios, defaults=False):
     import optuna
     return optuna.trial.create_trial(value=resp, params={}, distributions={}, user_attrs={
