@@ -146,6 +146,7 @@ def test_build_on_the_engine_equals_a_local_build(cluster, bandai_dir, tmp_path)
 def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlpm_db_path, tiny_scenarios, tmp_path,
                                                                     capsys):
     import optuna
+    from motionmatch.runtime.settings import CharacterSettings
     from motionmatch.tuning import STUDY_NAME
 
     out = tmp_path / "tuned.toml"
@@ -161,7 +162,8 @@ def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlp
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "tuned.study.jsonl")))
     first = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
     assert [t.state.name for t in first] == ["COMPLETE", "COMPLETE"]
-    assert first[0].user_attrs["defaults"] and first[0].params["character.search_interval"] == pytest.approx(0.1)
+    assert first[0].user_attrs["defaults"] and first[0].params["character.search_interval"] == pytest.approx(
+        CharacterSettings().search_interval)
     # Asking for three trials runs one more and keeps the first two.
     assert main(args + ["--trials", "3"]) == 0
     again = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
