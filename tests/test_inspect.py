@@ -95,7 +95,8 @@ def test_ghost_poses(walked, jlpm_db):
     assert raw.shape == before_ti.shape == (J, 3)
     assert np.isfinite(raw).all() and np.isfinite(before_ti).all()
     # Same body in the same place (within a body length), but touch-ups and inertialization change it.
-    assert np.abs(raw[0] - out[0]).max() < 1e-6            # the output is float32
+    assert np.abs(raw[0, [0, 2]] - out[0, [0, 2]]).max() < 1e-6     # the output is float32
+    assert -1e-6 < raw[0, 1] - out[0, 1] < 0.05     # only the hips drop (a leg out of reach) lowers the root
     assert np.linalg.norm(raw.mean(0) - out.mean(0)) < 0.5
     toes = [jlpm_db.roles["left_toe"], jlpm_db.roles["right_toe"]]
     ch = Character(jlpm_db, CharacterSettings())

@@ -146,6 +146,7 @@ def test_build_on_the_engine_equals_a_local_build(cluster, bandai_dir, tmp_path)
 def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlpm_db_path, tiny_scenarios, tmp_path,
                                                                     capsys):
     import optuna
+    from motionmatch.runtime.settings import CharacterSettings
     from motionmatch.tuning import STUDY_NAME
 
     out = tmp_path / "tuned.toml"
@@ -161,7 +162,8 @@ def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlp
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "tuned.study.jsonl")))
     first = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
     assert [t.state.name for t in first] == ["COMPLETE", "COMPLETE"]
-    assert first[0].user_attrs["defaults"] and first[0].params["character.search_interval"] == pytest.approx(0.1)
+    assert first[0].user_attrs["defaults"] and first[0].params["character.search_interval"] == pytest.approx(
+        CharacterSettings().search_interval)
     # Asking for three trials runs one more and keeps the first two.
     assert main(args + ["--trials", "3"]) == 0
     again = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
@@ -192,7 +194,7 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
         return evaluate_trial(db_path, scenario_paths, tables)
 
     study = open_study(tmp_path / "study.jsonl")
-    space = search_space(["hips_velocity"])
+    space = search_space()
     base = settings_to_dict(*settings_from_dict({}))
     run_study(study, space, base, str(jlpm_db_path), tiny_scenarios[:1], 4, cluster, {}, log=lambda s: None,
               evaluate=flaky)
@@ -202,6 +204,82 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
     assert "RuntimeError: bad settings" in errors[0]
     assert sum("KilledWorker" in e for e in errors) == 1
     assert all(t.values[0] > 0.0 for t in study.trials if t.state.name == "COMPLETE")
+
+
+def test_tuning_and_validation_sets_both_walk_backward_and_strafe_diagonally():
+    from motionmatch.quality import scenario_files
+    from motionmatch.scenario import load_scenario
+
+    def kinds(lst):
+        found = set()
+        for path in scenario_files([ROOT / "scenarios" / lst]):
+            assert path.stem != "random_10min"          # 600 s: in neither set
+            for _, inp in load_scenario(path).inputs:
+                x, z = inp.move
+                facing_held = inp.strafe or inp.look is not None
+                if facing_held and z < -0.5 and abs(x) > 0.3:
+                    found.add("backward diagonal")
+                elif facing_held and z < -0.5:
+                    found.add("backward")
+                if facing_held and z > 0.3 and abs(x) > 0.3:
+                    found.add("forward diagonal strafe")
+        return found
+    tuning, validation = kinds("tuning.list"), kinds("validation.list")
+    assert {"backward", "backward diagonal", "forward diagonal strafe"} <= tuning & validation
+    assert not set(scenario_files([ROOT / "scenarios" / "tuning.list"])) & set(
+        scenario_files([ROOT / "scenarios" / "validation.list"]))
+
+
+def _finished_trial(number, resp, objectives, scenarios, defaults=False):
+    import optuna
+    return optuna.trial.create_trial(value=resp, params={}, distributions={}, user_attrs={
+        "defaults": defaults, "objectives": {"responsiveness_s": resp, **objectives}, "scenarios": scenarios})
+
+
+def test_pick_is_the_most_responsive_trial_no_worse_than_the_defaults_on_every_guard():
+    import optuna
+    from motionmatch.tuning import constraints, pick
+
+    base_obj = {"trajectory_cm": 3.0, "sliding_ratio": 0.8, "pops_ratio": 1.0, "tracking_miss": 0.1}
+    base_rows = {"walk": {"trajectory_cm": 3.0, "sliding_cm_s": 6.0, "pops_ratio": 1.0},
+                 "back": {"trajectory_cm": 3.0, "sliding_cm_s": 1.0, "pops_ratio": 1.0}}
+    # Means better everywhere, but backward walking slides 2.5x: the failure a mean hides.
+    hides = {"walk": {**base_rows["walk"], "sliding_cm_s": 3.0}, "back": {**base_rows["back"], "sliding_cm_s": 2.5}}
+    better = {"trajectory_cm": 2.5, "sliding_ratio": 0.6, "pops_ratio": 0.9, "tracking_miss": 0.08}
+    slides = {**better, "sliding_ratio": 0.81}                    # the mean sliding worse than the defaults
+    ok_rows = {"walk": {**base_rows["walk"], "sliding_cm_s": 5.5}, "back": {**base_rows["back"], "sliding_cm_s": 1.1}}
+    c = constraints(better, hides, base_obj, base_rows)
+    assert c["sliding_cm_s_per_scenario"] > 0 and all(c[k] <= 0 for k in c if k != "sliding_cm_s_per_scenario")
+    assert all(v <= 0 for v in constraints(better, ok_rows, base_obj, base_rows).values())
+
+    study = optuna.create_study(direction="minimize")
+    study.add_trials([_finished_trial(0, 0.40, base_obj, base_rows, defaults=True),
+                      _finished_trial(1, 0.20, better, hides), _finished_trial(2, 0.25, slides, ok_rows),
+                      _finished_trial(3, 0.33, better, ok_rows), _finished_trial(4, 0.36, better, ok_rows)])
+    chosen, defaults = pick(study)
+    assert defaults.number == 0 and chosen.number == 3
+    # Nothing feasible more responsive than the defaults: the defaults stay.
+    study2 = optuna.create_study(direction="minimize")
+    study2.add_trials([_finished_trial(0, 0.40, base_obj, base_rows, defaults=True),
+                       _finished_trial(1, 0.20, better, hides), _finished_trial(2, 0.45, better, ok_rows)])
+    assert pick(study2)[0].number == 0
+
+
+def test_bench_quality_compare_shows_before_and_after_per_scenario(jlpm_db_path, tiny_scenarios, tmp_path, capsys):
+    before = tmp_path / "slow.toml"
+    before.write_text("[controller]\nvelocity_halflife = 0.4\nrotation_halflife = 0.4\n")
+    assert main(["bench", "quality", "--db", str(jlpm_db_path), "--scenarios", *map(str, tiny_scenarios),
+                 "--compare", str(before), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out["before"]) == list(out["after"]) == ["walk_right", "walk_back"]
+    # A controller four times slower answers the stick later: the defaults are more responsive.
+    for name in out["before"]:
+        assert out["after"][name]["responsiveness_s"] < out["before"][name]["responsiveness_s"]
+    assert main(["bench", "quality", "--db", str(jlpm_db_path), "--scenarios", str(tiny_scenarios[0]),
+                 "--compare", str(before)]) == 0
+    text = capsys.readouterr().out
+    assert f"### {before} -> defaults" in text and "| walk_right | " in text and "| **mean** |" in text
+    assert "Better: " in text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -376,6 +376,9 @@ def _add_bench(sub):
     pq.add_argument("--out", default=None, help="also write each scenario's synth output under this folder")
     pq.add_argument("--style", default=None, help="tag expression applied to every scenario")
     pq.add_argument("--json", action="store_true")
+    pq.add_argument("--compare", default=None, metavar="BEFORE.toml",
+                    help="also run with this settings file and show it -> this run's settings per scenario, "
+                         "the means and whether this run is better (docs/tuning.md)")
     _add_engine_options(pq, "scenarios")
     _add_character_options(pq)
     pq.set_defaults(func=run_bench_quality)
@@ -429,8 +432,18 @@ def run_bench_quality(args) -> int:
     from .quality import quality_runs, scenario_files
 
     paths = scenario_files(args.scenarios)
-    rs = runtime_settings_from_args(args, load_database(args.db))
+    db = load_database(args.db)
+    rs = runtime_settings_from_args(args, db)
     rows = quality_runs(args.db, paths, rs, args.style, args.workers, args.address, args.out)
+    if args.compare:
+        from .settings_file import load_settings
+        from .tuning import compare_runs
+        before = quality_runs(args.db, paths, load_settings(args.compare, list(db.features.schema.names)),
+                              args.style, args.workers, args.address)
+        better, lines = compare_runs(before, rows, f"{args.compare} -> {args.settings or 'defaults'}")
+        print(json.dumps({"before": before, "after": rows, "better": better}, indent=1) if args.json
+              else "\n".join(lines))
+        return 0
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

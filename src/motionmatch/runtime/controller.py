@@ -56,9 +56,9 @@ class ControllerSettings:
     run_forward_speed: float = 3.2
     run_side_speed: float = 2.4
     run_backward_speed: float = 2.0
-    velocity_halflife: float = 0.15          # tuned for responsiveness <= 0.4 s on the jlpm22 data
-    stop_halflife: float | None = 0.12  # halflife while the stick is released (quick stop); None = same
-    rotation_halflife: float = 0.2
+    velocity_halflife: float = 0.09          # from `motionmatch tune` (docs/tuning.md), as the next two
+    stop_halflife: float | None = 0.14  # halflife while the stick is released (quick stop); None = same
+    rotation_halflife: float = 0.17
     gait_halflife: float = 0.1
     camera_yaw: float = 0.0
 
