@@ -157,6 +157,10 @@ class VRDriver:
             self.index += 1
             self.state = driver_step(self.state, self.network, s.positions[self.index], s.rotations[self.index],
                                      1.0 / s.fps, self.settings)
+        self.steer(controller, dt)
+
+    def steer(self, controller, dt: float) -> None:
+        """Move the controller toward the state of the tracker frames consumed so far."""
         yaw = facing_yaw(self.state.facing)
         controller.update_velocity_goal(self.state.velocity, yaw, dt)
         # The driver's springs already smooth the devices: a second spring in the controller would

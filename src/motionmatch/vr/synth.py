@@ -24,7 +24,7 @@ from .driver import VRDriver, VRDriverSettings, facing_yaw
 from .orientation import angle_error_deg, load_networks
 from .trackers import REFERENCE_PATTERNS, TrackerSettings, device_calibration, read_trackers
 from .upper_body import (ROOT_ALPHA_LOOSE, arm_chain, clamp_root, device_targets, hmd_floor_target,
-                         reach_arms, turn_head)
+                         lean_head, reach_arms, turn_head)
 
 # Arms within this fraction of their length count as reaching their controller (reach_arms' buffer).
 REACH_BUFFER = 0.01
@@ -60,11 +60,11 @@ class VRTouchUp:
         lp[0, [0, 2]] += root[[0, 2]] - ch.root_pos[[0, 2]]
         ch.root_pos[:] = root            # the next frame continues from the clamped root
         hand_pos, hand_rot, head_rot = device_targets(pos, rot, self.calibration)
-        lr = reach_arms(lp, np.asarray(local_rot, np.float64), self.parents, roles, hand_pos, hand_rot,
-                        buffer=REACH_BUFFER)
+        head = pos[0] - quat_rotate(rot[0], self.hmd_offset)
+        lr = lean_head(lp, np.asarray(local_rot, np.float64), self.parents, roles, head)
+        lr = reach_arms(lp, lr, self.parents, roles, hand_pos, hand_rot, buffer=REACH_BUFFER)
         lr = turn_head(lp, lr, self.parents, roles, head_rot)
         gp = forward_kinematics(lp[None], lr[None], self.parents)[0][0]
-        head = pos[0] - quat_rotate(rot[0], self.hmd_offset)
         self.head_cm.append(100.0 * np.linalg.norm(gp[roles["head"]] - head))
         for i, (upper, lower, hand) in enumerate(self.arms):
             length = np.linalg.norm(gp[lower] - gp[upper]) + np.linalg.norm(gp[hand] - gp[lower])

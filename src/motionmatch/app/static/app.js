@@ -42,6 +42,7 @@ const state = {
   recordFrames: 0,
   scenario: null,
   send: (obj) => send(obj),
+  toast: (text, kind) => toast(text, kind),
   sendRaw: (data) => { if (ws && ws.readyState === 1) ws.send(data); },
   debugHistory: () => history.map((f) => f.debug),
 };
@@ -521,6 +522,7 @@ function show(index) {
   viewIndex = index;
   poseCharacter(f.positions);
   body.pose(f.positions, f.rotations);
+  state.positions = f.positions;     // world joint positions shown (vr.js measures the avatar with them)
   const d = f.debug;
   state.lastDebug = d;
   state.time = f.time;
