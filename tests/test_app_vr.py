@@ -14,6 +14,7 @@ from conftest import BANDAI, JLPM, _need
 from motionmatch.app import server as srv
 from motionmatch.app.vr import load_replay, setup_vr
 from motionmatch.rotations import quat_rotate
+from motionmatch.vr.driver import VRDriverSettings, crouch_databases
 from motionmatch.vr.orientation import save_networks
 from motionmatch.vr.trackers import TrackerSettings, read_trackers, slice_stream, write_trackers_json
 from test_app import Client, ServerThread, run_browser_script
@@ -39,7 +40,9 @@ def vr_server(jlpm_db, walk_stream, tmp_path_factory):
     save_networks(model, {"network": hmd_forward_network()})
     write_trackers_json(trackers, walk_stream[0])
     app = srv.make_app(srv.runtime_backend(jlpm_db))
-    setup_vr(app, jlpm_db, model, trackers, clips=[("walk sad", _need(SAD_WALK), (0.0, 1.0))])
+    # Height switching on (the mirrored clips standing in for crouching ones; the walk never crouches).
+    setup_vr(app, jlpm_db, model, trackers, VRDriverSettings(height_databases=crouch_databases("mirrored")),
+             clips=[("walk sad", _need(SAD_WALK), (0.0, 1.0))])
     s = ServerThread(app)
     yield s
     s.stop()
@@ -60,7 +63,7 @@ def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db)
             async with http.get(vr_server.url + "/api/vr") as r:
                 info = await r.json()
             c = await Client.open(http, vr_server.url)
-            await c.pump_frames(60)
+            await c.pump_frames(150)
             replay = [frame_arrays(c, f) for f in c.frames[-30:]]
             sid = c.hello["session"]
             # A held-out mocap clip: ground truth, so a ghost skeleton and root errors.
@@ -88,7 +91,11 @@ def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db)
         target = np.array(vr["target"])
         assert np.linalg.norm(pos[0, [0, 2]] - target[[0, 2]]) <= 0.3 + 1e-3
         assert np.linalg.norm(pos[head] - devices[0, :3]) < 0.6
-        assert min(vr["hands_cm"]) < 2.0
+        # Standing height calibrated over the first 2 s; upright: the character's own clips.
+        assert 1.4 < vr["height"]["standing"] < 2.0 and vr["height"]["database"] == 1
+        assert vr["height"]["tag_filter"] is None
+    # Hands on the controllers where the arms reach them (most frames; see docs/VR.md).
+    assert np.median([d["vr"]["hands_cm"] for _, d in replay]) < 1.0
     assert clip["source"] == "walk sad" and clip["frames"] > 100 and len(clip["ghost_parents"]) > 15
     for pos, dbg in ghosted:
         vr = dbg["vr"]

@@ -1094,6 +1094,8 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trackers", default=None, metavar="FILE",
                         help="with --vr-model: the tracker file (JSON, CSV or BVH) replayed first "
                              "(default: the first held-out clip)")
+    from ..commands import add_crouch_args
+    add_crouch_args(parser)
 
 
 def run_serve(args) -> int:
@@ -1128,8 +1130,10 @@ def run_serve(args) -> int:
         character = None
     app = make_app(runtime_backend(db, character, settings), node_modules=args.node_modules, host=args.host)
     if getattr(args, "vr_model", None):
+        from ..commands import crouch_settings
+        from ..vr.driver import VRDriverSettings
         from .vr import setup_vr
-        setup_vr(app, db, args.vr_model, args.trackers)
+        setup_vr(app, db, args.vr_model, args.trackers, VRDriverSettings(height_databases=crouch_settings(args)))
     if args.crowd:
         from .crowd import setup_crowd
         setup_crowd(app, db, args.crowd)

@@ -12,8 +12,9 @@ file's frame format:
 Each frame's debug JSON gets a `vr` object: the stream (`source`, `live`, `stream` id, `frame`,
 `frames`), the devices consumed (`devices`: 3 x [px, py, pz, qw, qx, qy, qz], world), the HMD floor
 target and clamp radius (`target`, `alpha`), the ground-truth skeleton's joint positions (`ghost`, flat,
-world; null without ground truth) and the frame's errors (`head_cm`, `hands_cm`, and with ground truth
-`root_cm`, `facing_deg`). HTTP: `GET /api/vr` (the mode and the held-out clips),
+world; null without ground truth), the frame's errors (`head_cm`, `hands_cm`, and with ground truth
+`root_cm`, `facing_deg`) and with database switching by HMD height `height` (`standing` m, the
+`database` index, the `tag_filter` in use). HTTP: `GET /api/vr` (the mode and the held-out clips),
 `GET /api/session/<id>/vr` (the session's stream and the ghost's parents), `POST .../vr/clip/<i>`,
 `POST .../vr/trackers?name=FILE` (a tracker file as the body), `POST .../vr/stop` (back to the gamepad).
 Metres, seconds, quaternions (w, x, y, z), Y up.
@@ -214,6 +215,9 @@ class VRCharacter:
             out["head_cm"], out["hands_cm"] = touch.head_cm[-1], touch.hand_cm[-2:]
         if touch.root_cm:
             out["root_cm"], out["facing_deg"] = touch.root_cm[-1], touch.facing_deg[-1]
+        if d.database is not None:
+            out["height"] = {"standing": d.standing_height, "database": d.database,
+                             "tag_filter": self.inner.settings.tag_filter}
         return out
 
     def status(self) -> dict:
@@ -272,10 +276,11 @@ def setup_vr(app: web.Application, db, model_path, trackers=None, settings: VRDr
     `model_path`, each page starting with `trackers` (a tracker file) or else the first held-out clip;
     `clips`: the (name, path, part) clips the page offers (default held_out_clips())."""
     from ..vr.orientation import load_networks
-    from ..vr.synth import database_calibration
+    from ..vr.synth import check_height_databases, database_calibration
+    settings = settings or VRDriverSettings()
+    check_height_databases(db, settings)
     network = load_networks(model_path)["network"]
     calibration = database_calibration(db)
-    settings = settings or VRDriverSettings()
     clips = held_out_clips() if clips is None else clips
     if trackers is not None:
         first = load_replay(trackers)

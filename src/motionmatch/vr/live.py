@@ -11,7 +11,7 @@ from collections import deque
 import numpy as np
 
 from ..rotations import quat_abs, quat_normalize, quat_slerp
-from .driver import VRDriver, VRDriverSettings, driver_start, driver_step
+from .driver import VRDriver, VRDriverSettings, driver_start
 from .orientation import OrientationNetwork
 from .trackers import DEVICES, STREAM_FPS, TrackerFileError
 
@@ -77,18 +77,18 @@ class LiveVRDriver(VRDriver):
         self.stream, self.feed, self.network = None, feed, network
         self.settings = settings or VRDriverSettings()
         pos, rot, _ = feed.pending.popleft()
-        self.state = driver_start(pos, rot)
-        self.index = 0
+        self.start(pos, rot)
         self.silent = 0.0       # seconds without a new sample
 
     def step(self, controller, t: float, dt: float) -> None:
         self.silent = 0.0 if self.feed.pending else self.silent + dt
         while self.feed.pending:
             pos, rot, fresh = self.feed.pending.popleft()
-            self.state = driver_start(pos, rot) if fresh else driver_step(
-                self.state, self.network, pos, rot, 1.0 / self.feed.fps, self.settings)
-            self.index += 1
+            if fresh:       # after a gap: the springs start again (the calibration stays)
+                self.state = driver_start(pos, rot)
+                self.index += 1
+            else:
+                self.consume(pos, rot, 1.0 / self.feed.fps)
         if self.silent > HOLD_AFTER_S:
-            self.state = driver_step(self.state, self.network, self.state.positions, self.state.rotations, dt,
-                                     self.settings)
+            self.consume(self.state.positions, self.state.rotations, dt)
         self.steer(controller, dt)

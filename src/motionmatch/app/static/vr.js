@@ -72,7 +72,10 @@ function applyStatus(st) {
 
 function status() {
   const el = document.getElementById('vr-status');
-  if (el) el.textContent = vr.live ? 'live trackers' : (vr.source ? `replay: ${vr.source}` : 'gamepad');
+  if (!el) return;
+  const h = vr.height;      // database switching by HMD height: the filter in use while the HMD is low
+  const low = h && h.tag_filter && h.database === 0 ? ` · low HMD: ${h.tag_filter}` : '';
+  el.textContent = (vr.live ? 'live trackers' : (vr.source ? `replay: ${vr.source}` : 'gamepad')) + low;
 }
 
 const q = new THREE.Quaternion(), v = new THREE.Vector3();
@@ -88,6 +91,7 @@ function update() {
   if (!d.devices) return;
   vr.frames += 1;
   vr.frame = d.frame;
+  if ((d.height && d.height.database) !== (vr.height && vr.height.database)) { vr.height = d.height; status(); }
   d.devices.forEach((p, i) => {
     devices[i].position.set(p[0], p[1], p[2]);
     devices[i].quaternion.set(p[4], p[5], p[6], p[3]);
