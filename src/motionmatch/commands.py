@@ -281,8 +281,8 @@ def run_synth(args) -> int:
         return run_synth_crowd(args)
     if args.trackers:
         return run_synth_vr(args)
-    if args.vr_model:
-        raise ValueError("--vr-model works with --trackers only")
+    if args.vr_model or args.crouch_tags:
+        raise ValueError(f"{'--vr-model' if args.vr_model else '--crouch-tags'} works with --trackers only")
     scen = Path(args.scenario)
     if not scen.is_file():
         raise FileNotFoundError(f"--scenario {scen}: no such file; expected a scenario JSON file "

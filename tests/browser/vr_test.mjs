@@ -5,19 +5,11 @@
 // WebXR itself needs a headset: the tracker-stream path it feeds (vr.sendPoses) is what runs here.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { launch } from './chromium.mjs';
+import { runReport } from './chromium.mjs';
 
 const [url, outDir] = process.argv.slice(2);
 const frames = JSON.parse(readFileSync(join(outDir, 'frames.json'), 'utf8'));
-const report = { pageErrors: [], at: {} };
-const t0 = Date.now();
-const mark = (k) => { report.at[k] = (Date.now() - t0) / 1000; };
-const { context, close } = await launch({ width: 640, height: 400 });
-try {
-  const page = context.pages()[0] || await context.newPage();
-  page.on('pageerror', (e) => report.pageErrors.push(String(e)));
-  await page.goto(url);
-  mark('loaded');
+await runReport(url, { width: 640, height: 400 }, async (page, report, mark) => {
   const sample = () => page.evaluate(() => {
     const s = window.motionmatch, v = s.vr;
     return { connected: s.connected, frames: s.framesReceived, enabled: v.enabled, source: v.source, live: v.live,
@@ -61,9 +53,4 @@ try {
   await page.waitForTimeout(500);
   report.after = await sample();
   mark('done');
-} catch (e) {
-  report.failure = String(e && e.stack || e);
-} finally {
-  await close();
-}
-console.log(JSON.stringify(report));
+});

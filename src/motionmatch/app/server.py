@@ -1109,8 +1109,9 @@ def run_serve(args) -> int:
         return 1
     if args.character and not Path(args.character).is_file():
         raise FileNotFoundError(f"{args.character}: no such model file")
-    if getattr(args, "trackers", None) and not getattr(args, "vr_model", None):
-        raise ValueError("--trackers needs --vr-model VR.npz (the app's VR replay mode, docs/VR.md)")
+    for flag in ("trackers", "crouch_tags"):
+        if getattr(args, flag, None) and not getattr(args, "vr_model", None):
+            raise ValueError(f"--{flag.replace('_', '-')} needs --vr-model VR.npz (the app's VR mode, docs/VR.md)")
     path = database_path(args.db, mixed=not args.jlpm22_only)
     db = database.load_database(path)
     settings = None
