@@ -9,7 +9,7 @@
 // WebXR's viewer and grip spaces look along -Z: their rotations are turned half a turn about their Y.
 import * as THREE from 'three';
 
-const mm = window.motionmatch;            // app.js's state: scene, renderer, send, lastDebug, positions, ...
+const mm = window.motionmatch;            // app.js's state: scene, renderer, send, onShow, ...
 const vr = { enabled: false, frames: 0, stream: -1, source: null, live: false, frame: 0, devicesVisible: false,
   ghostVisible: false, ghostJoints: 0, xr: false, sent: 0, headErrors: [], handErrors: [] };
 mm.vr = vr;
@@ -65,8 +65,12 @@ function applyStatus(st) {
   ghostPairs = [];
   if (ghostParents) ghostParents.forEach((p, j) => { if (p >= 0) ghostPairs.push([j, p]); });
   ghost.geometry.setAttribute('position', new THREE.BufferAttribute(new Float32Array(Math.max(1, ghostPairs.length) * 6), 3));
+  // The select shows the clip playing: gamepad, a held-out clip, or "other" (a file, live poses).
   const sel = document.getElementById('vr-clip');
-  if (sel && !st.live && st.source === null) sel.value = '';
+  if (sel) {
+    const i = st.live ? -1 : info.clips.indexOf(st.source);
+    sel.value = st.source === null ? '' : (i >= 0 ? String(i) : 'other');
+  }
   status();
 }
 
@@ -79,9 +83,10 @@ function status() {
 }
 
 const q = new THREE.Quaternion(), v = new THREE.Vector3();
-function update() {
-  requestAnimationFrame(update);
-  const d = mm.lastDebug && mm.lastDebug.vr;
+// Called by app.js whenever it shows a frame (live or rewound), so the devices and the ghost are drawn
+// with the avatar of the same frame.
+function update(f) {
+  const d = f.debug.vr;
   if (!d) {
     for (const m of devices) m.visible = false;
     ghost.visible = target.visible = vr.devicesVisible = vr.ghostVisible = false;
@@ -111,14 +116,12 @@ function update() {
     ghostPairs.forEach(([j, p], i) => arr.set([g[3 * j], g[3 * j + 1], g[3 * j + 2], g[3 * p], g[3 * p + 1], g[3 * p + 2]], 6 * i));
     ghost.geometry.attributes.position.needsUpdate = true;
   }
-  measure(d);
+  measure(d, f.positions);
 }
 
 // The drawn avatar against the devices: its head joint against the HMD's head point, its hands against
 // the controllers (metres; the last 600 frames, for tests and the console).
-function measure(d) {
-  const pos = mm.positions;
-  if (!pos) return;
+function measure(d, pos) {
   if (headJoint < 0) {
     headJoint = mm.names.findIndex((n) => /head/i.test(n) && !/end|top/i.test(n));
     handJoints = ['left', 'right'].map((s) => mm.names.findIndex((n) => new RegExp(`${s}.*hand|${s}.*wrist`, 'i').test(n)));
@@ -210,8 +213,9 @@ function controls() {
   box.style.alignItems = 'center';
   const options = info.clips.map((c, i) => `<option value="${i}">${c.replace(/[<&]/g, '')}</option>`).join('');
   box.innerHTML = `<span title="VR replay: ${info.model}, root clamp ${info.alpha} m">VR</span>
-    <span id="vr-status">–</span>
-    <select id="vr-clip" title="replay a held-out clip (with ground truth)"><option value="">gamepad</option>${options}</select>
+    <span id="vr-status" style="max-width: 220px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap">–</span>
+    <select id="vr-clip" style="max-width: 170px" title="replay a held-out clip (with ground truth)"><option value="">gamepad</option>
+      <option value="other" disabled>other stream</option>${options}</select>
     <label class="button small" title="replay a tracker file (JSON, CSV or BVH)">trackers…<input id="vr-file" type="file" accept=".json,.csv,.bvh" hidden></label>
     <button id="vr-enter" class="small" hidden title="stream your headset and controllers (WebXR)">Enter VR</button>`;
   document.getElementById('title').appendChild(box);
@@ -241,6 +245,6 @@ async function init() {
   vr.clips = info.clips;
   build();
   controls();
-  requestAnimationFrame(update);
+  mm.onShow.push(update);
 }
 init();
