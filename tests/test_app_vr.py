@@ -55,7 +55,7 @@ def frame_arrays(client: Client, frame: bytes):
     return pos, client.debug(frame)
 
 
-def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db):
+def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db, walk_stream):
     head = jlpm_db.roles["head"]
 
     async def go():
@@ -77,10 +77,20 @@ def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db)
             async with http.post(f"{vr_server.url}/api/session/{sid}/vr/trackers?name=t.json",
                                  data=b'{"fps": 60, "frames": [{"hmd": {"position": [0, 1.6, 0]}}]}') as r:
                 bad_file = (r.status, await r.json())
+            async with http.post(f"{vr_server.url}/api/session/{sid}/vr/trackers?name=../up.json",
+                                 data=upload) as r:
+                uploaded = await r.json()
+            async with http.post(f"{vr_server.url}/api/session/{sid}/vr/stop") as r:
+                stopped = await r.json()
+            c.frames.clear()
+            await c.pump_frames(10)
+            after_stop = c.debug(c.frames[-1])
             await c.ws.close()
-            return info, replay, clip, ghosted, bad_clip, bad_file
+            return info, replay, clip, ghosted, bad_clip, bad_file, uploaded, stopped, after_stop
 
-    info, replay, clip, ghosted, bad_clip, bad_file = run(go())
+    upload = json.dumps({"fps": 72, "frames": [tracker_message(walk_stream[0], f, 0)
+                                                 for f in range(0, 120)]}).replace('"type": "trackers", "t": 0, ', '')
+    info, replay, clip, ghosted, bad_clip, bad_file, uploaded, stopped, after_stop = run(go())
     assert info == {"enabled": True, "model": "vr.npz", "alpha": 0.3, "clips": ["walk sad"]}
     for pos, dbg in replay:
         vr = dbg["vr"]
@@ -106,6 +116,9 @@ def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db)
         assert vr["root_cm"] <= 30.0 + 0.1 and vr["facing_deg"] >= 0.0
     assert bad_clip[0] == 400 and "clip" in bad_clip[1]["message"]
     assert bad_file[0] == 400 and "t.json" in bad_file[1]["message"] and "frames[0].hmd.rotation" in bad_file[1]["message"]
+    # An uploaded tracker file (120 frames at 72 fps: 100 at 60) replaces the stream; stop: the gamepad.
+    assert uploaded["source"] == "up.json" and uploaded["frames"] == 100 and uploaded["ghost_parents"] is None
+    assert stopped["source"] is None and not stopped["live"] and after_stop["vr"] is None
 
 
 def run(coro):
