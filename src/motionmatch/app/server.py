@@ -419,6 +419,8 @@ class Session:
 
     def handle(self, kind: str, f: dict) -> dict | None:
         """Apply one validated message; return a reply or None."""
+        if kind in self.backend.messages:     # the mode's own messages (Backend.messages)
+            return self.backend.messages[kind][1](self, f)
         if kind == "input":
             self.move, self.look = f["move"], f.get("look")
             self.run, self.strafe = f.get("run", False), f.get("strafe", False)
@@ -459,8 +461,6 @@ class Session:
             except ValueError as exc:
                 raise MessageError(str(exc)) from None
             return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
-        if kind in self.backend.messages:
-            return self.backend.messages[kind][1](self, f)
         if kind == "terrain":
             from ..runtime.terrain import Heightfield
             self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
