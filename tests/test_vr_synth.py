@@ -61,7 +61,8 @@ def test_vr_synth_keeps_the_root_clamped_and_the_hands_on_the_controllers(jlpm_d
     assert m["reachable_fraction"] > 0.5
     assert m["hand_error_reachable_cm"]["max"] < 1.0 and m["hand_error_cm"]["mean"] < 3.0
     assert m["root_error_cm"]["mean"] < 100 * alpha + 15.0
-    assert m["head_error_cm"]["mean"] < 100 * alpha + 10.0     # the head moves with the clamped root
+    # The upper body bends so that the head reaches the HMD's head point (the root stays within alpha).
+    assert m["head_error_cm"]["mean"] < 8.0
 
 
 def test_synth_cli_from_a_tracker_file(tmp_path, jlpm_db_path, held_out, capsys):

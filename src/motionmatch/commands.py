@@ -254,6 +254,7 @@ def _add_synth(sub):
                                          "docs/VR.md); needs --vr-model")
     p.add_argument("--vr-model", help="body-orientation model (.npz from `motionmatch vr train`)")
     p.add_argument("--alpha", type=float, default=0.3, help="VR root clamp radius in metres (0.1 or 0.3)")
+    add_crouch_args(p)
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
@@ -264,6 +265,21 @@ def _add_synth(sub):
     p.add_argument("--gltf", action="store_true", help="also write motion.glb (skeleton, animation, default body)")
     _add_character_options(p)
     p.set_defaults(func=run_synth)
+
+
+def add_crouch_args(p) -> None:
+    """--crouch-tags / --crouch-below: VR database switching by HMD height (synth --trackers, serve --vr-model)."""
+    p.add_argument("--crouch-tags", default=None, metavar="EXPR",
+                   help="VR: search only clips matching this tag expression while the HMD is low (docs/VR.md)")
+    p.add_argument("--crouch-below", type=float, default=0.8, metavar="RATIO",
+                   help="VR: 'low' is under this ratio of the standing HMD height, calibrated over the "
+                        "first 2 s (default 0.8)")
+
+
+def crouch_settings(args) -> tuple:
+    """VRDriverSettings.height_databases from --crouch-tags / --crouch-below (empty without tags)."""
+    from .vr.driver import crouch_databases
+    return crouch_databases(args.crouch_tags, args.crouch_below) if args.crouch_tags else ()
 
 
 def database_path(db: str | None, progress: bool = True, **default_options) -> Path:
@@ -285,8 +301,8 @@ def run_synth(args) -> int:
         return run_synth_crowd(args)
     if args.trackers:
         return run_synth_vr(args)
-    if args.vr_model:
-        raise ValueError("--vr-model works with --trackers only")
+    if args.vr_model or args.crouch_tags:
+        raise ValueError(f"{'--vr-model' if args.vr_model else '--crouch-tags'} works with --trackers only")
     scen = Path(args.scenario)
     if not scen.is_file():
         raise FileNotFoundError(f"--scenario {scen}: no such file; expected a scenario JSON file "
@@ -319,7 +335,7 @@ def run_synth_vr(args) -> int:
         raise ValueError("--retarget-to works with --scenario only")
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
     metrics = synthesize_vr(db, args.trackers, args.vr_model, args.out, runtime_settings_from_args(args, db).character,
-                            args.alpha, progress=not (args.quiet or args.json))
+                            args.alpha, progress=not (args.quiet or args.json), height_databases=crouch_settings(args))
     if args.json:
         print(json.dumps(metrics))
     elif not args.quiet:

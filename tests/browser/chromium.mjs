@@ -24,3 +24,24 @@ export async function launch(viewport) {
   const page = context.pages()[0] || await context.newPage();
   return { context, page, close: async () => { await context.close(); rmSync(profile, { recursive: true, force: true }); } };
 }
+
+// The frame of a test script: opens `url`, collects page errors in report.pageErrors, runs
+// body(page, report, mark) (mark(k) stores the seconds since the start in report.at[k]), records a
+// failure in report.failure, closes the browser and prints the report as one JSON line.
+export async function runReport(url, viewport, body) {
+  const report = { pageErrors: [], at: {} };
+  const t0 = Date.now();
+  const mark = (k) => { report.at[k] = (Date.now() - t0) / 1000; };
+  const { page, close } = await launch(viewport);
+  try {
+    page.on('pageerror', (e) => report.pageErrors.push(String(e)));
+    await page.goto(url);
+    mark('loaded');
+    await body(page, report, mark);
+  } catch (e) {
+    report.failure = String(e && e.stack || e);
+  } finally {
+    await close();
+  }
+  console.log(JSON.stringify(report));
+}

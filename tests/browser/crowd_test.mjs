@@ -1,18 +1,10 @@
 // Crowd mode in headless Debian chromium (playwright-core): prints one JSON report.
 // Usage: node tests/browser/crowd_test.mjs URL
 // The pytest side (tests/test_app_crowd.py) makes the assertions; this script only acts and measures.
-import { launch } from './chromium.mjs';
+import { runReport } from './chromium.mjs';
 
 const [url] = process.argv.slice(2);
-const report = { pageErrors: [], at: {} };
-const t0 = Date.now();
-const mark = (k) => { report.at[k] = (Date.now() - t0) / 1000; };
-const { context, close } = await launch({ width: 640, height: 400 });
-try {
-  const page = context.pages()[0] || await context.newPage();
-  page.on('pageerror', (e) => report.pageErrors.push(String(e)));
-  await page.goto(url);
-  mark('loaded');
+await runReport(url, { width: 640, height: 400 }, async (page, report, mark) => {
   await page.waitForFunction(() => window.motionmatch && window.motionmatch.connected
     && window.motionmatch.framesReceived > 30 && window.motionmatch.crowd && window.motionmatch.crowd.frames > 10,
   null, { timeout: 30000 });
@@ -57,9 +49,4 @@ try {
   await page.waitForTimeout(300);
   report.off = { ...await renderCost(), enabled: await page.evaluate(() => window.motionmatch.crowd.enabled) };
   mark('done');
-} catch (e) {
-  report.failure = String(e && e.stack || e);
-} finally {
-  await close();
-}
-console.log(JSON.stringify(report));
+});

@@ -29,7 +29,7 @@ import struct
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -188,8 +188,9 @@ def _reject_constant(name):
     raise MessageError(f"{name} is not valid JSON")
 
 
-def parse_message(data: str | bytes) -> tuple[str, dict]:
-    """Validate one client text message; return (type, fields) or raise MessageError."""
+def parse_message(data: str | bytes, extra: dict | None = None) -> tuple[str, dict]:
+    """Validate one client text message; return (type, fields) or raise MessageError. extra: more
+    message types {type: (schema, handler)} (Backend.messages), schemas as in _SCHEMAS."""
     if not isinstance(data, str):
         raise MessageError("binary frames are not accepted; send JSON text")
     if len(data.encode("utf-8", "replace")) > MAX_TEXT_BYTES:
@@ -203,9 +204,10 @@ def parse_message(data: str | bytes) -> tuple[str, dict]:
     if not isinstance(obj, dict):
         raise MessageError("a message must be a JSON object with a 'type'")
     kind = obj.get("type")
-    if not isinstance(kind, str) or kind not in _SCHEMAS:
-        raise MessageError(f"unknown message type {kind!r}; expected one of {', '.join(_SCHEMAS)}")
-    schema = _SCHEMAS[kind]
+    schemas = {**_SCHEMAS, **{k: schema for k, (schema, _) in (extra or {}).items()}}
+    if not isinstance(kind, str) or kind not in schemas:
+        raise MessageError(f"unknown message type {kind!r}; expected one of {', '.join(schemas)}")
+    schema = schemas[kind]
     unknown = sorted(set(obj) - set(schema) - {"type"})
     if unknown:
         raise MessageError(f"unknown field(s) for {kind!r}: {', '.join(map(str, unknown))}")
@@ -234,6 +236,8 @@ class Backend:
     load_scenario: Callable[[Any], Any] | None = None
     description: str = ""
     character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table} or None
+    # More client message types: {type: (schema as in _SCHEMAS, handler(session, fields) -> reply or None)}
+    messages: dict = field(default_factory=dict)
 
 
 BACKEND = web.AppKey("backend", Backend)
@@ -419,6 +423,8 @@ class Session:
 
     def handle(self, kind: str, f: dict) -> dict | None:
         """Apply one validated message; return a reply or None."""
+        if kind in self.backend.messages:     # the mode's own messages (Backend.messages)
+            return self.backend.messages[kind][1](self, f)
         if kind == "input":
             self.move, self.look = f["move"], f.get("look")
             self.run, self.strafe = f.get("run", False), f.get("strafe", False)
@@ -800,7 +806,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
                                           f"({session.dropped} dropped so far)"})
                 continue
             try:
-                kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data))
+                kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data),
+                                             backend.messages)
                 if kind == "inspect":   # ranks the whole database: off the loop that streams frames
                     reply = await asyncio.get_running_loop().run_in_executor(None, session.handle, kind, fields)
                 elif kind == "settings" and "weights" in fields:
@@ -1055,6 +1062,8 @@ def make_app(backend: Backend, node_modules=None, host: str | None = None) -> we
     app.router.add_post("/api/session/{sid}/terrain", terrain_png_handler)
     from .crowd import add_crowd_routes
     add_crowd_routes(app)
+    from .vr import add_vr_routes
+    add_vr_routes(app)
     # Static routes refuse paths that resolve outside their folder (aiohttp normalizes and checks).
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
     if three is not None:
@@ -1093,6 +1102,13 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settings", default=None, help="settings file (TOML) every character starts from")
     parser.add_argument("--lmm", default=None, metavar="MODEL.npz",
                         help="learned motion matching: characters take their poses from this model (docs/LMM.md)")
+    parser.add_argument("--vr-model", default=None, metavar="VR.npz",
+                        help="VR replay mode: a tracker stream drives the character (docs/VR.md)")
+    parser.add_argument("--trackers", default=None, metavar="FILE",
+                        help="with --vr-model: the tracker file (JSON, CSV or BVH) replayed first "
+                             "(default: the first held-out clip)")
+    from ..commands import add_crouch_args
+    add_crouch_args(parser)
 
 
 def run_serve(args) -> int:
@@ -1106,6 +1122,9 @@ def run_serve(args) -> int:
         return 1
     if args.character and not Path(args.character).is_file():
         raise FileNotFoundError(f"{args.character}: no such model file")
+    for flag in ("trackers", "crouch_tags"):
+        if getattr(args, flag, None) and not getattr(args, "vr_model", None):
+            raise ValueError(f"--{flag.replace('_', '-')} needs --vr-model VR.npz (the app's VR mode, docs/VR.md)")
     path = database_path(args.db, mixed=not args.jlpm22_only)
     db = database.load_database(path)
     settings = None
@@ -1124,6 +1143,11 @@ def run_serve(args) -> int:
         log.warning("no character body (%s): drawing capsules", exc)
         character = None
     app = make_app(runtime_backend(db, character, settings), node_modules=args.node_modules, host=args.host)
+    if getattr(args, "vr_model", None):
+        from ..commands import crouch_settings
+        from ..vr.driver import VRDriverSettings
+        from .vr import setup_vr
+        setup_vr(app, db, args.vr_model, args.trackers, VRDriverSettings(height_databases=crouch_settings(args)))
     if args.crowd:
         from .crowd import setup_crowd
         setup_crowd(app, db, args.crowd)

@@ -27,11 +27,28 @@ class VRDriverSettings:
     """velocity_halflife / facing_halflife (s): smoothing of the HMD velocity and of the predicted
     facing; alpha (m): root clamp radius (upper_body.ROOT_ALPHA_TIGHT or _LOOSE). At 0.2 s the
     character's facing lagged the body's by a quarter second on a held-out walk (orientation error
-    22 degrees mean, 10 at 0.1 s)."""
+    22 degrees mean, 10 at 0.1 s).
+
+    Database switching by HMD height (seed 002, 4.2.3): height_databases ((low, high, tag filter), ...)
+    gives each range of HMD height / standing height the clips to search (a tag expression; None: the
+    character's own filter), empty for one database; the standing height is the median HMD height
+    over the stream's first calibration_seconds; the current range is kept until the ratio leaves it
+    by more than height_hysteresis (no flicker at a threshold)."""
 
     velocity_halflife: float = 0.1
     facing_halflife: float = 0.1
     alpha: float = ROOT_ALPHA_LOOSE
+    height_databases: tuple = ()
+    calibration_seconds: float = 2.0
+    height_hysteresis: float = 0.03
+
+
+def crouch_databases(tags: str, below: float = 0.8) -> tuple:
+    """height_databases for two databases: clips matching `tags` while the HMD is under `below` of the
+    standing height, the character's own clips above."""
+    if not 0.0 < below < 1.0:
+        raise ValueError(f"crouch threshold: expected a ratio of the standing height in (0, 1), got {below}")
+    return ((0.0, below, tags), (below, np.inf, None))
 
 
 @dataclass
@@ -108,11 +125,17 @@ def desired_trajectory(state: VRDriverState, settings: VRDriverSettings | None =
     return pos, q
 
 
-def select_database(hmd_height: float, standing_height: float, ranges) -> int:
+def select_database(hmd_height: float, standing_height: float, ranges, current: int | None = None,
+                    hysteresis: float = 0.0) -> int:
     """Index of the database whose (low, high) range of height ratios holds HMD height / standing
     height (calibrated while the user stands), e.g. [(0.0, 0.7) crouch, (0.7, 0.93) bent knees,
-    (0.93, 10.0) upright]; the nearest range when none holds it."""
+    (0.93, 10.0) upright]; the nearest range when none holds it. The `current` one is kept while the
+    ratio is within `hysteresis` of its range."""
     ratio = hmd_height / max(standing_height, 1e-6)
+    if current is not None:
+        low, high = ranges[current]
+        if low - hysteresis <= ratio < high + hysteresis:
+            return current
     best, best_gap = 0, np.inf
     for i, (low, high) in enumerate(ranges):
         if low <= ratio < high:
@@ -142,8 +165,43 @@ class VRDriver:
         self.stream = stream
         self.network = network
         self.settings = settings or VRDriverSettings()
-        self.state = driver_start(stream.positions[0], stream.rotations[0])
+        self.start(stream.positions[0], stream.rotations[0])
+
+    def start(self, positions, rotations) -> None:
+        """State at the first tracker frame; the standing height is calibrated from here on."""
+        self.state = driver_start(positions, rotations)
         self.index = 0
+        self.calibration: list[float] = []          # HMD heights (m) while calibrating
+        self.standing_height: float | None = None
+        ranges = [(low, high) for low, high, _ in self.settings.height_databases]
+        self.database = select_database(1.0, 1.0, ranges) if ranges else None
+        self.switches = 0
+
+    def consume(self, positions, rotations, dt: float) -> None:
+        """One tracker frame dt seconds after the last: the springs, then the database by HMD height."""
+        self.state = driver_step(self.state, self.network, positions, rotations, dt, self.settings)
+        self.index += 1
+        hs = self.settings.height_databases
+        if not hs:
+            return
+        height = float(self.state.positions[0, 1])
+        if self.standing_height is None:
+            self.calibration.append(height)
+            if len(self.calibration) * dt >= self.settings.calibration_seconds:
+                self.standing_height = float(np.median(self.calibration))
+            return
+        choice = select_database(height, self.standing_height, [(low, high) for low, high, _ in hs], self.database,
+                                 self.settings.height_hysteresis)
+        self.switches += choice != self.database
+        self.database = choice
+
+    def tag_filter(self, own: str | None) -> str | None:
+        """The tag filter the character should search with now: the current height database's, or
+        `own` (the character's filter) for a database without one or without height switching."""
+        if self.database is None:
+            return own
+        expr = self.settings.height_databases[self.database][2]
+        return own if expr is None else expr
 
     def target(self) -> np.ndarray:
         """The HMD floor target (3,) of the frame consumed last."""
@@ -154,9 +212,11 @@ class VRDriver:
         s = self.stream
         last = min(int(round((t + dt) * s.fps)), s.num_frames - 1)
         while self.index < last:
-            self.index += 1
-            self.state = driver_step(self.state, self.network, s.positions[self.index], s.rotations[self.index],
-                                     1.0 / s.fps, self.settings)
+            self.consume(s.positions[self.index + 1], s.rotations[self.index + 1], 1.0 / s.fps)
+        self.steer(controller, dt)
+
+    def steer(self, controller, dt: float) -> None:
+        """Move the controller toward the state of the tracker frames consumed so far."""
         yaw = facing_yaw(self.state.facing)
         controller.update_velocity_goal(self.state.velocity, yaw, dt)
         # The driver's springs already smooth the devices: a second spring in the controller would

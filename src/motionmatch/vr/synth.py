@@ -24,7 +24,7 @@ from .driver import VRDriver, VRDriverSettings, facing_yaw
 from .orientation import angle_error_deg, load_networks
 from .trackers import REFERENCE_PATTERNS, TrackerSettings, device_calibration, read_trackers
 from .upper_body import (ROOT_ALPHA_LOOSE, arm_chain, clamp_root, device_targets, hmd_floor_target,
-                         reach_arms, turn_head)
+                         lean_head, reach_arms, turn_head)
 
 # Arms within this fraction of their length count as reaching their controller (reach_arms' buffer).
 REACH_BUFFER = 0.01
@@ -41,12 +41,32 @@ def database_calibration(db) -> np.ndarray:
     return device_calibration(anim, db.roles)
 
 
+def check_height_databases(db, settings: VRDriverSettings) -> None:
+    """Refuse height databases whose tag filters are not valid expressions or match no clip of db."""
+    from ..search import TagExpressionError, frame_mask
+    for low, high, expr in settings.height_databases:
+        if expr is None:
+            continue
+        try:
+            mask = frame_mask(expr, db.range_tags, db.range_starts, db.range_stops, db.num_frames)
+        except (TagExpressionError, ValueError) as exc:
+            raise ValueError(f"height database {low:g}-{high:g} (tag filter {expr!r}): {exc}") from None
+        if not mask.any():
+            raise ValueError(f"height database {low:g}-{high:g}: no clip of the database matches the tag filter "
+                             f"{expr!r} (tags here: {', '.join(sorted(db.known_tags))})")
+
+
 class VRTouchUp:
-    """The per-frame touch-up of run_scenario (root clamp, arm IK, head) that also measures, per frame,
-    the head and hand distances to the devices and, with ground truth, the root and facing errors."""
+    """The per-frame touch-up of run_scenario (root clamp, spine, arm IK, head) that also switches
+    the character's tag filter to the driver's height database (VRDriver.tag_filter; the change forces
+    a search, as the thesis does) and measures, per frame, the head and hand distances to the devices
+    and, with ground truth, the root and facing errors."""
 
     def __init__(self, db, driver: VRDriver, calibration, truth=None, hmd_offset=TrackerSettings.hmd_offset):
+        check_height_databases(db, driver.settings)
         self.db, self.driver, self.calibration, self.truth = db, driver, calibration, truth
+        self.own_filter: str | None = None        # the character's tag filter before any switch
+        self.switched = False
         self.parents = np.asarray(db.skeleton.parents)
         self.hmd_offset = np.asarray(hmd_offset, np.float64)
         self.arms = [arm_chain(self.parents, db.roles, side) for side in ("left", "right")]
@@ -54,17 +74,24 @@ class VRTouchUp:
 
     def __call__(self, ch, k, local_pos, local_rot):
         d, roles = self.driver, self.db.roles
+        if d.database is not None:
+            if not self.switched:
+                self.own_filter = ch.settings.tag_filter
+            want = d.tag_filter(self.own_filter)
+            if want != ch.settings.tag_filter:
+                ch.set_tag_filter(want)
+            self.switched = want != self.own_filter
         pos, rot = d.state.positions, d.state.rotations
         root = clamp_root(ch.root_pos, d.target(), d.settings.alpha)
         lp = np.array(local_pos, np.float64)
         lp[0, [0, 2]] += root[[0, 2]] - ch.root_pos[[0, 2]]
         ch.root_pos[:] = root            # the next frame continues from the clamped root
         hand_pos, hand_rot, head_rot = device_targets(pos, rot, self.calibration)
-        lr = reach_arms(lp, np.asarray(local_rot, np.float64), self.parents, roles, hand_pos, hand_rot,
-                        buffer=REACH_BUFFER)
+        head = pos[0] - quat_rotate(rot[0], self.hmd_offset)
+        lr = lean_head(lp, np.asarray(local_rot, np.float64), self.parents, roles, head)
+        lr = reach_arms(lp, lr, self.parents, roles, hand_pos, hand_rot, buffer=REACH_BUFFER)
         lr = turn_head(lp, lr, self.parents, roles, head_rot)
         gp = forward_kinematics(lp[None], lr[None], self.parents)[0][0]
-        head = pos[0] - quat_rotate(rot[0], self.hmd_offset)
         self.head_cm.append(100.0 * np.linalg.norm(gp[roles["head"]] - head))
         for i, (upper, lower, hand) in enumerate(self.arms):
             length = np.linalg.norm(gp[lower] - gp[upper]) + np.linalg.norm(gp[hand] - gp[lower])
@@ -91,6 +118,8 @@ class VRTouchUp:
                "hand_error_cm": stats(hand, ("mean", "max")),
                "hand_error_reachable_cm": stats(hand[ok], ("mean", "max")),
                "reachable_fraction": round(float(ok.mean()), 4) if len(ok) else None}
+        if self.driver.database is not None:
+            out["database_switches"] = self.driver.switches
         if self.truth is not None:
             out["root_error_cm"] = stats(self.root_cm, ("mean", "p95"))
             out["orientation_error_deg"] = stats(self.facing_deg, ("mean", "p95"))
@@ -98,19 +127,20 @@ class VRTouchUp:
 
 
 def synthesize_vr(db, trackers, model, out_dir, settings=None, alpha: float = ROOT_ALPHA_LOOSE,
-                  progress: bool = True, controller_settings=None) -> dict:
+                  progress: bool = True, controller_settings=None, height_databases: tuple = ()) -> dict:
     """Animate the database's character from a tracker file (trackers.read_trackers: JSON, CSV, or a
     BVH clip the devices are simulated from, with ground truth), or a (TrackerStream, BodyTruth or
     None) pair, and the body-orientation model file;
     write out_dir/motion.bvh, metrics.json, trajectory.png and return the metrics. alpha: root clamp
-    radius in metres (the thesis's 0.1 or 0.3)."""
+    radius in metres (the thesis's 0.1 or 0.3); height_databases: VRDriverSettings.height_databases."""
     if not alpha > 0:
         raise ValueError(f"alpha: expected a positive radius in metres, got {alpha}")
+    check_height_databases(db, VRDriverSettings(height_databases=height_databases))
     stream, truth = read_trackers(trackers) if isinstance(trackers, (str, Path)) else trackers
     if stream.num_frames < 2:
         raise ValueError(f"{trackers}: expected at least two tracker frames")
     network = load_networks(model)["network"]
-    driver = VRDriver(stream, network, VRDriverSettings(alpha=alpha))
+    driver = VRDriver(stream, network, VRDriverSettings(alpha=alpha, height_databases=height_databases))
     start = (hmd_floor_target(stream.positions[0, 0], stream.rotations[0, 0]), facing_yaw(driver.state.facing))
     touch_up = VRTouchUp(db, driver, database_calibration(db), truth)
     scenario = Scenario(duration=(stream.num_frames - 1) / stream.fps, description="VR trackers")

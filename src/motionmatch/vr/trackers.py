@@ -290,22 +290,32 @@ def _fill_dropouts(p, pos, rot, valid):
     return _hold_invalid(pos, rot, valid)
 
 
-def _device_pose(p, where: str, dev: dict):
+def device_pose(dev, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Position (3,) and rotation (4,) of one device given as {"position": [x, y, z], "rotation":
+    [w, x, y, z]} (a tracker file's frame entry or a live tracker message); raises TrackerFileError
+    naming the field, `where` being the device's own name (e.g. `frames[12].left`)."""
     if not isinstance(dev, dict):
-        raise TrackerFileError(f"{p}: {where}: expected an object with position and rotation")
+        raise TrackerFileError(f"{where}: expected an object with position and rotation")
     out = []
     for key, n in (("position", 3), ("rotation", 4)):
         if key not in dev:
-            raise TrackerFileError(f"{p}: {where}.{key}: missing")
+            raise TrackerFileError(f"{where}.{key}: missing")
         v = dev[key]
         if not isinstance(v, list) or len(v) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-            raise TrackerFileError(f"{p}: {where}.{key}: expected {n} numbers, got {json.dumps(v)[:60]}")
+            raise TrackerFileError(f"{where}.{key}: expected {n} numbers, got {json.dumps(v)[:60]}")
         out.append(np.array(v, dtype=np.float64))
     if not np.all(np.isfinite(out[0])) or not np.all(np.isfinite(out[1])):
-        raise TrackerFileError(f"{p}: {where}: not a finite number")
+        raise TrackerFileError(f"{where}: not a finite number")
     if np.linalg.norm(out[1]) < 1e-6:
-        raise TrackerFileError(f"{p}: {where}.rotation: zero quaternion")
-    return out
+        raise TrackerFileError(f"{where}.rotation: zero quaternion")
+    return out[0], out[1]
+
+
+def _device_pose(p, where: str, dev: dict):
+    try:
+        return device_pose(dev, where)
+    except TrackerFileError as exc:
+        raise TrackerFileError(f"{p}: {exc}") from None
 
 
 def _parse_json(p: Path):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kinematics import forward_kinematics
-from ..rotations import (quat_from_matrix, quat_from_scaled_angle_axis, quat_inv, quat_inv_mul, quat_mul,
-                         quat_mul_inv, quat_normalize, quat_rotate, quat_to_scaled_angle_axis)
+from ..rotations import (quat_between, quat_from_matrix, quat_from_scaled_angle_axis, quat_inv, quat_inv_mul,
+                         quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_to_scaled_angle_axis)
 from ..runtime.ik import two_joint_ik
 
 # The centre of the head, an estimate of the point that moves least when the head turns, relative to
@@ -77,6 +77,25 @@ def lean_chest(local_pos, local_rot, parents, roles, hand_targets, buffer: float
     if angle > limit:
         lean_vec *= limit / angle
     _set_global_rotation(local_rot, grot, parents, pivot, quat_mul(quat_from_scaled_angle_axis(lean_vec), grot[pivot]))
+    return local_rot
+
+
+def lean_head(local_pos, local_rot, parents, roles, head_target, max_lean_deg: float = 30.0) -> np.ndarray:
+    """Local rotations (J, 4) with the upper body bent at the spine joint so that the head joint moves
+    toward head_target (3,) world (the head's place under the HMD): the shortest rotation of the
+    spine-to-head direction onto the spine-to-target one, at most max_lean_deg. Only the direction is
+    matched (the spine does not stretch), so a target far below the head is the legs' work."""
+    local_rot = np.array(local_rot, np.float64, copy=True)
+    gpos, grot = forward_kinematics(local_pos[None], local_rot[None], np.asarray(parents))
+    gpos, grot = gpos[0], grot[0]
+    pivot = roles["spine"]
+    lean = quat_to_scaled_angle_axis(quat_between(gpos[roles["head"]] - gpos[pivot],
+                                                  np.asarray(head_target, np.float64) - gpos[pivot]))
+    angle, limit = np.linalg.norm(lean), np.radians(max_lean_deg)
+    if angle > limit:
+        lean *= limit / angle
+    _set_global_rotation(local_rot, grot, np.asarray(parents), pivot,
+                         quat_mul(quat_from_scaled_angle_axis(lean), grot[pivot]))
     return local_rot
 
 

@@ -42,6 +42,8 @@ const state = {
   recordFrames: 0,
   scenario: null,
   send: (obj) => send(obj),
+  toast: (text, kind) => toast(text, kind),
+  onShow: [],                  // fn(frame) called whenever a frame {positions, debug, ...} is shown
   sendRaw: (data) => { if (ws && ws.readyState === 1) ws.send(data); },
   debugHistory: () => history.map((f) => f.debug),
 };
@@ -524,6 +526,7 @@ function show(index) {
   viewIndex = index;
   poseCharacter(f.positions);
   body.pose(f.positions, f.rotations);
+  for (const fn of state.onShow) fn(f);   // drawings of other modules (vr.js) in step with the character
   const d = f.debug;
   state.lastDebug = d;
   state.time = f.time;
