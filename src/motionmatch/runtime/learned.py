@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
-from ..lmm.inference import decompress, normalize_query, project, step
+from ..lmm.inference import forward, project, scratch, unpack_pose
 from ..lmm.model import LearnedModel, check_model_fits, load_model
 
 # A stop no frame reaches: learned agents never run out of clip.
@@ -33,6 +34,7 @@ class LearnedSource(NamedTuple):
     frac: np.ndarray         # (n,) always 0
     stop: np.ndarray         # (2n,) int64 row + 1: every row is a one-frame clip
     never: np.ndarray        # (n,) int64 stops the search planner never reaches
+    work: tuple              # preallocated kernel buffers (new_source): no allocation per tick
 
 
 def learned_model(db, path) -> LearnedModel:
@@ -48,21 +50,42 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
     pos_t, rot_t = np.asarray(db.positions).dtype, np.asarray(db.rotations).dtype
     pose = (np.zeros((2 * n, J, 3), pos_t), np.zeros((2 * n, J, 4), rot_t), np.zeros((2 * n, J, 3), np.float32),
             np.zeros((2 * n, J, 3), np.float32), np.zeros((2 * n, 3), np.float32), np.zeros((2 * n, 3), np.float32))
+    xz = F + model.latent_size
+    work = (np.zeros((n, xz), np.float32), np.zeros((n, xz), np.float32),
+            np.zeros((n, model.decompressor.outputs), np.float32), np.zeros((n, F), np.float32),
+            *scratch(model, n))
     return LearnedSource(model, np.zeros((n, F), np.float32), np.zeros((n, model.latent_size), np.float32),
                          np.zeros((n, F)), pose, np.zeros((2 * n, 2), dtype=np.asarray(db.contacts).dtype),
                          np.zeros(2 * n, np.float32), np.arange(n, dtype=np.int64), np.zeros(n),
-                         np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64))
+                         np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64), work)
+
+
+@numba.njit(cache=True)
+def _write_pose(rows, x, z, decompressor, work, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds):
+    """Decompress (x, z) (m, ...) into pose rows `rows` (m,) of the pose arrays, contacts and speeds."""
+    xz, _, y, _, a, b = work
+    m, F = x.shape
+    for r in range(m):
+        for c in range(F):
+            xz[r, c] = x[r, c]
+        for c in range(z.shape[1]):
+            xz[r, F + c] = z[r, c]
+    forward(xz[:m], decompressor, a, b, y[:m])
+    unpack_pose(y[:m], rows, pos, rot, vel, ang, contacts)
+    for r in range(m):
+        i = rows[r]
+        for c in range(3):
+            root_vel[i, c] = vel[i, 0, c]
+            root_ang[i, c] = ang[i, 0, c]
+        speeds[i] = np.hypot(vel[i, 0, 0], vel[i, 0, 2])
 
 
 def write_pose(src: LearnedSource, rows: np.ndarray, x: np.ndarray, z: np.ndarray) -> None:
     """Decompress (x, z) (len(rows), ...) into pose rows `rows`."""
-    p = decompress(src.model, x, z)
-    positions, rotations, vel, ang, root_vel, root_ang = src.pose
-    positions[rows], rotations[rows] = p.positions, p.rotations
-    vel[rows], ang[rows] = p.velocities, p.angular_velocities
-    root_vel[rows], root_ang[rows] = p.velocities[:, 0], p.angular_velocities[:, 0]
-    src.contacts[rows] = p.contacts
-    src.speeds[rows] = np.hypot(p.velocities[:, 0, 0], p.velocities[:, 0, 2])
+    m = src.model
+    _write_pose(np.asarray(rows, dtype=np.int64), np.ascontiguousarray(x, np.float32),
+                np.ascontiguousarray(z, np.float32), m.decompressor.kernel_args, src.work, *src.pose, src.contacts,
+                src.speeds)
 
 
 def set_state(src: LearnedSource, agents: np.ndarray, x: np.ndarray, z: np.ndarray) -> None:
@@ -79,18 +102,42 @@ def start(src: LearnedSource, i: int, raw_features: np.ndarray) -> None:
     write_pose(src, np.array([i]), x, z)
 
 
+@numba.njit(cache=True)
+def _search(agents, raw_queries, bias, projector, offset, scale, x, work, q, px, pz, cost, jump):
+    """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`."""
+    _, out, _, _, a, b = work
+    m, F = raw_queries.shape
+    for r in range(m):
+        for c in range(F):
+            q[r, c] = np.float32((raw_queries[r, c] - offset[c]) / scale[c])
+    forward(q, projector, a, b, out[:m])
+    for r in range(m):
+        best, current = 0.0, 0.0
+        i = agents[r]
+        for c in range(F):
+            px[r, c] = out[r, c]
+            d = np.float64(q[r, c]) - out[r, c]
+            best += d * d
+            e = np.float64(q[r, c]) - x[i, c]
+            current += e * e
+        for c in range(pz.shape[1]):
+            pz[r, c] = out[r, F + c]
+        cost[r] = best
+        # A rollout that left the numbers (a poorly trained stepper) is taken back to the data at once.
+        jump[r] = best + bias[r] < current or not np.isfinite(current)
+
+
 def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray):
     """Project the raw queries of `agents`; an agent jumps when the projected features are closer to its
     query than its current ones by more than `bias` (squared distances in the model's normalization, as
     classic search keeps the playing frame). Returns (jump mask, projected costs, normalized queries);
     the jumpers' new poses are written to rows n + agent."""
-    q = normalize_query(src.model, raw_queries)
-    px, pz = project(src.model, raw_queries)
-    q64 = q.astype(np.float64)
-    cost = np.sum((q64 - px) ** 2, axis=1)
-    current = np.sum((q64 - src.x[agents]) ** 2, axis=1)
-    # A rollout that left the numbers (a poorly trained stepper) is taken back to the data at once.
-    jump = (cost + bias < current) | ~np.isfinite(current)
+    m, F, Z = len(agents), src.model.num_features, src.model.latent_size
+    q, px, pz = np.empty((m, F), np.float32), np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
+    cost, jump = np.empty(m), np.empty(m, np.bool_)
+    mod = src.model
+    _search(agents, np.ascontiguousarray(raw_queries, dtype=np.float64), np.asarray(bias, dtype=np.float64),
+            mod.projector.kernel_args, mod.feature_offset, mod.feature_scale, src.x, src.work, q, px, pz, cost, jump)
     if jump.any():
         n = len(src.frame)
         write_pose(src, n + agents[jump], px[jump], pz[jump])
@@ -98,12 +145,29 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
     return jump, cost, q
 
 
+@numba.njit(cache=True)
+def _advance(h, x, z, stepper, decompressor, work, offset, scale, raw, rows, pos, rot, vel, ang, root_vel, root_ang,
+             contacts, speeds):
+    """x, z += h * their stepped rates (h (n,) seconds per agent), raw follows; rows `rows` get the pose."""
+    xz, rate, _, _, a, b = work
+    n, F = x.shape
+    for r in range(n):
+        for c in range(F):
+            xz[r, c] = x[r, c]
+        for c in range(z.shape[1]):
+            xz[r, F + c] = z[r, c]
+    forward(xz, stepper, a, b, rate)
+    for r in range(n):
+        for c in range(F):
+            x[r, c] += h[r] * rate[r, c]
+            raw[r, c] = x[r, c] * scale[c] + offset[c]
+        for c in range(z.shape[1]):
+            z[r, c] += h[r] * rate[r, F + c]
+    _write_pose(rows, x, z, decompressor, work, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds)
+
+
 def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
     """Step every agent's features and latent dt seconds (scaled by its play rate) and decompress its pose."""
-    x, z = step(src.model, src.x, src.z, 1.0)
-    # step() answers x + dt * rate; per-agent dt: scale the increments here.
-    h = (dt * rate).astype(np.float32)[:, None]
-    x = src.x + h * (x - src.x)
-    z = src.z + h * (z - src.z)
-    set_state(src, src.frame, x, z)
-    write_pose(src, src.frame, x, z)
+    m = src.model
+    _advance((dt * rate).astype(np.float32), src.x, src.z, m.stepper.kernel_args, m.decompressor.kernel_args,
+             src.work, m.feature_offset, m.feature_scale, src.raw, src.frame, *src.pose, src.contacts, src.speeds)
