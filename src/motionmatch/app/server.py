@@ -157,6 +157,7 @@ _SETTINGS_FIELDS = {
     "warp_slope": _boolean,
     "warp_limit_deg": _number(0.0, 120.0),
     "tag_filter": _optional(_text(200)),
+    "mode": _choice(("classic", "lmm")),     # learned motion matching needs a model (serve --lmm)
 }
 
 # type -> {field: (validator, required)}
@@ -366,7 +367,8 @@ class Session:
                 "tags": list(getattr(self.ch, "known_tags", [])), "settings": self.settings_dict(),
                 "limits": {"max_message_bytes": MAX_TEXT_BYTES, "rate_per_s": RATE_PER_S,
                            "record_frames": MAX_RECORD_FRAMES},
-                "backend": self.backend.description, "character": self.character_info()}
+                "backend": self.backend.description, "character": self.character_info(),
+                "lmm": bool(getattr(self.ch.settings, "model", None))}
 
     def character_info(self) -> dict | None:
         c = self.backend.character
