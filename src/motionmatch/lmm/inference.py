@@ -33,8 +33,32 @@ class LearnedPose(NamedTuple):
     contacts: np.ndarray             # (..., 2) bool, left and right foot
 
 
-# From this many rows a layer is one BLAS matrix product; below, the loop of `dense` is faster.
-BLAS_FROM = 8
+# Rows per block of a layer: the block's outputs stay in the L1 cache while the weights stream past them
+# once per block. From PARALLEL_ROWS rows (a crowd) blocks run in parallel, as the runtime's stages do.
+BLOCK = 8
+PARALLEL_ROWS = 32
+
+
+@numba.njit(cache=True, fastmath=True)
+def _dense_rows(h, w, b, out, r0, r1):
+    n_in, n_out = w.shape
+    for r in range(r0, r1):
+        for o in range(n_out):
+            out[r, o] = b[o]
+    for i in range(n_in):
+        for r in range(r0, r1):
+            v = h[r, i]
+            # Half of a ReLU layer's inputs are zero: their weight rows are skipped.
+            if v != 0.0:
+                for o in range(n_out):
+                    out[r, o] += v * w[i, o]
+
+
+@numba.njit(cache=True, fastmath=True, parallel=True)
+def _dense_blocks(h, w, b, out):
+    rows = h.shape[0]
+    for k in numba.prange((rows + BLOCK - 1) // BLOCK):
+        _dense_rows(h, w, b, out, k * BLOCK, min(rows, (k + 1) * BLOCK))
 
 
 @numba.njit(cache=True, fastmath=True)
@@ -42,26 +66,14 @@ def dense(h, w, b, out, activation):
     """out = activation(h @ w + b) for h (rows, n_in), w (n_in, n_out), out (rows, n_out), float32,
     contiguous; activation 0 none, 1 ReLU, 2 ELU.
 
-    For a few rows the loop adds weight rows times inputs, skipping zero inputs (half of a ReLU layer's):
-    a frame's matrix-vector products are bound by reading the weights."""
-    rows = h.shape[0]
-    n_in, n_out = w.shape
-    if rows >= BLAS_FROM:
-        np.dot(h, w, out)
-        for r in range(rows):
-            for o in range(n_out):
-                out[r, o] += b[o]
+    A frame's matrix-vector products are bound by reading the weights: the loop adds weight rows times
+    inputs for a block of rows at once (no BLAS: its threads would fight the runtime's own)."""
+    rows, n_out = out.shape
+    if rows >= PARALLEL_ROWS:
+        _dense_blocks(h, w, b, out)
     else:
-        for r in range(rows):
-            row, inputs = out[r], h[r]
-            for o in range(n_out):
-                row[o] = b[o]
-            for i in range(n_in):
-                v = inputs[i]
-                if v != 0.0:
-                    wi = w[i]
-                    for o in range(n_out):
-                        row[o] += v * wi[o]
+        for r0 in range(0, rows, BLOCK):
+            _dense_rows(h, w, b, out, r0, min(rows, r0 + BLOCK))
     if activation == 1:
         for r in range(rows):
             for o in range(n_out):

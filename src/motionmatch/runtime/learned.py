@@ -148,31 +148,32 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
 
 
 @numba.njit(cache=True)
-def _advance(h, x, z, stepper, decompressor, work, offset, scale, raw, rows, pos, rot, vel, ang, root_vel, root_ang,
-             contacts, speeds):
-    """x, z += h * their stepped rates (h (n,) seconds per agent), raw follows; rows `rows` get the pose."""
-    xz, rate, _, _, a, b = work
+def _advance(rate, dt, x, z, stepper, decompressor, work, offset, scale, raw, rows, pos, rot, vel, ang, root_vel,
+             root_ang, contacts, speeds):
+    """x, z += dt * play rate * their stepped rates of change, raw follows; rows `rows` get the pose."""
+    xz, change, _, _, a, b = work
     n, F = x.shape
     for r in range(n):
         for c in range(F):
             xz[r, c] = x[r, c]
         for c in range(z.shape[1]):
             xz[r, F + c] = z[r, c]
-    forward(xz, stepper, a, b, rate)
+    forward(xz, stepper, a, b, change)
     for r in range(n):
+        h = np.float32(dt * rate[r])
         for c in range(F):
-            x[r, c] += h[r] * rate[r, c]
+            x[r, c] += h * change[r, c]
             raw[r, c] = x[r, c] * scale[c] + offset[c]
         for c in range(z.shape[1]):
-            z[r, c] += h[r] * rate[r, F + c]
+            z[r, c] += h * change[r, F + c]
     _write_pose(rows, x, z, decompressor, work, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds)
 
 
 def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
     """Step every agent's features and latent dt seconds (scaled by its play rate) and decompress its pose."""
     m = src.model
-    _advance((dt * rate).astype(np.float32), src.x, src.z, m.stepper.kernel_args, m.decompressor.kernel_args,
-             src.work, m.feature_offset, m.feature_scale, src.raw, src.frame, *src.pose, src.contacts, src.speeds)
+    _advance(rate, float(dt), src.x, src.z, m.stepper.kernel_args, m.decompressor.kernel_args, src.work,
+             m.feature_offset, m.feature_scale, src.raw, src.frame, *src.pose, src.contacts, src.speeds)
 
 
 def _cross_transition(c, i: int, src_pose, src_row: int, dst_pose, dst_row: int) -> None:
