@@ -34,9 +34,8 @@ class LearnedPose(NamedTuple):
 
 
 # Rows per block of a layer: the block's outputs stay in the L1 cache while the weights stream past them
-# once per block. From PARALLEL_ROWS rows (a crowd) blocks run in parallel, as the runtime's stages do.
+# once per block.
 BLOCK = 8
-PARALLEL_ROWS = 32
 
 
 @numba.njit(cache=True, fastmath=True)
@@ -54,26 +53,17 @@ def _dense_rows(h, w, b, out, r0, r1):
                     out[r, o] += v * w[i, o]
 
 
-@numba.njit(cache=True, fastmath=True, parallel=True)
-def _dense_blocks(h, w, b, out):
-    rows = h.shape[0]
-    for k in numba.prange((rows + BLOCK - 1) // BLOCK):
-        _dense_rows(h, w, b, out, k * BLOCK, min(rows, (k + 1) * BLOCK))
-
-
 @numba.njit(cache=True, fastmath=True)
 def dense(h, w, b, out, activation):
     """out = activation(h @ w + b) for h (rows, n_in), w (n_in, n_out), out (rows, n_out), float32,
     contiguous; activation 0 none, 1 ReLU, 2 ELU.
 
     A frame's matrix-vector products are bound by reading the weights: the loop adds weight rows times
-    inputs for a block of rows at once (no BLAS: its threads would fight the runtime's own)."""
+    inputs for a block of rows at once (no BLAS: its threads would fight the runtime's own; a crowd runs
+    blocks of agents in parallel itself, see runtime/learned.py)."""
     rows, n_out = out.shape
-    if rows >= PARALLEL_ROWS:
-        _dense_blocks(h, w, b, out)
-    else:
-        for r0 in range(0, rows, BLOCK):
-            _dense_rows(h, w, b, out, r0, min(rows, r0 + BLOCK))
+    for r0 in range(0, rows, BLOCK):
+        _dense_rows(h, w, b, out, r0, min(rows, r0 + BLOCK))
     if activation == 1:
         for r in range(rows):
             for o in range(n_out):
