@@ -148,37 +148,25 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
 
 
 @numba.njit(cache=True)
-def _advance_rows(r0, r1, rate, dt, x, z, stepper, decompressor, work, offset, scale, raw, rows, pos, rot, vel, ang,
-                  root_vel, root_ang, contacts, speeds):
-    """Agents r0..r1-1: x, z += dt * play rate * their stepped rates of change, raw follows, rows `rows`
-    get the decompressed pose (rows r0..r1-1 of the buffers)."""
-    xz, change, y, _, a, b = work
+def _advance(rate, dt, x, z, stepper, decompressor, work, offset, scale, raw, rows, pos, rot, vel, ang, root_vel,
+             root_ang, contacts, speeds):
+    """x, z += dt * play rate * their stepped rates of change, raw follows; rows `rows` get the pose."""
+    xz, change, _, _, a, b = work
     n, F = x.shape
-    width = a.shape[0] // n
-    sa, sb = a[r0 * width:r1 * width], b[r0 * width:r1 * width]
-    for r in range(r0, r1):
+    for r in range(n):
         for c in range(F):
             xz[r, c] = x[r, c]
         for c in range(z.shape[1]):
             xz[r, F + c] = z[r, c]
-    forward(xz[r0:r1], stepper, sa, sb, change[r0:r1])
-    for r in range(r0, r1):
+    forward(xz, stepper, a, b, change)
+    for r in range(n):
         h = np.float32(dt * rate[r])
         for c in range(F):
             x[r, c] += h * change[r, c]
-            xz[r, c] = x[r, c]
             raw[r, c] = x[r, c] * scale[c] + offset[c]
         for c in range(z.shape[1]):
             z[r, c] += h * change[r, F + c]
-            xz[r, F + c] = z[r, c]
-    forward(xz[r0:r1], decompressor, sa, sb, y[r0:r1])
-    unpack_pose(y[r0:r1], rows[r0:r1], pos, rot, vel, ang, contacts)
-    for r in range(r0, r1):
-        i = rows[r]
-        for c in range(3):
-            root_vel[i, c] = vel[i, 0, c]
-            root_ang[i, c] = ang[i, 0, c]
-        speeds[i] = np.hypot(vel[i, 0, 0], vel[i, 0, 2])
+    _write_pose(rows, x, z, decompressor, work, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds)
 
 
 def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
@@ -187,9 +175,8 @@ def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
     On the calling thread even for a crowd: the layers run blocks of agents (inference.dense), and
     parallel regions of tuples of arrays are not available in numba."""
     m = src.model
-    _advance_rows(0, len(src.frame), rate, float(dt), src.x, src.z, m.stepper.kernel_args,
-                  m.decompressor.kernel_args, src.work, m.feature_offset, m.feature_scale, src.raw, src.frame,
-                  *src.pose, src.contacts, src.speeds)
+    _advance(rate, float(dt), src.x, src.z, m.stepper.kernel_args, m.decompressor.kernel_args, src.work,
+             m.feature_offset, m.feature_scale, src.raw, src.frame, *src.pose, src.contacts, src.speeds)
 
 
 def _cross_transition(c, i: int, src_pose, src_row: int, dst_pose, dst_row: int) -> None:
