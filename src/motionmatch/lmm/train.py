@@ -7,8 +7,7 @@ Stages, in order (Holden et al. 2020):
    finite-difference velocities over two frames, contacts, and L1 / L2 / temporal regularisation of z.
 2. stepper: (x, z) -> their rates of change, trained by rolling out windows of frames.
 3. projector: a noisy query -> (x, z) of its nearest searchable frame (exact search), so queries that
-   match no frame still land on the data; half of the queries join one frame's pose features with
-   another's trajectory, like the runtime's queries after an input change.
+   match no frame still land on the data.
 
 The time budget (--minutes) is split between the stages; the learning rate decays exponentially over
 each stage. A checkpoint beside the output is written every minute and at each stage's end; a new run
@@ -52,9 +51,6 @@ class TrainSettings:
     learning_rate: float = 1e-3
     final_learning_rate_ratio: float = 0.05
     projector_noise: float = 1.0        # largest query noise, in normalized feature units
-    # Share of projector queries that join one frame's pose features with another frame's trajectory,
-    # as the runtime's queries do (the playing pose, the desired future) when the input changes.
-    projector_mixed: float = 0.5
     checkpoint_seconds: float = 60.0
     progress: bool = True
 
@@ -421,19 +417,12 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
                 return jnp.asarray(data.features[w]), jnp.asarray(latents[w])
         else:
             searcher = Searcher(data.features, data.range_starts, data.range_stops, backend="aabb")
-            trajectory = np.concatenate([np.arange(f)[db.features.channel_slices[c.name]]
-                                         for c in db.features.schema.channels if c.kind.startswith("trajectory")])
             searchable = np.flatnonzero(searcher.searchable)
 
             def batch():
                 k = searchable[rng.integers(0, len(searchable), size=s.batch)]
                 noise = rng.normal(size=(s.batch, f)) * rng.uniform(0.0, s.projector_noise, size=(s.batch, 1))
-                query = data.features[k] + noise
-                mixed = np.flatnonzero(rng.random(s.batch) < s.projector_mixed)
-                other = searchable[rng.integers(0, len(searchable), size=len(mixed))]
-                rows, cols = mixed[:, None], trajectory[None, :]
-                query[rows, cols] = data.features[other[:, None], cols] + noise[rows, cols]
-                query = query.astype(np.float32)
+                query = (data.features[k] + noise).astype(np.float32)
                 nearest, _ = searcher.search_batch(query)
                 return jnp.asarray(query), jnp.asarray(data.features[nearest]), jnp.asarray(latents[nearest])
 
