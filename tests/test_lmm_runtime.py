@@ -187,3 +187,29 @@ def test_app_switches_classic_and_learned_live(tiny_model, jlpm_db):
     finally:
         with_model.stop()
         without.stop()
+
+
+def test_learned_queries_take_pose_features_from_the_decompressed_pose(tiny_model, jlpm_db):
+    from motionmatch.runtime import learned
+    crowd = Crowd(jlpm_db, 1, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    src = crowd.learned
+    vel, ang, root_vel, root_ang = crowd.velocities
+    frames = np.arange(300, 9000, 700)
+    got = np.zeros((len(frames), jlpm_db.features.raw.shape[1]))
+    for k, f in enumerate(frames):
+        # A database frame's pose in the learned layout: joint 0 at the origin, its own-frame root motion.
+        for a, v in zip(src.pose[:4], (jlpm_db.positions[f], jlpm_db.rotations[f], vel[f], ang[f])):
+            a[0] = v
+        src.pose[0][0, 0], src.pose[1][0, 0] = 0.0, (1.0, 0.0, 0.0, 0.0)
+        src.pose[2][0, 0], src.pose[3][0, 0] = root_vel[f], root_ang[f]
+        learned.pose_features(np.array([0]), src.parents, src.pose_channels, *src.pose[:4], got[k:k + 1])
+    want = np.asarray(jlpm_db.features.raw[frames], dtype=np.float64)
+    sl = jlpm_db.features.channel_slices
+    kinds = {c.name: c.kind for c in jlpm_db.features.schema.channels}
+    pos = np.concatenate([np.arange(sl[n].start, sl[n].stop) for n, k in kinds.items() if k == "position"])
+    velc = np.concatenate([np.arange(sl[n].start, sl[n].stop) for n, k in kinds.items() if k == "velocity"])
+    np.testing.assert_allclose(got[:, pos], want[:, pos], atol=1e-4)
+    # The database's velocities are central differences, the runtime's forward ones: close, not equal.
+    assert np.median(np.abs(got[:, velc] - want[:, velc])) < 0.05
+    traj = [c for c in range(want.shape[1]) if c not in set(pos) | set(velc)]
+    assert np.all(got[:, traj] == 0.0)          # the trajectory columns are left alone

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from ..lmm.inference import forward, project, scratch, unpack_pose
+from ..scalar_quat import cross3, qmul, qrot
 from ..lmm.model import LearnedModel, check_model_fits, load_model
 from .matching import FORCE
 from .playback import transition_stage
@@ -37,6 +38,8 @@ class LearnedSource(NamedTuple):
     stop: np.ndarray         # (2n,) int64 row + 1: every row is a one-frame clip
     never: np.ndarray        # (n,) int64 stops the search planner never reaches
     work: tuple              # preallocated kernel buffers (new_source): no allocation per tick
+    parents: np.ndarray      # (J,) int64
+    pose_channels: np.ndarray  # (C, 3) int64 per position/velocity feature channel: kind (0/1), joint, column
 
 
 def learned_model(db, path) -> LearnedModel:
@@ -56,10 +59,16 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
     work = (np.zeros((n, xz), np.float32), np.zeros((n, xz), np.float32),
             np.zeros((n, model.decompressor.outputs), np.float32), np.zeros((n, F), np.float32),
             *scratch(model, n))
+    names = list(db.skeleton.names)
+    channels = [(0 if c.kind == "position" else 1, db.roles[c.joint] if c.joint in db.roles else names.index(c.joint),
+                 db.features.channel_slices[c.name].start)
+                for c in db.features.schema.channels if c.kind in ("position", "velocity")]
     return LearnedSource(model, np.zeros((n, F), np.float32), np.zeros((n, model.latent_size), np.float32),
                          np.zeros((n, F)), pose, np.zeros((2 * n, 2), dtype=np.asarray(db.contacts).dtype),
                          np.zeros(2 * n, np.float32), np.arange(n, dtype=np.int64), np.zeros(n),
-                         np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64), work)
+                         np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64), work,
+                         np.asarray(db.skeleton.parents, dtype=np.int64),
+                         np.array(channels, dtype=np.int64).reshape(-1, 3))
 
 
 @numba.njit(cache=True)
@@ -105,6 +114,37 @@ def start(src: LearnedSource, i: int, raw_features: np.ndarray) -> None:
 
 
 @numba.njit(cache=True)
+def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
+    """Overwrite the position/velocity feature columns of raw queries (len(agents), F) with the values of
+    each agent's decompressed pose (row agents[a]), in character space like the database's features
+    (velocities include the root's own motion). The stepped features x drift between searches; the
+    pose is what the character shows."""
+    J = parents.shape[0]
+    gp, gv, gw, gr = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 4))
+    for a in range(agents.shape[0]):
+        i = agents[a]
+        gr[0, 0] = 1.0
+        for c in range(3):
+            gv[0, c], gw[0, c] = vel[i, 0, c], ang[i, 0, c]
+        for j in range(1, J):
+            p = parents[j]
+            w, x, y, z = gr[p, 0], gr[p, 1], gr[p, 2], gr[p, 3]
+            ox, oy, oz = qrot(w, x, y, z, pos[i, j, 0], pos[i, j, 1], pos[i, j, 2])
+            gp[j, 0], gp[j, 1], gp[j, 2] = gp[p, 0] + ox, gp[p, 1] + oy, gp[p, 2] + oz
+            gr[j, 0], gr[j, 1], gr[j, 2], gr[j, 3] = qmul(w, x, y, z, rot[i, j, 0], rot[i, j, 1], rot[i, j, 2],
+                                                          rot[i, j, 3])
+            ax, ay, az = qrot(w, x, y, z, ang[i, j, 0], ang[i, j, 1], ang[i, j, 2])
+            gw[j, 0], gw[j, 1], gw[j, 2] = gw[p, 0] + ax, gw[p, 1] + ay, gw[p, 2] + az
+            cx, cy, cz = cross3(gw[p, 0], gw[p, 1], gw[p, 2], ox, oy, oz)
+            vx, vy, vz = qrot(w, x, y, z, vel[i, j, 0], vel[i, j, 1], vel[i, j, 2])
+            gv[j, 0], gv[j, 1], gv[j, 2] = gv[p, 0] + cx + vx, gv[p, 1] + cy + vy, gv[p, 2] + cz + vz
+        for k in range(channels.shape[0]):
+            kind, j, col = channels[k, 0], channels[k, 1], channels[k, 2]
+            for c in range(3):
+                raw[a, col + c] = gp[j, c] if kind == 0 else gv[j, c]
+
+
+@numba.njit(cache=True)
 def _search(agents, raw_queries, bias, projector, offset, scale, x, work, q, px, pz, cost, jump):
     """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`."""
     _, out, _, _, a, b = work
@@ -132,13 +172,16 @@ def _search(agents, raw_queries, bias, projector, offset, scale, x, work, q, px,
 def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray):
     """Project the raw queries of `agents`; an agent jumps when the projected features are closer to its
     query than its current ones by more than `bias` (squared distances in the model's normalization, as
-    classic search keeps the playing frame). Returns (jump mask, projected costs, normalized queries);
-    the jumpers' new poses are written to rows n + agent."""
+    classic search keeps the playing frame). The queries' pose features are taken from the agents'
+    decompressed poses (pose_features). Returns (jump mask, projected costs, normalized queries); the
+    jumpers' new poses are written to rows n + agent."""
+    raw_queries = np.array(raw_queries, dtype=np.float64)
+    pose_features(agents, src.parents, src.pose_channels, *src.pose[:4], raw_queries)
     m, F, Z = len(agents), src.model.num_features, src.model.latent_size
     q, px, pz = np.empty((m, F), np.float32), np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
     cost, jump = np.empty(m), np.empty(m, np.bool_)
     mod = src.model
-    _search(agents, np.ascontiguousarray(raw_queries, dtype=np.float64), np.asarray(bias, dtype=np.float64),
+    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64),
             mod.projector.kernel_args, mod.feature_offset, mod.feature_scale, src.x, src.work, q, px, pz, cost, jump)
     if jump.any():
         n = len(src.frame)
