@@ -107,3 +107,109 @@ def test_serve_lmm_refuses_a_model_that_does_not_fit_before_serving(tiny_model, 
     assert main(["serve", "--db", str(bandai), "--port", "0", "--lmm", str(tiny_model)]) == 1
     err = capsys.readouterr().err
     assert str(tiny_model) in err and "does not fit" in err and "Traceback" not in err
+
+
+def _switch_step(tiny_model, jlpm_db, inertialization):
+    """Largest joint move (m) of the frame across a classic -> learned -> classic switch, and the 95th
+    percentile of the frames around them, walking."""
+    ch = Character(jlpm_db, CharacterSettings(inertialization=inertialization))
+    walk = GamepadInput(move=(0.0, 1.0))
+    steps, across = [], []
+
+    def run(k, record):
+        for _ in range(k):
+            before = ch.global_positions.copy()
+            ch.step(walk)
+            assert np.isfinite(ch.global_positions).all()
+            record.append(float(np.abs(ch.global_positions - before).max()))
+
+    run(60, [])
+    run(20, steps)
+    t0 = ch.transitions
+    ch.settings.mode, ch.settings.model = "lmm", str(tiny_model)
+    ch.apply_settings()
+    assert ch.crowd.mode == "lmm" and ch.crowd.learned is not None and ch.transitions == t0 + 1
+    run(1, across)
+    run(40, steps)
+    ch.settings.mode = "classic"
+    ch.apply_settings()
+    assert ch.crowd.mode == "classic" and ch.crowd.learned is None and ch.crowd.last_best[0] >= -1
+    run(1, across)
+    run(20, steps)
+    return max(across), float(np.percentile(steps, 95))
+
+
+def test_live_switch_between_classic_and_learned_is_inertialized(tiny_model, jlpm_db):
+    smooth, typical = _switch_step(tiny_model, jlpm_db, "spring")
+    assert smooth < 1.5 * typical, (smooth, typical)
+    # Without inertialization the same switch pops: the learned pose is not the database's.
+    popped, _ = _switch_step(tiny_model, jlpm_db, "off")
+    assert popped > 2.0 * smooth, (popped, smooth)
+
+
+def test_app_switches_classic_and_learned_live(tiny_model, jlpm_db):
+    import asyncio
+
+    import aiohttp
+    from test_app import Client, ServerThread
+
+    from motionmatch.app import server as srv
+    from motionmatch.settings_file import settings_from_dict
+    settings = settings_from_dict({})
+    settings.character.mode, settings.character.model = "lmm", str(tiny_model)    # what `serve --lmm` does
+    with_model = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db, None, settings)))
+    without = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db)))
+    J = jlpm_db.num_joints
+
+    def positions(frame: bytes) -> np.ndarray:
+        return np.frombuffer(frame, np.float32, 3 * J, srv.FRAME_HEADER.size)
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, with_model.url)
+            assert c.hello["lmm"] is True and c.hello["settings"]["mode"] == "lmm"
+            await c.ws.send_str(json.dumps({"type": "input", "move": [0.0, 1.0]}))
+            for mode in ("classic", "lmm", "classic"):
+                await c.pump_frames(20)
+                await c.ws.send_str(json.dumps({"type": "settings", "mode": mode}))
+                assert (await c.next_text("settings"))["settings"]["mode"] == mode
+                await c.pump_frames(20)
+                assert all(np.isfinite(positions(f)).all() for f in c.frames[-20:])
+            await c.ws.close()
+            # A server without a model offers no switch and refuses one with a clear message.
+            d = await Client.open(s, without.url)
+            assert d.hello["lmm"] is False and d.hello["settings"]["mode"] == "classic"
+            await d.ws.send_str(json.dumps({"type": "settings", "mode": "lmm"}))
+            assert "model" in (await d.next_text("error"))["message"]
+            await d.ws.close()
+    try:
+        asyncio.run(asyncio.wait_for(go(), 120))
+    finally:
+        with_model.stop()
+        without.stop()
+
+
+def test_learned_queries_take_pose_features_from_the_decompressed_pose(tiny_model, jlpm_db):
+    from motionmatch.runtime import learned
+    crowd = Crowd(jlpm_db, 1, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    src = crowd.learned
+    vel, ang, root_vel, root_ang = crowd.velocities
+    frames = np.arange(300, 9000, 700)
+    got = np.zeros((len(frames), jlpm_db.features.raw.shape[1]))
+    for k, f in enumerate(frames):
+        # A database frame's pose in the learned layout: joint 0 at the origin, its own-frame root motion.
+        for a, v in zip(src.pose[:4], (jlpm_db.positions[f], jlpm_db.rotations[f], vel[f], ang[f])):
+            a[0] = v
+        src.pose[0][0, 0], src.pose[1][0, 0] = 0.0, (1.0, 0.0, 0.0, 0.0)
+        src.pose[2][0, 0], src.pose[3][0, 0] = root_vel[f], root_ang[f]
+        learned.pose_features(np.array([0]), src.parents, src.pose_channels, *src.pose[:4], got[k:k + 1])
+    want = np.asarray(jlpm_db.features.raw[frames], dtype=np.float64)
+    sl = jlpm_db.features.channel_slices
+    kinds = {c.name: c.kind for c in jlpm_db.features.schema.channels}
+    pos = np.concatenate([np.arange(sl[n].start, sl[n].stop) for n, k in kinds.items() if k == "position"])
+    velc = np.concatenate([np.arange(sl[n].start, sl[n].stop) for n, k in kinds.items() if k == "velocity"])
+    np.testing.assert_allclose(got[:, pos], want[:, pos], atol=1e-4)
+    # The database's velocities are central differences, the runtime's forward ones: close, not equal.
+    assert np.median(np.abs(got[:, velc] - want[:, velc])) < 0.05
+    traj = [c for c in range(want.shape[1]) if c not in set(pos) | set(velc)]
+    assert np.all(got[:, traj] == 0.0)          # the trajectory columns are left alone

@@ -159,6 +159,7 @@ _SETTINGS_FIELDS = {
     "warp_hip_twist_limit_deg": _number(0.0, 90.0),
     "warp_spine_twist_limit_deg": _number(0.0, 90.0),
     "tag_filter": _optional(_text(200)),
+    "mode": _choice(("classic", "lmm")),     # learned motion matching needs a model (serve --lmm)
 }
 
 # type -> {field: (validator, required)}
@@ -374,7 +375,8 @@ class Session:
                 "tags": list(getattr(self.ch, "known_tags", [])), "settings": self.settings_dict(),
                 "limits": {"max_message_bytes": MAX_TEXT_BYTES, "rate_per_s": RATE_PER_S,
                            "record_frames": MAX_RECORD_FRAMES},
-                "backend": self.backend.description, "character": self.character_info()}
+                "backend": self.backend.description, "character": self.character_info(),
+                "lmm": bool(getattr(self.ch.settings, "model", None))}
 
     def character_info(self) -> dict | None:
         c = self.backend.character

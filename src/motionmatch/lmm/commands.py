@@ -42,7 +42,7 @@ def register_cli(sub) -> None:
     budget.add_argument("--iterations", type=int, default=None, help="iterations per stage instead of a time budget")
     pt.add_argument("--seed", type=int, default=0)
     pt.add_argument("--frames", type=int, default=None, help="train on the database's first frames only")
-    pt.add_argument("--hidden", type=int, default=512, help="width of the hidden layers (default 512)")
+    pt.add_argument("--hidden", type=int, default=128, help="width of the hidden layers (default 128)")
     pt.add_argument("--quiet", action="store_true", help="no progress bars")
     pt.set_defaults(func=run_lmm_train)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

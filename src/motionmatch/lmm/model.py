@@ -20,6 +20,7 @@ import json
 import os
 import zipfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,14 @@ class Network:
     def nbytes(self) -> int:
         arrays = self.weights + self.biases + [self.in_mean, self.in_std, self.out_mean, self.out_std]
         return int(sum(a.nbytes for a in arrays))
+
+    @cached_property
+    def kernel_args(self) -> tuple:
+        """The arrays as inference.forward takes them: (weights, biases, in_mean, in_std, out_mean,
+        out_std, activation code 1 ReLU / 2 ELU), contiguous float32."""
+        c = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+        return (tuple(c(w) for w in self.weights), tuple(c(b) for b in self.biases), c(self.in_mean),
+                c(self.in_std), c(self.out_mean), c(self.out_std), ACTIVATIONS.index(self.activation) + 1)
 
 
 @dataclass

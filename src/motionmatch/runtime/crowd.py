@@ -255,8 +255,7 @@ class Crowd:
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
         self.learned = None
         if self.mode == "lmm":
-            model = shared(db, ("lmm", self.model_path), lambda: learned.learned_model(db, self.model_path))
-            self.learned = learned.new_source(model, db, n)
+            self.learned = learned.new_source(self._model(), db, n)
         self.apply_settings()
         for i in range(n):
             self.reset_agent(i, start_frame=None if start_frames is None else int(start_frames[i]))
@@ -267,9 +266,8 @@ class Crowd:
     def apply_settings(self) -> None:
         """Repack every agent's settings (after changing them): weights pick the shared normalized
         features and searcher, a changed tag filter forces a search, a changed inertialization method
-        drops the running offsets."""
-        if crowd_mode(self.settings) != (self.mode, self.model_path):
-            raise ValueError("a crowd's mode and model are fixed when it is made; make a new crowd to change them")
+        drops the running offsets, a changed mode (all agents at once) switches classic/learned live."""
+        mode = crowd_mode(self.settings)
         old = getattr(self, "packed", None)
         old_filters = getattr(self, "tag_filters", None)
         self.packed = np.stack([s.packed() for s in self.settings])
@@ -302,6 +300,13 @@ class Crowd:
             m = self.masks[i]
             self.groups.append((self.search_sets[i], None if m is None else m[1], float(self.packed[i, S.BIAS]),
                                 int(self.packed[i, S.NO_REWIND])))
+        if mode != (self.mode, self.model_path):
+            # A live switch between classic and learned (or another model): inertialized per agent.
+            self.mode, self.model_path = mode
+            learned.switch_mode(self, None if mode[0] == "classic" else self._model())
+
+    def _model(self):
+        return shared(self.db, ("lmm", self.model_path), lambda: learned.learned_model(self.db, self.model_path))
 
     def set_tag_filter(self, i: int, expr: str | None) -> None:
         """Switch agent i's allowed clips (a tag expression, None = all); the change is inertialized.

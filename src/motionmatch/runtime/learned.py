@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
-from ..lmm.inference import decompress, normalize_query, project, step
+from ..lmm.inference import forward, project, scratch, unpack_pose
+from ..scalar_quat import cross3, qmul, qrot
 from ..lmm.model import LearnedModel, check_model_fits, load_model
+from .matching import FORCE
+from .playback import transition_stage
 
 # A stop no frame reaches: learned agents never run out of clip.
 NEVER = np.iinfo(np.int64).max // 4
@@ -33,6 +37,9 @@ class LearnedSource(NamedTuple):
     frac: np.ndarray         # (n,) always 0
     stop: np.ndarray         # (2n,) int64 row + 1: every row is a one-frame clip
     never: np.ndarray        # (n,) int64 stops the search planner never reaches
+    work: tuple              # preallocated kernel buffers (new_source): no allocation per tick
+    parents: np.ndarray      # (J,) int64
+    pose_channels: np.ndarray  # (C, 3) int64 per position/velocity feature channel: kind (0/1), joint, column
 
 
 def learned_model(db, path) -> LearnedModel:
@@ -48,21 +55,48 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
     pos_t, rot_t = np.asarray(db.positions).dtype, np.asarray(db.rotations).dtype
     pose = (np.zeros((2 * n, J, 3), pos_t), np.zeros((2 * n, J, 4), rot_t), np.zeros((2 * n, J, 3), np.float32),
             np.zeros((2 * n, J, 3), np.float32), np.zeros((2 * n, 3), np.float32), np.zeros((2 * n, 3), np.float32))
+    xz = F + model.latent_size
+    work = (np.zeros((n, xz), np.float32), np.zeros((n, xz), np.float32),
+            np.zeros((n, model.decompressor.outputs), np.float32), np.zeros((n, F), np.float32),
+            *scratch(model, n))
+    names = list(db.skeleton.names)
+    channels = [(0 if c.kind == "position" else 1, db.roles[c.joint] if c.joint in db.roles else names.index(c.joint),
+                 db.features.channel_slices[c.name].start)
+                for c in db.features.schema.channels if c.kind in ("position", "velocity")]
     return LearnedSource(model, np.zeros((n, F), np.float32), np.zeros((n, model.latent_size), np.float32),
                          np.zeros((n, F)), pose, np.zeros((2 * n, 2), dtype=np.asarray(db.contacts).dtype),
                          np.zeros(2 * n, np.float32), np.arange(n, dtype=np.int64), np.zeros(n),
-                         np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64))
+                         np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64), work,
+                         np.asarray(db.skeleton.parents, dtype=np.int64),
+                         np.array(channels, dtype=np.int64).reshape(-1, 3))
+
+
+@numba.njit(cache=True)
+def _write_pose(rows, x, z, decompressor, work, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds):
+    """Decompress (x, z) (m, ...) into pose rows `rows` (m,) of the pose arrays, contacts and speeds."""
+    xz, _, y, _, a, b = work
+    m, F = x.shape
+    for r in range(m):
+        for c in range(F):
+            xz[r, c] = x[r, c]
+        for c in range(z.shape[1]):
+            xz[r, F + c] = z[r, c]
+    forward(xz[:m], decompressor, a, b, y[:m])
+    unpack_pose(y[:m], rows, pos, rot, vel, ang, contacts)
+    for r in range(m):
+        i = rows[r]
+        for c in range(3):
+            root_vel[i, c] = vel[i, 0, c]
+            root_ang[i, c] = ang[i, 0, c]
+        speeds[i] = np.hypot(vel[i, 0, 0], vel[i, 0, 2])
 
 
 def write_pose(src: LearnedSource, rows: np.ndarray, x: np.ndarray, z: np.ndarray) -> None:
     """Decompress (x, z) (len(rows), ...) into pose rows `rows`."""
-    p = decompress(src.model, x, z)
-    positions, rotations, vel, ang, root_vel, root_ang = src.pose
-    positions[rows], rotations[rows] = p.positions, p.rotations
-    vel[rows], ang[rows] = p.velocities, p.angular_velocities
-    root_vel[rows], root_ang[rows] = p.velocities[:, 0], p.angular_velocities[:, 0]
-    src.contacts[rows] = p.contacts
-    src.speeds[rows] = np.hypot(p.velocities[:, 0, 0], p.velocities[:, 0, 2])
+    m = src.model
+    _write_pose(np.asarray(rows, dtype=np.int64), np.ascontiguousarray(x, np.float32),
+                np.ascontiguousarray(z, np.float32), m.decompressor.kernel_args, src.work, *src.pose, src.contacts,
+                src.speeds)
 
 
 def set_state(src: LearnedSource, agents: np.ndarray, x: np.ndarray, z: np.ndarray) -> None:
@@ -79,18 +113,76 @@ def start(src: LearnedSource, i: int, raw_features: np.ndarray) -> None:
     write_pose(src, np.array([i]), x, z)
 
 
+@numba.njit(cache=True)
+def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
+    """Overwrite the position/velocity feature columns of raw queries (len(agents), F) with the values of
+    each agent's decompressed pose (row agents[a]), in character space like the database's features
+    (velocities include the root's own motion). The stepped features x drift between searches; the
+    pose is what the character shows."""
+    J = parents.shape[0]
+    gp, gv, gw, gr = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 4))
+    for a in range(agents.shape[0]):
+        i = agents[a]
+        gr[0, 0] = 1.0
+        for c in range(3):
+            gv[0, c], gw[0, c] = vel[i, 0, c], ang[i, 0, c]
+        for j in range(1, J):
+            p = parents[j]
+            w, x, y, z = gr[p, 0], gr[p, 1], gr[p, 2], gr[p, 3]
+            ox, oy, oz = qrot(w, x, y, z, pos[i, j, 0], pos[i, j, 1], pos[i, j, 2])
+            gp[j, 0], gp[j, 1], gp[j, 2] = gp[p, 0] + ox, gp[p, 1] + oy, gp[p, 2] + oz
+            gr[j, 0], gr[j, 1], gr[j, 2], gr[j, 3] = qmul(w, x, y, z, rot[i, j, 0], rot[i, j, 1], rot[i, j, 2],
+                                                          rot[i, j, 3])
+            ax, ay, az = qrot(w, x, y, z, ang[i, j, 0], ang[i, j, 1], ang[i, j, 2])
+            gw[j, 0], gw[j, 1], gw[j, 2] = gw[p, 0] + ax, gw[p, 1] + ay, gw[p, 2] + az
+            cx, cy, cz = cross3(gw[p, 0], gw[p, 1], gw[p, 2], ox, oy, oz)
+            vx, vy, vz = qrot(w, x, y, z, vel[i, j, 0], vel[i, j, 1], vel[i, j, 2])
+            gv[j, 0], gv[j, 1], gv[j, 2] = gv[p, 0] + cx + vx, gv[p, 1] + cy + vy, gv[p, 2] + cz + vz
+        for k in range(channels.shape[0]):
+            kind, j, col = channels[k, 0], channels[k, 1], channels[k, 2]
+            for c in range(3):
+                raw[a, col + c] = gp[j, c] if kind == 0 else gv[j, c]
+
+
+@numba.njit(cache=True)
+def _search(agents, raw_queries, bias, projector, offset, scale, x, work, q, px, pz, cost, jump):
+    """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`."""
+    _, out, _, _, a, b = work
+    m, F = raw_queries.shape
+    for r in range(m):
+        for c in range(F):
+            q[r, c] = np.float32((raw_queries[r, c] - offset[c]) / scale[c])
+    forward(q, projector, a, b, out[:m])
+    for r in range(m):
+        best, current = 0.0, 0.0
+        i = agents[r]
+        for c in range(F):
+            px[r, c] = out[r, c]
+            d = np.float64(q[r, c]) - out[r, c]
+            best += d * d
+            e = np.float64(q[r, c]) - x[i, c]
+            current += e * e
+        for c in range(pz.shape[1]):
+            pz[r, c] = out[r, F + c]
+        cost[r] = best
+        # A rollout that left the numbers (a poorly trained stepper) is taken back to the data at once.
+        jump[r] = best + bias[r] < current or not np.isfinite(current)
+
+
 def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray):
     """Project the raw queries of `agents`; an agent jumps when the projected features are closer to its
     query than its current ones by more than `bias` (squared distances in the model's normalization, as
-    classic search keeps the playing frame). Returns (jump mask, projected costs, normalized queries);
-    the jumpers' new poses are written to rows n + agent."""
-    q = normalize_query(src.model, raw_queries)
-    px, pz = project(src.model, raw_queries)
-    q64 = q.astype(np.float64)
-    cost = np.sum((q64 - px) ** 2, axis=1)
-    current = np.sum((q64 - src.x[agents]) ** 2, axis=1)
-    # A rollout that left the numbers (a poorly trained stepper) is taken back to the data at once.
-    jump = (cost + bias < current) | ~np.isfinite(current)
+    classic search keeps the playing frame). The queries' pose features are taken from the agents'
+    decompressed poses (pose_features). Returns (jump mask, projected costs, normalized queries); the
+    jumpers' new poses are written to rows n + agent."""
+    raw_queries = np.array(raw_queries, dtype=np.float64)
+    pose_features(agents, src.parents, src.pose_channels, *src.pose[:4], raw_queries)
+    m, F, Z = len(agents), src.model.num_features, src.model.latent_size
+    q, px, pz = np.empty((m, F), np.float32), np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
+    cost, jump = np.empty(m), np.empty(m, np.bool_)
+    mod = src.model
+    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64),
+            mod.projector.kernel_args, mod.feature_offset, mod.feature_scale, src.x, src.work, q, px, pz, cost, jump)
     if jump.any():
         n = len(src.frame)
         write_pose(src, n + agents[jump], px[jump], pz[jump])
@@ -98,12 +190,71 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
     return jump, cost, q
 
 
+@numba.njit(cache=True)
+def _advance(rate, dt, x, z, stepper, decompressor, work, offset, scale, raw, rows, pos, rot, vel, ang, root_vel,
+             root_ang, contacts, speeds):
+    """x, z += dt * play rate * their stepped rates of change, raw follows; rows `rows` get the pose."""
+    xz, change, _, _, a, b = work
+    n, F = x.shape
+    for r in range(n):
+        for c in range(F):
+            xz[r, c] = x[r, c]
+        for c in range(z.shape[1]):
+            xz[r, F + c] = z[r, c]
+    forward(xz, stepper, a, b, change)
+    for r in range(n):
+        h = np.float32(dt * rate[r])
+        for c in range(F):
+            x[r, c] += h * change[r, c]
+            raw[r, c] = x[r, c] * scale[c] + offset[c]
+        for c in range(z.shape[1]):
+            z[r, c] += h * change[r, F + c]
+    _write_pose(rows, x, z, decompressor, work, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds)
+
+
 def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
-    """Step every agent's features and latent dt seconds (scaled by its play rate) and decompress its pose."""
-    x, z = step(src.model, src.x, src.z, 1.0)
-    # step() answers x + dt * rate; per-agent dt: scale the increments here.
-    h = (dt * rate).astype(np.float32)[:, None]
-    x = src.x + h * (x - src.x)
-    z = src.z + h * (z - src.z)
-    set_state(src, src.frame, x, z)
-    write_pose(src, src.frame, x, z)
+    """Step every agent's features and latent dt seconds (scaled by its play rate) and decompress its pose.
+
+    On the calling thread even for a crowd: the layers run blocks of agents (inference.dense), and
+    parallel regions of tuples of arrays are not available in numba."""
+    m = src.model
+    _advance(rate, float(dt), src.x, src.z, m.stepper.kernel_args, m.decompressor.kernel_args, src.work,
+             m.feature_offset, m.feature_scale, src.raw, src.frame, *src.pose, src.contacts, src.speeds)
+
+
+def _cross_transition(c, i: int, src_pose, src_row: int, dst_pose, dst_row: int) -> None:
+    """Agent i of crowd c moves from row src_row of one pose source to row dst_row of another, an
+    inertialized transition like a search jump (the stages' transition on a two-row source)."""
+    pair = tuple(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_pose, dst_pose))
+    frame, frac = np.zeros(c.n, dtype=np.int64), np.zeros(c.n)
+    transition_stage(np.array([i]), np.array([1]), pair, c.inert, frame, frac, c.rate, c.packed,
+                     np.array([1, 2], dtype=np.int64), c.scratch)
+
+
+def switch_mode(c, model: LearnedModel | None) -> None:
+    """Switch every agent of crowd c (runtime/crowd.py) to learned motion matching with `model`, or back
+    to classic with None. Each agent takes an inertialized transition, like a search jump: to the
+    projection of its database frame's features, or to the database frame nearest its learned
+    features; it searches on the next tick."""
+    n = c.n
+    if model is not None:
+        src = new_source(model, c.db, n)
+        for i in range(n):
+            f = int(c.frame[i])
+            start(src, i, c.raw_features[f])
+            write_pose(src, np.array([n + i]), src.x[i:i + 1], src.z[i:i + 1])
+            _cross_transition(c, i, c.db_arrays, f, src.pose, n + i)
+        c.learned = src
+    else:
+        src = c.learned
+        ss = c.search_sets
+        for i in range(n):
+            q = ss[i].normalize(src.raw[i])
+            best, _ = ss[i].searcher.search(q, mask=None if c.masks[i] is None else c.masks[i][1])
+            best = int(best) if best >= 0 else int(c.frame[i])
+            _cross_transition(c, i, src.pose, i, c.db_arrays, best)
+            c.frame[i], c.frame_frac[i] = best, 0.0
+        c.learned = None
+    c.transitions += 1
+    c.clip_hold[:] = False
+    c.search_state[:, FORCE] = 1.0

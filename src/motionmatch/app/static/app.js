@@ -562,6 +562,7 @@ function onMessage(msg) {
       buildCharacter(msg.names, msg.parents);
       body.load(msg.character, msg.parents);
       buildTuning(msg);
+      $('row-mode').style.display = msg.lmm ? '' : 'none';   // the classic/learned switch needs a model (serve --lmm)
       applySettingsToUi(msg.settings);
       $('b-download').href = `/api/session/${msg.session}/record.bvh`;
       $('b-settings').href = `/api/session/${msg.session}/settings.toml`;
