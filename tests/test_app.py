@@ -251,7 +251,7 @@ def test_settings_are_validated_and_applied_live(server):
             await c.ws.send_str(json.dumps({"type": "settings", "warp_orientation": False, "warp_limit_deg": 45}))
             st = (await c.next_text("settings"))["settings"]
             assert st["warp_orientation"] is False and st["warp_limit_deg"] == 45
-            assert (st["warp_hip_twist_limit_deg"], st["warp_spine_twist_limit_deg"]) == (50, 40)
+            assert (st["warp_hip_twist_limit_deg"], st["warp_spine_twist_limit_deg"]) == (50, 35)
             await c.ws.send_str(json.dumps({"type": "settings", "warp_hip_twist_limit_deg": 30,
                                             "warp_spine_twist_limit_deg": 20}))
             st = (await c.next_text("settings"))["settings"]

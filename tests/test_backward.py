@@ -49,7 +49,7 @@ def test_backward_requests_track_on_the_mixed_default(mixed_default):
 
 def test_twist_limits_are_flat_settings_packed_for_the_runtime():
     cs = CharacterSettings()
-    assert (cs.warp_hip_twist_limit_deg, cs.warp_spine_twist_limit_deg) == (50.0, 40.0)
+    assert (cs.warp_hip_twist_limit_deg, cs.warp_spine_twist_limit_deg) == (50.0, 35.0)
     cs.warp_hip_twist_limit_deg, cs.warp_spine_twist_limit_deg = 30.0, 20.0
     row = cs.packed()
     assert row[S.W_HIP_LIMIT] == pytest.approx(0.5236, abs=1e-4)
