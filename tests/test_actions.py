@@ -183,6 +183,17 @@ def test_stop_at_stops_at_the_point(action_db):
     assert ch.root_pos[2] > target[1] + 0.3                # the stick drives again
 
 
+def test_stop_at_works_without_a_stop_channel(jlpm_db):
+    """A locomotion database with no time_to_event channels (the default schema) still stops at the point:
+    the stop trajectory steers the search and the root glide settles it; actions there are refused."""
+    assert all(c.kind != "time_to_event" for c in jlpm_db.features.schema.channels)
+    ch, target = _walked_then_asked(jlpm_db, (-0.3, 2.0), lambda ch, p: ch.request_stop_at(p))
+    [log] = ch.request_log
+    assert log["kind"] == "stop_at" and log["error_m"] is not None and log["error_m"] <= 0.10
+    with pytest.raises(RequestError, match="no time_to_event channel for 'bow'"):
+        ch.request_action("bow", 0.8)
+
+
 def test_plant_the_left_foot_at_a_point(action_db):
     ch, target = _walked_then_asked(action_db, (0.3, 3.0), lambda ch, p: ch.request_plant_at(p, "left"))
     [log] = ch.request_log

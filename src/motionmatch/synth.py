@@ -123,7 +123,8 @@ def request_player(ch: Character, scenario: Scenario):
     steps = list(scenario.requests)
     for n, (t, r) in enumerate(steps):
         try:
-            ch.crowd.requests.event_column(r.get("action", "stop"))
+            if "action" in r:               # stops work on any database (requests.Requests.stop_at)
+                ch.crowd.requests.event_column(r["action"])
         except RequestError as e:
             raise RequestError(f"requests[{n}] (t={t:g}): {e}") from None
     changes = [c for c in scenario.change_times if c > 0.0]

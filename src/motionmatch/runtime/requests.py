@@ -111,8 +111,9 @@ class Requests:
         crowd.search_state[i, FORCE] = 1.0
 
     def stop_at(self, crowd, i: int, point) -> None:
-        """Agent i stops with its root at rest at `point` (x, z)."""
-        self.event_column("stop")
+        """Agent i stops with its root at rest at `point` (x, z). Stop clips are matched by their time to
+        the `stop` mark where the database has that channel; without it the stop trajectory alone steers
+        the search and the root glide settles the rest."""
         if not (isinstance(point, (list, tuple, np.ndarray)) and len(point) == 2
                 and all(isinstance(v, (int, float, np.floating)) and math.isfinite(v) for v in point)):
             raise RequestError(f"stop_at: expected two finite numbers [x, z], got {point!r}")
@@ -206,9 +207,12 @@ class Requests:
         fps = float(crowd.db.fps)
         for a, i in enumerate(agents):
             event = self.event[i]
-            col, horizon, _ = self.channels[event]
+            col, horizon, _ = self.channels.get(event, (-1, 0.0, ""))
             q = raw[a].copy()
-            if self.kind[i] == ACTION:
+            if self.kind[i] == STOP and col < 0:
+                ss = search_set(crowd.db, crowd.settings[i])
+                mask = ss.mask(crowd.db, crowd.tag_filters[i])
+            elif self.kind[i] == ACTION:
                 # The shown frame after a jump to the result is one frame on (playback advances first), so
                 # the result's own time to the event is the time from now.
                 q[col] = min(max(self.due[i] - crowd.time, 0.0), horizon)
