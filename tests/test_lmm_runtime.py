@@ -29,7 +29,7 @@ def tiny_model(jlpm_db, tmp_path_factory):
 
 def test_learned_character_walks_a_scenario_without_nan(tiny_model, jlpm_db):
     # A negative bias makes every search jump, so the transitions to projected poses run too.
-    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), bias=-1e3))
+    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), lmm_bias=-1e3))
     model = load_model(tiny_model)
     # The start pose is the decompressed projection of the start frame's features, not the database's.
     x, z = inference.project(model, jlpm_db.features.raw[ch.frame])
@@ -47,6 +47,19 @@ def test_learned_character_walks_a_scenario_without_nan(tiny_model, jlpm_db):
     assert np.isfinite(ch.last_cost)
     assert 0.4 < np.median(hips) < 1.4                                 # a standing body, metres
     assert moved > 0.2                                                 # the learned root motion moves it
+
+
+def test_learned_agents_jump_by_their_own_bias(tiny_model, jlpm_db):
+    """`lmm_bias`, not the classic `bias`, decides a learned agent's jumps."""
+    def transitions(**kw):
+        ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), **kw))
+        for inp in [GamepadInput(move=(0.0, 1.0))] * 60 + [GamepadInput(move=(1.0, 0.0))] * 60:
+            ch.step(inp)
+        return ch.transitions
+    kept, jumping = transitions(lmm_bias=1e6, bias=-1e3), transitions(lmm_bias=-1e3, bias=1e6)
+    # Kept: no jump but the one this tiny model's rollout forces by leaving the data (taken back whatever
+    # the bias; the 128-wide jlpm22 model makes none over the same input).
+    assert kept <= 1 and jumping >= 10
 
 
 def test_synth_lmm_writes_metrics_and_mismatch_is_a_clear_error(tiny_model, jlpm_db_path, bandai_walk_db, tmp_path,

@@ -21,8 +21,8 @@ MODES = ("classic", "lmm")
  SHARP_SPEED, SHARP_ANGLE_DEG, W_ORIENTATION, W_LIMIT, W_BACKWARD_ANGLE, W_ORIENT_HALFLIFE, W_MIN_TRAVEL,
  W_PLAY_RATE, W_RATE_MIN, W_RATE_MAX, W_RATE_SHARE, W_STRIDE, W_STRIDE_MIN, W_STRIDE_MAX, W_SPEED_HALFLIFE,
  W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT, W_TIMESCALE, W_SPINE_PITCH,
- W_SPINE_PITCH_MAX, LOCK_GLIDE_HALFLIFE) = range(42)
-COLUMNS = 42
+ W_SPINE_PITCH_MAX, LOCK_GLIDE_HALFLIFE, LMM_BIAS) = range(43)
+COLUMNS = 43
 
 
 @dataclass
@@ -38,6 +38,10 @@ class CharacterSettings:
     # and sharp_change_* come from `motionmatch tune` on the mixed database (docs/tuning.md, 2026-11-23).
     search_interval: float = 0.09
     bias: float = 0.08                               # continuing-pose bias, in normalized cost units
+    # Learned agents (mode "lmm") compare their projection with their stepped features, which already carry
+    # the stepper's drift: the classic bias kept them on it (jlpm22, 128-wide model: walk responsiveness
+    # 0.72 s at 0.08 vs 0.53 at 0, classic 0.35; docs/LMM.md).
+    lmm_bias: float = 0.0
     inertialization: str = "spring"                  # "spring" | "quintic" | "off" | "dead_blending"
     halflife: float = 0.14                           # spring halflife; dead blending's velocity decay halflife
     blend_time: float = 0.3                          # quintic and dead blending blend time
@@ -71,7 +75,7 @@ class CharacterSettings:
                              f"got {self.inertialization!r}")
         w = self.warp
         row = np.zeros(COLUMNS)
-        row[SEARCH_INTERVAL], row[BIAS] = self.search_interval, self.bias
+        row[SEARCH_INTERVAL], row[BIAS], row[LMM_BIAS] = self.search_interval, self.bias, self.lmm_bias
         row[INERTIALIZATION] = INERTIALIZATION_METHODS.index(self.inertialization)
         row[HALFLIFE], row[BLEND_TIME] = max(self.halflife, 1e-3), max(self.blend_time, 1e-3)
         row[ADJUSTMENT], row[ADJ_POS_HALFLIFE] = self.adjustment, self.adjustment_position_halflife
