@@ -334,8 +334,11 @@ def run_synth_vr(args) -> int:
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
-    metrics = synthesize_vr(db, args.trackers, args.vr_model, args.out, runtime_settings_from_args(args, db).character,
-                            args.alpha, progress=not (args.quiet or args.json), height_databases=crouch_settings(args))
+    character = runtime_settings_from_args(args, db).character
+    if not args.settings:           # no settings file: the tracker-driven defaults (vr.driver)
+        from .vr.driver import VR_ADJUSTMENT_MAX_RATIO
+        character.adjustment_max_ratio = VR_ADJUSTMENT_MAX_RATIO
+    metrics = synthesize_vr(db, args.trackers, args.vr_model, args.out, character, args.alpha, progress=not (args.quiet or args.json), height_databases=crouch_settings(args))
     if args.json:
         print(json.dumps(metrics))
     elif not args.quiet:

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 from aiohttp import web
 
-from ..vr.driver import VRDriver, VRDriverSettings, facing_yaw
+from ..runtime.settings import CharacterSettings
+from ..vr.driver import VRDriver, VRDriverSettings, facing_yaw, vr_character_settings
 from ..vr.live import LiveTrackerFeed, LiveVRDriver
 from ..vr.trackers import (DEVICES, STREAM_FPS, BodyTruth, TrackerFileError, TrackerStream, device_pose,
                            read_trackers, slice_stream)
@@ -293,7 +294,12 @@ def setup_vr(app: web.Application, db, model_path, trackers=None, settings: VRDr
     make = backend.new_character
 
     def new_character():
-        return VRCharacter(make(), network, calibration, settings, first)
+        inner = make()
+        if inner.settings.adjustment_max_ratio == CharacterSettings().adjustment_max_ratio:
+            # the defaults (no settings file chose another value): the VR ones
+            inner.settings.adjustment_max_ratio = vr_character_settings().adjustment_max_ratio
+            inner.apply_settings()
+        return VRCharacter(inner, network, calibration, settings, first)
 
     backend.new_character = new_character
     backend.messages = {**backend.messages, "trackers": (TRACKER_MESSAGE, handle_trackers)}

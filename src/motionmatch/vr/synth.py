@@ -20,7 +20,7 @@ from ..kinematics import forward_kinematics
 from ..rotations import quat_rotate
 from ..scenario import Scenario
 from ..synth import synthesize
-from .driver import VRDriver, VRDriverSettings, facing_yaw
+from .driver import VRDriver, VRDriverSettings, facing_yaw, vr_character_settings
 from .orientation import angle_error_deg, load_networks
 from .trackers import REFERENCE_PATTERNS, TrackerSettings, device_calibration, read_trackers
 from .upper_body import (ROOT_ALPHA_LOOSE, arm_chain, clamp_root, device_targets, hmd_floor_target,
@@ -144,6 +144,7 @@ def synthesize_vr(db, trackers, model, out_dir, settings=None, alpha: float = RO
     start = (hmd_floor_target(stream.positions[0, 0], stream.rotations[0, 0]), facing_yaw(driver.state.facing))
     touch_up = VRTouchUp(db, driver, database_calibration(db), truth)
     scenario = Scenario(duration=(stream.num_frames - 1) / stream.fps, description="VR trackers")
+    settings = settings if settings is not None else vr_character_settings()
     metrics = synthesize(db, scenario, out_dir, settings, progress, controller_settings=controller_settings,
                          driver=driver, start=start, touch_up=touch_up)
     metrics.update(touch_up.metrics())
