@@ -72,15 +72,22 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
 
 
 @numba.njit(cache=True)
+def _join(x, z, out):
+    """Rows of [x | z] (the networks' input) into the first len(x) rows of out."""
+    F = x.shape[1]
+    for r in range(x.shape[0]):
+        for c in range(F):
+            out[r, c] = x[r, c]
+        for c in range(z.shape[1]):
+            out[r, F + c] = z[r, c]
+
+
+@numba.njit(cache=True)
 def _write_pose(rows, x, z, decompressor, work, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds):
     """Decompress (x, z) (m, ...) into pose rows `rows` (m,) of the pose arrays, contacts and speeds."""
     xz, _, y, _, a, b = work
-    m, F = x.shape
-    for r in range(m):
-        for c in range(F):
-            xz[r, c] = x[r, c]
-        for c in range(z.shape[1]):
-            xz[r, F + c] = z[r, c]
+    m = x.shape[0]
+    _join(x, z, xz)
     forward(xz[:m], decompressor, a, b, y[:m])
     unpack_pose(y[:m], rows, pos, rot, vel, ang, contacts)
     for r in range(m):
@@ -196,11 +203,7 @@ def _advance(rate, dt, x, z, stepper, decompressor, work, offset, scale, raw, ro
     """x, z += dt * play rate * their stepped rates of change, raw follows; rows `rows` get the pose."""
     xz, change, _, _, a, b = work
     n, F = x.shape
-    for r in range(n):
-        for c in range(F):
-            xz[r, c] = x[r, c]
-        for c in range(z.shape[1]):
-            xz[r, F + c] = z[r, c]
+    _join(x, z, xz)
     forward(xz, stepper, a, b, change)
     for r in range(n):
         h = np.float32(dt * rate[r])
