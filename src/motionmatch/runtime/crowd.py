@@ -427,23 +427,24 @@ class Crowd:
         if self.requests.busy:
             self.requests.after_playback(self, dt)
 
+    def _classic_only(self) -> None:
+        if self.learned is not None:
+            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+
     def request_action(self, i: int, event: str, event_in: float) -> None:
         """Agent i performs the action whose clips carry `event` marks (e.g. "bow") with the event `event_in`
         seconds from now (runtime/requests.py); RequestError when the database has no such channel."""
-        if self.learned is not None:
-            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+        self._classic_only()
         self.requests.action(self, i, event, event_in)
 
     def request_stop_at(self, i: int, point) -> None:
         """Agent i stops with its root at rest at `point` (x, z) metres, and stays until cancel_request."""
-        if self.learned is not None:
-            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+        self._classic_only()
         self.requests.stop_at(self, i, point)
 
     def request_plant_at(self, i: int, point, side: str = "left") -> None:
         """Agent i plants its `side` foot at `point` (x, z) metres on its way there."""
-        if self.learned is not None:
-            raise ValueError("requests search database clips: they need a classic crowd (mode 'classic')")
+        self._classic_only()
         self.requests.foot_plant(self, i, point, side)
 
     def cancel_request(self, i: int) -> None:
