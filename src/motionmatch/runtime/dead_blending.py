@@ -27,8 +27,7 @@ import math
 import numba
 
 from ..scalar_quat import qexp, qlog, qmul, qrot
-
-LN2 = math.log(2.0)
+from .springs import LN2
 
 
 @numba.njit(cache=True)
