@@ -25,7 +25,7 @@ from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_mark
 from .features import FeatureSchema, FeatureSet, compute_features, default_schema, schema_from_dict
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
-from .preprocess import (attach_simulation_bone, foot_contacts, hips_forward_axis, mirror,
+from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, hips_forward_axis, mirror,
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename)
 from .retarget import RetargetError, bind_pose_of, foot_floor, retarget_onto
@@ -190,6 +190,16 @@ def _clip_arrays(anim: Animation, sim_pos, sim_rot, ctx: dict) -> dict:
     }
 
 
+def hips_rooted(anim: Animation, role_mapping: dict | None = None) -> Animation:
+    """The clip with the joints above its hips folded into them, so the hips will hang off the
+    simulation bone directly (preprocess.fold_into_hips); unchanged when its hips are not found."""
+    try:
+        hips = find_roles(anim.skeleton.names, role_mapping)["hips"]
+    except SkeletonError:
+        return anim
+    return fold_into_hips(anim, hips)
+
+
 def _process_file(path: Path, ctx: dict):
     """Read one file and return its clips' arrays (original, then mirrored), or an error string."""
     s: BuildSettings = ctx["settings"]
@@ -206,12 +216,16 @@ def _process_file(path: Path, ctx: dict):
 def _preprocess_file(path: Path, anim: Animation, ctx: dict):
     """One read clip preprocessed: its arrays (original, then mirrored), or an error."""
     s: BuildSettings = ctx["settings"]
-    if not _same_skeleton(ctx["skeleton"], anim.skeleton):
-        if ctx["target"] is None:
-            return DatabaseError(
-                f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "
-                f"{ctx['skeleton'].names[:4]}...): a database holds one skeleton; retarget every clip onto "
-                f"one with --skeleton-from DATA (or --skeleton T.bvh), or build the sets separately")
+    folded = hips_rooted(anim, s.role_mapping)
+    # A clip to retarget goes in as read: retargeting works on world transforms anyway.
+    if _same_skeleton(ctx["skeleton"], folded.skeleton):
+        anim = folded
+    elif ctx["target"] is None:
+        return DatabaseError(
+            f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "
+            f"{ctx['skeleton'].names[:4]}...): a database holds one skeleton; retarget every clip onto "
+            f"one with --skeleton-from DATA (or --skeleton T.bvh), or build the sets separately")
+    else:
         try:
             anim = retarget_onto(anim, ctx["target"], ctx["floor"])
         except RetargetError as e:
@@ -269,7 +283,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     skipped = []
     for path in files:
         try:
-            first = read_bvh(path, unit=settings.unit)
+            first = hips_rooted(read_bvh(path, unit=settings.unit), settings.role_mapping)
             break
         except (BVHError, OSError) as e:
             if settings.strict:
@@ -281,7 +295,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     target = None
     if settings.skeleton:
         try:
-            first = read_bvh(settings.skeleton, unit=settings.unit)
+            first = hips_rooted(read_bvh(settings.skeleton, unit=settings.unit), settings.role_mapping)
         except (BVHError, OSError) as e:
             raise DatabaseError(f"skeleton file: {e}") from None
         try:

@@ -117,6 +117,51 @@ def mirror(anim: Animation, corrections: np.ndarray | None = None) -> Animation:
 
 
 # ---------------------------------------------------------------------------------------------
+# Joints above the hips
+
+def fold_into_hips(anim: Animation, hips: int) -> Animation:
+    """The clip with the joints above the hips (e.g. Bandai-Namco's `joint_Root`) folded into the hips,
+    which become the root: their world transforms (full forward kinematics, so a moving `joint_Root`
+    is kept) are the hips' new local ones. Unchanged when the hips are already the root, or when a joint
+    above them has other children (folding would lose those).
+
+    Why: the simulation bone is inserted above the root. Bandai's `joint_Root` stays at the origin
+    while the hips carry the capture's translation, so with it in place `joint_Root` sits metres from
+    the simulation bone and the hips metres from `joint_Root`, differently in every clip; blending those
+    local offsets at a transition swings the hips on a lever of metres (docs/tuning.md, Bandai).
+    """
+    skel = anim.skeleton
+    above = []
+    j = int(skel.parents[hips])
+    while j >= 0:
+        above.append(j)
+        j = int(skel.parents[j])
+    if not above or any(len(skel.children(a)) != 1 for a in above):
+        return anim
+    gpos, grot = anim.global_transforms()
+    keep = np.array([k for k in range(skel.num_joints) if k not in above])
+    new_index = np.full(skel.num_joints, -1, dtype=np.int64)
+    new_index[keep] = np.arange(len(keep))
+    parents = np.where(np.isin(skel.parents[keep], above), -1, new_index[np.maximum(skel.parents[keep], 0)])
+    parents[new_index[hips]] = -1
+    positions = anim.positions[:, keep].copy()
+    rotations = anim.rotations[:, keep].copy()
+    positions[:, new_index[hips]] = gpos[:, hips]
+    rotations[:, new_index[hips]] = quat_abs(quat_normalize(grot[:, hips]))
+    # Rest offsets compose along the chain (rest rotations are the identity).
+    offsets = skel.offsets[keep].copy()
+    offsets[new_index[hips]] = skel.offsets[above + [hips]].sum(0)
+    hips_channels = skel.channels[hips] if skel.channels else ()
+    channels = [skel.channels[k] for k in keep] if skel.channels else []
+    if channels and len(hips_channels) < 6:
+        channels[new_index[hips]] = ("Xposition", "Yposition", "Zposition") + tuple(hips_channels)
+    out = Skeleton(names=[skel.names[k] for k in keep], parents=parents.astype(np.int64), offsets=offsets,
+                   end_sites={int(new_index[k]): v for k, v in skel.end_sites.items() if new_index[k] >= 0},
+                   channels=channels)
+    return replace(anim, skeleton=out, positions=positions, rotations=rotations)
+
+
+# ---------------------------------------------------------------------------------------------
 # Simulation bone
 
 def hips_forward_axis(gpos: np.ndarray, grot: np.ndarray, roles: dict[str, int]) -> np.ndarray:

@@ -1,0 +1,43 @@
+"""Bandai-Namco clips in a database: hips hung off the simulation bone."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from motionmatch.database import BuildSettings, build_database, hips_rooted
+from motionmatch.io.bvh import read_bvh
+
+
+@pytest.fixture(scope="module")
+def bandai_few(bandai_dir):
+    """Two dataset-2 walks, a dataset-2 run and the dataset-1 walk-back whose joint_Root moves 1.2 m."""
+    d1, d2 = bandai_dir / "dataset-1", bandai_dir / "dataset-2"
+    files = [d1 / "dataset-1_walk-back_normal_001.bvh", d2 / "dataset-2_walk_normal_001.bvh",
+             d2 / "dataset-2_walk_normal_002.bvh", d2 / "dataset-2_run_normal_001.bvh"]
+    return build_database(files, BuildSettings(), progress=False, workers=1)
+
+
+def test_joints_above_the_hips_fold_into_them_with_full_kinematics(bandai_dir):
+    anim = read_bvh(bandai_dir / "dataset-1" / "dataset-1_walk-back_normal_001.bvh")
+    assert anim.skeleton.names[:2] == ["joint_Root", "Hips"]
+    assert np.abs(anim.positions[:, 0]).max() > 1.0          # this clip's joint_Root moves
+    folded = hips_rooted(anim)
+    assert folded.skeleton.names == anim.skeleton.names[1:] and folded.skeleton.parents[0] == -1
+    want, want_rot = anim.global_transforms()
+    got, got_rot = folded.global_transforms()
+    np.testing.assert_allclose(got, want[:, 1:], atol=1e-9)
+    np.testing.assert_allclose(np.abs((got_rot * want_rot[:, 1:]).sum(-1)), 1.0, atol=1e-9)
+    jl = read_bvh(bandai_dir.parent / "jlpm22-locomotion" / "locomotion_take1.bvh")
+    assert hips_rooted(jl) is jl                               # hips already the root: untouched
+
+
+def test_bandai_hips_hang_off_the_simulation_bone(bandai_few):
+    db = bandai_few
+    assert db.skeleton.names[:3] == ["Simulation", "Hips", "Spine"] and db.roles["hips"] == 1
+    # The hips' local offset is their offset from the character root: centimetres sideways, not metres.
+    assert np.abs(np.asarray(db.positions[:, 1, [0, 2]])).max() < 0.3
+    assert 0.8 < float(np.median(db.positions[:, 1, 1])) < 1.1
+    # Consecutive frames (inside clips) differ little in every local transform: no lever left to swing.
+    inner = np.setdiff1d(np.arange(db.num_frames - 1), db.range_stops - 1)
+    step = np.linalg.norm(np.diff(np.asarray(db.positions), axis=0)[inner], axis=-1)[:, 1:]
+    assert step.max() < 0.1
