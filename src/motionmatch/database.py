@@ -27,7 +27,7 @@ from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
 from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, hips_forward_axis, mirror,
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
-                         tags_from_filename)
+                         tags_from_filename, toe_floor_height)
 from .retarget import RetargetError, bind_pose_of, foot_floor, retarget_onto
 from .skeleton import SkeletonError, find_roles, mirror_pairs
 
@@ -175,9 +175,10 @@ def _clip_arrays(anim: Animation, sim_pos, sim_rot, ctx: dict) -> dict:
     roles_db = ctx["roles_db"]
     joint_index = lambda name: roles_db[name] if name in roles_db else sim.skeleton.index(name)
     f = sim.num_frames
-    contacts = foot_contacts(gpos, s.fps, [roles_db["left_toe"], roles_db["right_toe"]],
-                             s.contact_height, s.contact_speed)
+    toes = [roles_db["left_toe"], roles_db["right_toe"]]
+    contacts = foot_contacts(gpos, s.fps, toes, s.contact_height, s.contact_speed)
     return {
+        "toe_floor": toe_floor_height(gpos, toes),
         "positions": sim.positions.astype(np.float32),
         "rotations": sim.rotations.astype(np.float32),
         "contacts": contacts,
@@ -355,6 +356,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     names = [r["name"] for r in results]
     tags = [r["tags"] for r in results]
     contacts = np.concatenate([r["contacts"] for r in results])
+    toe_floor = float(np.median([r["toe_floor"] for r in results]))
     marks = [r.pop("events") for r in results]
     for m, start in zip(marks, range_starts):
         m.frames = m.frames + start
@@ -374,6 +376,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "skipped": skipped,
         "settings": settings.to_dict(),
         "hips_forward_axis": fwd_axis.tolist(),
+        # Where the toe joints sit when planted (metres above the floor; metrics.toe_floor_m).
+        "toe_floor_m": round(toe_floor, 4),
         "build_seconds": round(time.perf_counter() - t0, 3),
     }
     return Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
