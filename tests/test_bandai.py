@@ -1,4 +1,6 @@
-"""Bandai-Namco clips in a database: hips hung off the simulation bone, toe contacts measured on the rig."""
+"""The Bandai-Namco locomotion database: hips hung off the simulation bone, toe contacts measured on the
+rig, the file selection of `motionmatch build --default bandai` (a few clips only: the full build is
+~1,100 clips)."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,3 +74,18 @@ def test_foot_sliding_on_terrain_sees_bandai_contacts(bandai_few):
     assert with_floor > 4 * without and with_floor > 0.2 * len(toes[0])
     m = compute_metrics(rec, bandai_few.fps, 1.0, [0])
     assert 0.0 < m["foot_sliding_cm_s"] < 30.0 and m["foot_float_cm"]["mean"] < 3.0
+
+
+def test_bandai_locomotion_selection(bandai_dir):
+    from motionmatch.database import default_database_path
+    from motionmatch.datapaths import bandai_locomotion_files
+    files, tags = bandai_locomotion_files(bandai_dir.parent)
+    names = [f.name for f in files]
+    contents = {n.split("_")[0] + "_" + n.split("_")[1] for n in names}
+    assert contents == {"dataset-2_walk", "dataset-2_walk-turn-left", "dataset-2_walk-turn-right", "dataset-2_run",
+                        "dataset-1_walk", "dataset-1_walk-back", "dataset-1_walk-left", "dataset-1_walk-right",
+                        "dataset-1_run", "dataset-1_dash"}
+    assert sum(n.startswith("dataset-2_") for n in names) == 962                    # all of dataset 2
+    assert sum(n.startswith("dataset-1_walk-back_") for n in names) == 15            # every style
+    assert set(map(tuple, tags.values())) == {("source:bandai-namco",)}
+    assert default_database_path(kind="bandai").name == "bandai-locomotion.npz"

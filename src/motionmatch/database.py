@@ -618,10 +618,12 @@ def _checked_database(path: Path, z: dict, header: dict) -> Database:
 
 def default_database_path(mixed: bool = False, kind: str | None = None) -> Path:
     """Cache file of a default database: the jlpm22-only one, with `mixed` the mixed default, with
-    kind="actions" the action database."""
+    kind="actions" the action database, with kind="bandai" the Bandai-Namco locomotion database."""
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "motionmatch"
     if kind == "actions":
         return base / "actions.npz"
+    if kind == "bandai":
+        return base / "bandai-locomotion.npz"
     return base / ("mixed-locomotion.npz" if mixed else "jlpm22-locomotion.npz")
 
 
@@ -650,12 +652,16 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
 
 
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
-                           mixed: bool = False, kind: str | None = None, events: str | None = None) -> Path:
+                           mixed: bool = False, kind: str | None = None, events: str | None = None,
+                           map_chunks=None) -> Path:
     """Build (once) a default database into the cache; returns its path. Default: the jlpm22 locomotion
     takes; `mixed`: the mixed default set (datapaths.MIXED_DEFAULT_SETS: jlpm22 takes, CMU side-steps,
     Bandai-Namco backward and slow walks) retargeted onto the jlpm22 skeleton, clips tagged by source;
-    kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database)."""
-    from .datapaths import actions_default_files, find_data, list_bvh_files, mixed_default_files, source_tags
+    kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database);
+    kind="bandai": the Bandai-Namco walking and running clips on their own skeleton
+    (datapaths.BANDAI_LOCOMOTION). map_chunks: as build_database's (the distributed engine's map)."""
+    from .datapaths import (actions_default_files, bandai_locomotion_files, find_data, list_bvh_files,
+                            mixed_default_files, source_tags)
 
     path = Path(path) if path else default_database_path(mixed, kind)
     if kind == "actions":
@@ -677,7 +683,10 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
             return path
         except DatabaseError:
             pass  # stale format: rebuild below
-    if mixed:
+    if kind == "bandai":
+        files, tags = bandai_locomotion_files(data)
+        settings = BuildSettings(file_tags=tags, events=events)
+    elif mixed:
         warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
         files, tags, skeleton = mixed_default_files(data, warn=warn)
         settings = BuildSettings(skeleton=skeleton, file_tags=tags)
@@ -685,6 +694,6 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         root = find_data("jlpm22-locomotion", data)
         files = list_bvh_files([root])
         settings = BuildSettings(file_tags=source_tags([root], files))
-    db = build_database(files, settings, progress=progress)
+    db = build_database(files, settings, progress=progress, map_chunks=map_chunks)
     save_database(db, path)
     return path
