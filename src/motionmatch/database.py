@@ -201,6 +201,20 @@ def hips_rooted(anim: Animation, role_mapping: dict | None = None) -> Animation:
     return fold_into_hips(anim, hips)
 
 
+def _sample_rotations(files, settings: BuildSettings, skel: Skeleton, n: int = 8) -> list[np.ndarray]:
+    """Global rotations (F, J, 4) of up to n clips spread over `files` that are on `skel`: the motion
+    the mirror corrections take their free turns from (one clip, a dash say, averages poorly)."""
+    out = []
+    for i in np.unique(np.linspace(0, len(files) - 1, n).round().astype(int)):
+        try:
+            anim = hips_rooted(read_bvh(files[i], unit=settings.unit), settings.role_mapping)
+        except (BVHError, OSError):
+            continue
+        if _same_skeleton(skel, anim.skeleton):
+            out.append(anim.global_transforms()[1])
+    return out
+
+
 def _process_file(path: Path, ctx: dict):
     """Read one file and return its clips' arrays (original, then mirrored), or an error string."""
     s: BuildSettings = ctx["settings"]
@@ -312,7 +326,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "target": target, "floor": foot_floor(gp, roles0) if target is not None else None,
         "roles": roles0, "roles_db": {k: v + 1 for k, v in roles0.items()},
         "forward_axis": hips_forward_axis(gp, gr, roles0),
-        "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names)),
+        "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names),
+                                                 np.concatenate([gr] + _sample_rotations(files, settings, skel0))),
     }
     todo = [f for f in files if str(f) not in skipped]
     workers = workers or (min(2, os.cpu_count() or 1) if len(todo) >= 32 else 1)

@@ -6,6 +6,7 @@ the ground), contact labels and tags. Seeds: 000 section 3.2, 001, 002 section 3
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -63,9 +64,38 @@ def _kabsch(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return quat_from_matrix(r)
 
 
-def mirror_corrections(skel: Skeleton, pairs: np.ndarray) -> np.ndarray:
+def _motion_correction(grot: np.ndarray, pair_grot: np.ndarray) -> np.ndarray:
+    """The correction the motion asks for: the one that makes the reflected pose's rotation of a joint
+    (the reflected rotation of its pair, then the correction) equal its own, averaged over frames of
+    global rotations (F, 4); exact for mirror-symmetric poses, the average over a gait cycle."""
+    refl = pair_grot * np.array([1.0, 1.0, -1.0, -1.0])
+    want = quat_mul(quat_inv(refl), grot)
+    want = want * np.sign((want * want[:1]).sum(-1, keepdims=True) + 1e-12)
+    return quat_normalize(want.mean(0))
+
+
+def _turned_about(c0: np.ndarray, axis: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """c0 turned about `axis` (a direction c0 maps a child to, so the turn keeps that child in place) to
+    come closest to the rotation `target`: the twist part of target * c0^-1 about the axis, then c0."""
+    q = quat_mul(target, quat_inv(c0))
+    a = axis / np.linalg.norm(axis)
+    twist = np.concatenate([q[:1], (q[1:] @ a) * a])
+    if np.linalg.norm(twist) < 1e-8:
+        return c0
+    return quat_normalize(quat_mul(quat_normalize(twist), c0))
+
+
+def mirror_corrections(skel: Skeleton, pairs: np.ndarray, grot: np.ndarray | None = None) -> np.ndarray:
     """Per-joint fixed rotations C_k so that a reflected pose rebuilt on the same skeleton puts every
-    child where reflection puts it. Needed because rest orientations are not mirror-symmetric."""
+    child where reflection puts it. Needed because rest orientations are not mirror-symmetric.
+
+    grot: global rotations (F, J, 4) of a clip on this skeleton. The children fix C_k only up to a turn
+    about them when they lie on one line (a single child), and not at all without children. Where the
+    shortest choice is then more than 90 degrees from what the motion asks for (_motion_correction),
+    the free part is taken from the motion: otherwise a mirrored clip's local rotations land up to 180
+    degrees from the original's (Bandai-Namco, whose bones lie along the mirror axis: legs 177, feet
+    116, spine 179 degrees apart on average), and inertialization between a clip and a mirrored one
+    spins those joints. jlpm22's shortest choices are all within 25 degrees of the motion's."""
     J = skel.num_joints
     corr = np.zeros((J, 4))
     corr[:, 0] = 1.0
@@ -82,6 +112,15 @@ def mirror_corrections(skel: Skeleton, pairs: np.ndarray) -> np.ndarray:
         dst = [d for d in dst if np.linalg.norm(d) > 1e-6][:len(src)]
         if src:
             corr[k] = _kabsch(np.array(src), np.array(dst))
+        if grot is None:
+            continue
+        motion = _motion_correction(grot[:, k], grot[:, pairs[k]])
+        if abs(float(np.dot(motion, corr[k]))) > math.cos(math.radians(45.0)):    # within 90 degrees
+            continue
+        if not src:
+            corr[k] = motion
+        elif np.linalg.matrix_rank(np.array(src), tol=1e-3 * np.abs(np.array(src)).max()) == 1:
+            corr[k] = _turned_about(corr[k], np.array(dst[0]), motion)
     return corr
 
 
