@@ -182,7 +182,6 @@ def fold_into_hips(anim: Animation, hips: int) -> Animation:
     new_index = np.full(skel.num_joints, -1, dtype=np.int64)
     new_index[keep] = np.arange(len(keep))
     parents = np.where(np.isin(skel.parents[keep], above), -1, new_index[np.maximum(skel.parents[keep], 0)])
-    parents[new_index[hips]] = -1
     positions = anim.positions[:, keep].copy()
     rotations = anim.rotations[:, keep].copy()
     positions[:, new_index[hips]] = gpos[:, hips]
