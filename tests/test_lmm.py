@@ -241,12 +241,32 @@ def test_saved_model_round_trips(trained, tmp_path):
             np.testing.assert_array_equal(a, b)
 
 
+def _with_joint_above_hips(db, lever=(0.0, 0.0, -4.0)):
+    """The database as builds before the hips were folded laid Bandai out: a `joint_Root` between the
+    simulation bone and the hips, metres away from both (databases on disk still have it)."""
+    from dataclasses import replace
+    from motionmatch.animation import Skeleton
+    sk = db.skeleton
+    lever = np.asarray(lever)
+    pos = np.insert(np.asarray(db.positions), 1, lever, axis=1)
+    pos[:, 2] -= lever
+    rot = np.insert(np.asarray(db.rotations), 1, (1.0, 0.0, 0.0, 0.0), axis=1)
+    parents = np.concatenate([[-1, 0], np.where(sk.parents[1:] == 0, 1, sk.parents[1:] + 1)])
+    skel = Skeleton(names=[sk.names[0], "joint_Root"] + sk.names[1:], parents=parents,
+                    offsets=np.insert(sk.offsets, 1, 0.0, axis=0),
+                    end_sites={k + 1: v for k, v in sk.end_sites.items()}, channels=[])
+    return replace(db, skeleton=skel, positions=pos.astype(np.float32), rotations=rot.astype(np.float32),
+                   roles={k: v + (v >= 1) for k, v in db.roles.items()})
+
+
 def test_joints_above_the_hips_are_learned_at_the_simulation_bone(bandai_walk_db):
-    """Bandai's joint_Root carries metres of world offset; the learned pose moves it onto the simulation
-    bone and keeps the hips' and all lower joints' world pose."""
+    """Databases built before the hips were folded (Bandai's joint_Root carrying metres of world
+    offset): the learned pose moves that joint onto the simulation bone and keeps the hips' and all
+    lower joints' world pose. New builds have no joint there."""
     from motionmatch.lmm.dataset import learned_local_pose, pose_frames, pose_vectors
     from motionmatch.lmm.model import pose_layout
-    db = bandai_walk_db
+    assert pose_frames(bandai_walk_db).above_hips == ()
+    db = _with_joint_above_hips(bandai_walk_db)
     data = pose_frames(db)
     assert data.above_hips == (db.skeleton.index("joint_Root"),) and data.hips == db.roles["hips"]
     frames = np.arange(0, db.num_frames, 37)

@@ -45,10 +45,11 @@ def _add_build(sub):
     p = sub.add_parser("build", help="build a pose database from BVH files or folders")
     p.add_argument("data", nargs="*", help="BVH files or folders (default: the jlpm22 locomotion set)")
     p.add_argument("-o", "--out", help="database file to write (.npz; required unless --default)")
-    p.add_argument("--default", choices=("actions",), default=None,
+    p.add_argument("--default", choices=("actions", "bandai"), default=None,
                    help="build (once) a default database into the cache: `actions` = the mixed default set plus "
                         "Bandai-Namco dataset-1 actions tagged action:NAME, with time-to-event channels "
-                        "(docs/ACTIONS.md; CC BY-NC 4.0: non-commercial)")
+                        "(docs/ACTIONS.md); `bandai` = every Bandai-Namco walk, turn, run and dash clip on its own "
+                        "skeleton, bandai-locomotion.npz (docs/BANDAI.md) (both CC BY-NC 4.0: non-commercial)")
     p.add_argument("--events", metavar="FILE",
                    help="event annotation sidecar (TOML [[event]] or JSON: clip, time or frame, type, tags)")
     p.add_argument("--data", dest="data_root", help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
@@ -84,15 +85,22 @@ def run_build(args) -> int:
     t0 = time.perf_counter()
     if args.default:
         from .database import build_default_database, load_database
-        path = build_default_database(args.out, data=args.data_root, progress=not args.quiet, kind=args.default,
-                                      events=args.events)
+        if args.workers or args.address:
+            from .cluster import open_client, ordered_map
+            with open_client(args.workers, args.address) as client:
+                path = build_default_database(args.out, data=args.data_root, progress=not args.quiet,
+                                              kind=args.default, events=args.events,
+                                              map_chunks=lambda fn, chunks: ordered_map(client, fn, chunks))
+        else:
+            path = build_default_database(args.out, data=args.data_root, progress=not args.quiet,
+                                          kind=args.default, events=args.events)
         db = load_database(path)
         print(f"{args.default} database: {path}")
         print_summary(db.summary())
         print_licences(db.range_tags)
         return 0
     if not args.out:
-        raise ValueError("build: give -o/--out FILE (or --default actions)")
+        raise ValueError("build: give -o/--out FILE (or --default actions|bandai)")
     if args.jlpm22_only and args.data:
         raise ValueError("--jlpm22-only chooses the default data; give either DATA or --jlpm22-only")
     skeleton = args.skeleton

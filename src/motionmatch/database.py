@@ -25,9 +25,9 @@ from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_mark
 from .features import FeatureSchema, FeatureSet, compute_features, default_schema, schema_from_dict
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
-from .preprocess import (attach_simulation_bone, foot_contacts, hips_forward_axis, mirror,
+from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, hips_forward_axis, mirror,
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
-                         tags_from_filename)
+                         tags_from_filename, toe_floor_height)
 from .retarget import RetargetError, bind_pose_of, foot_floor, retarget_onto
 from .skeleton import SkeletonError, find_roles, mirror_pairs
 
@@ -175,9 +175,10 @@ def _clip_arrays(anim: Animation, sim_pos, sim_rot, ctx: dict) -> dict:
     roles_db = ctx["roles_db"]
     joint_index = lambda name: roles_db[name] if name in roles_db else sim.skeleton.index(name)
     f = sim.num_frames
-    contacts = foot_contacts(gpos, s.fps, [roles_db["left_toe"], roles_db["right_toe"]],
-                             s.contact_height, s.contact_speed)
+    toes = [roles_db["left_toe"], roles_db["right_toe"]]
+    contacts = foot_contacts(gpos, s.fps, toes, s.contact_height, s.contact_speed)
     return {
+        "toe_floor": toe_floor_height(gpos, toes),
         "positions": sim.positions.astype(np.float32),
         "rotations": sim.rotations.astype(np.float32),
         "contacts": contacts,
@@ -188,6 +189,30 @@ def _clip_arrays(anim: Animation, sim_pos, sim_rot, ctx: dict) -> dict:
         "tags": list(dict.fromkeys(anim.tags)),
         "skeleton": sim.skeleton,
     }
+
+
+def hips_rooted(anim: Animation, role_mapping: dict | None = None) -> Animation:
+    """The clip with the joints above its hips folded into them, so the hips will hang off the
+    simulation bone directly (preprocess.fold_into_hips); unchanged when its hips are not found."""
+    try:
+        hips = find_roles(anim.skeleton.names, role_mapping)["hips"]
+    except SkeletonError:
+        return anim
+    return fold_into_hips(anim, hips)
+
+
+def _sample_rotations(files, settings: BuildSettings, skel: Skeleton, n: int = 8) -> list[np.ndarray]:
+    """Global rotations (F, J, 4) of up to n clips spread over `files` that are on `skel`: the motion
+    the mirror corrections take their free turns from (one clip, a dash say, averages poorly)."""
+    out = []
+    for i in np.unique(np.linspace(0, len(files) - 1, n).round().astype(int)):
+        try:
+            anim = hips_rooted(read_bvh(files[i], unit=settings.unit), settings.role_mapping)
+        except (BVHError, OSError):
+            continue
+        if _same_skeleton(skel, anim.skeleton):
+            out.append(anim.global_transforms()[1])
+    return out
 
 
 def _process_file(path: Path, ctx: dict):
@@ -206,12 +231,16 @@ def _process_file(path: Path, ctx: dict):
 def _preprocess_file(path: Path, anim: Animation, ctx: dict):
     """One read clip preprocessed: its arrays (original, then mirrored), or an error."""
     s: BuildSettings = ctx["settings"]
-    if not _same_skeleton(ctx["skeleton"], anim.skeleton):
-        if ctx["target"] is None:
-            return DatabaseError(
-                f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "
-                f"{ctx['skeleton'].names[:4]}...): a database holds one skeleton; retarget every clip onto "
-                f"one with --skeleton-from DATA (or --skeleton T.bvh), or build the sets separately")
+    folded = hips_rooted(anim, s.role_mapping)
+    # A clip to retarget goes in as read: retargeting works on world transforms anyway.
+    if _same_skeleton(ctx["skeleton"], folded.skeleton):
+        anim = folded
+    elif ctx["target"] is None:
+        return DatabaseError(
+            f"{path}: its skeleton differs from {ctx['first']} (joints {anim.skeleton.names[:4]}... vs "
+            f"{ctx['skeleton'].names[:4]}...): a database holds one skeleton; retarget every clip onto "
+            f"one with --skeleton-from DATA (or --skeleton T.bvh), or build the sets separately")
+    else:
         try:
             anim = retarget_onto(anim, ctx["target"], ctx["floor"])
         except RetargetError as e:
@@ -269,7 +298,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     skipped = []
     for path in files:
         try:
-            first = read_bvh(path, unit=settings.unit)
+            first = hips_rooted(read_bvh(path, unit=settings.unit), settings.role_mapping)
             break
         except (BVHError, OSError) as e:
             if settings.strict:
@@ -281,7 +310,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     target = None
     if settings.skeleton:
         try:
-            first = read_bvh(settings.skeleton, unit=settings.unit)
+            first = hips_rooted(read_bvh(settings.skeleton, unit=settings.unit), settings.role_mapping)
         except (BVHError, OSError) as e:
             raise DatabaseError(f"skeleton file: {e}") from None
         try:
@@ -297,7 +326,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "target": target, "floor": foot_floor(gp, roles0) if target is not None else None,
         "roles": roles0, "roles_db": {k: v + 1 for k, v in roles0.items()},
         "forward_axis": hips_forward_axis(gp, gr, roles0),
-        "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names)),
+        "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names),
+                                                 np.concatenate([gr] + _sample_rotations(files, settings, skel0))),
     }
     todo = [f for f in files if str(f) not in skipped]
     workers = workers or (min(2, os.cpu_count() or 1) if len(todo) >= 32 else 1)
@@ -341,6 +371,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     names = [r["name"] for r in results]
     tags = [r["tags"] for r in results]
     contacts = np.concatenate([r["contacts"] for r in results])
+    toe_floor = float(np.median([r["toe_floor"] for r in results]))
     marks = [r.pop("events") for r in results]
     for m, start in zip(marks, range_starts):
         m.frames = m.frames + start
@@ -360,6 +391,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "skipped": skipped,
         "settings": settings.to_dict(),
         "hips_forward_axis": fwd_axis.tolist(),
+        # Where the toe joints sit when planted (metres above the floor; metrics.toe_floor_m).
+        "toe_floor_m": round(toe_floor, 4),
         "build_seconds": round(time.perf_counter() - t0, 3),
     }
     return Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
@@ -600,10 +633,12 @@ def _checked_database(path: Path, z: dict, header: dict) -> Database:
 
 def default_database_path(mixed: bool = False, kind: str | None = None) -> Path:
     """Cache file of a default database: the jlpm22-only one, with `mixed` the mixed default, with
-    kind="actions" the action database."""
+    kind="actions" the action database, with kind="bandai" the Bandai-Namco locomotion database."""
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "motionmatch"
     if kind == "actions":
         return base / "actions.npz"
+    if kind == "bandai":
+        return base / "bandai-locomotion.npz"
     return base / ("mixed-locomotion.npz" if mixed else "jlpm22-locomotion.npz")
 
 
@@ -632,12 +667,16 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
 
 
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
-                           mixed: bool = False, kind: str | None = None, events: str | None = None) -> Path:
+                           mixed: bool = False, kind: str | None = None, events: str | None = None,
+                           map_chunks=None) -> Path:
     """Build (once) a default database into the cache; returns its path. Default: the jlpm22 locomotion
     takes; `mixed`: the mixed default set (datapaths.MIXED_DEFAULT_SETS: jlpm22 takes, CMU side-steps,
     Bandai-Namco backward and slow walks) retargeted onto the jlpm22 skeleton, clips tagged by source;
-    kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database)."""
-    from .datapaths import actions_default_files, find_data, list_bvh_files, mixed_default_files, source_tags
+    kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database);
+    kind="bandai": the Bandai-Namco walking and running clips on their own skeleton
+    (datapaths.BANDAI_LOCOMOTION). map_chunks: as build_database's (the distributed engine's map)."""
+    from .datapaths import (actions_default_files, bandai_locomotion_files, find_data, list_bvh_files,
+                            mixed_default_files, source_tags)
 
     path = Path(path) if path else default_database_path(mixed, kind)
     if kind == "actions":
@@ -659,7 +698,10 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
             return path
         except DatabaseError:
             pass  # stale format: rebuild below
-    if mixed:
+    if kind == "bandai":
+        files, tags = bandai_locomotion_files(data)
+        settings = BuildSettings(file_tags=tags, events=events)
+    elif mixed:
         warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
         files, tags, skeleton = mixed_default_files(data, warn=warn)
         settings = BuildSettings(skeleton=skeleton, file_tags=tags)
@@ -667,6 +709,6 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         root = find_data("jlpm22-locomotion", data)
         files = list_bvh_files([root])
         settings = BuildSettings(file_tags=source_tags([root], files))
-    db = build_database(files, settings, progress=progress)
+    db = build_database(files, settings, progress=progress, map_chunks=map_chunks)
     save_database(db, path)
     return path

@@ -194,3 +194,21 @@ def actions_default_files(data: str | os.PathLike | None = None, warn=None) -> t
     files, tags, skeleton = mixed_default_files(data, warn=warn)
     more, more_tags = action_files(data)
     return files + more, {**tags, **more_tags}, skeleton
+
+
+# The Bandai-Namco locomotion database (`motionmatch build --default bandai`, docs/BANDAI.md): every
+# walking and running clip of both datasets on Bandai's own skeleton (CC BY-NC 4.0: non-commercial use
+# only): dataset-2 walks, walking turns and runs (7 styles), dataset-1 walks (forward, backward, towards
+# the left / right), runs and dashes (15 styles).
+BANDAI_LOCOMOTION = ("dataset-2_walk_*", "dataset-2_walk-turn-left_*", "dataset-2_walk-turn-right_*", "dataset-2_run_*",
+                     "dataset-1_walk_*", "dataset-1_walk-back_*", "dataset-1_walk-left_*", "dataset-1_walk-right_*",
+                     "dataset-1_run_*", "dataset-1_dash_*")
+
+
+def bandai_locomotion_files(data: str | os.PathLike | None = None) -> tuple[list[Path], dict[str, list[str]]]:
+    """Files of the Bandai-Namco locomotion database (BANDAI_LOCOMOTION) and their `source:` tags."""
+    root = find_data("bandai-namco", data)
+    files = list_bvh_files([root], include=BANDAI_LOCOMOTION)
+    if not files:
+        raise DataNotFoundError(f"no Bandai-Namco locomotion clips (dataset-2_walk_*.bvh, ...) under {root}")
+    return files, {str(f): ["source:bandai-namco"] for f in files}

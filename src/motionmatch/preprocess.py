@@ -6,6 +6,7 @@ the ground), contact labels and tags. Seeds: 000 section 3.2, 001, 002 section 3
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -63,9 +64,38 @@ def _kabsch(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return quat_from_matrix(r)
 
 
-def mirror_corrections(skel: Skeleton, pairs: np.ndarray) -> np.ndarray:
+def _motion_correction(grot: np.ndarray, pair_grot: np.ndarray) -> np.ndarray:
+    """The correction the motion asks for: the one that makes the reflected pose's rotation of a joint
+    (the reflected rotation of its pair, then the correction) equal its own, averaged over frames of
+    global rotations (F, 4); exact for mirror-symmetric poses, the average over a gait cycle."""
+    refl = pair_grot * np.array([1.0, 1.0, -1.0, -1.0])
+    want = quat_mul(quat_inv(refl), grot)
+    want = want * np.sign((want * want[:1]).sum(-1, keepdims=True) + 1e-12)
+    return quat_normalize(want.mean(0))
+
+
+def _turned_about(c0: np.ndarray, axis: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """c0 turned about `axis` (a direction c0 maps a child to, so the turn keeps that child in place) to
+    come closest to the rotation `target`: the twist part of target * c0^-1 about the axis, then c0."""
+    q = quat_mul(target, quat_inv(c0))
+    a = axis / np.linalg.norm(axis)
+    twist = np.concatenate([q[:1], (q[1:] @ a) * a])
+    if np.linalg.norm(twist) < 1e-8:
+        return c0
+    return quat_normalize(quat_mul(quat_normalize(twist), c0))
+
+
+def mirror_corrections(skel: Skeleton, pairs: np.ndarray, grot: np.ndarray | None = None) -> np.ndarray:
     """Per-joint fixed rotations C_k so that a reflected pose rebuilt on the same skeleton puts every
-    child where reflection puts it. Needed because rest orientations are not mirror-symmetric."""
+    child where reflection puts it. Needed because rest orientations are not mirror-symmetric.
+
+    grot: global rotations (F, J, 4) of a clip on this skeleton. The children fix C_k only up to a turn
+    about them when they lie on one line (a single child), and not at all without children. Where the
+    shortest choice is then more than 90 degrees from what the motion asks for (_motion_correction),
+    the free part is taken from the motion: otherwise a mirrored clip's local rotations land up to 180
+    degrees from the original's (Bandai-Namco, whose bones lie along the mirror axis: legs 177, feet
+    116, spine 179 degrees apart on average), and inertialization between a clip and a mirrored one
+    spins those joints. jlpm22's shortest choices are all within 25 degrees of the motion's."""
     J = skel.num_joints
     corr = np.zeros((J, 4))
     corr[:, 0] = 1.0
@@ -82,6 +112,15 @@ def mirror_corrections(skel: Skeleton, pairs: np.ndarray) -> np.ndarray:
         dst = [d for d in dst if np.linalg.norm(d) > 1e-6][:len(src)]
         if src:
             corr[k] = _kabsch(np.array(src), np.array(dst))
+        if grot is None:
+            continue
+        motion = _motion_correction(grot[:, k], grot[:, pairs[k]])
+        if abs(float(np.dot(motion, corr[k]))) > math.cos(math.radians(45.0)):    # within 90 degrees
+            continue
+        if not src:
+            corr[k] = motion
+        elif np.linalg.matrix_rank(np.array(src), tol=1e-3 * np.abs(np.array(src)).max()) == 1:
+            corr[k] = _turned_about(corr[k], np.array(dst[0]), motion)
     return corr
 
 
@@ -114,6 +153,50 @@ def mirror(anim: Animation, corrections: np.ndarray | None = None) -> Animation:
     tags = [t for t in tags if t != "mirrored"] if "mirrored" in tags else tags + ["mirrored"]
     return replace(anim, positions=lpos, rotations=quat_abs(quat_normalize(lrot)), tags=tags,
                    source=anim.source)
+
+
+# ---------------------------------------------------------------------------------------------
+# Joints above the hips
+
+def fold_into_hips(anim: Animation, hips: int) -> Animation:
+    """The clip with the joints above the hips (e.g. Bandai-Namco's `joint_Root`) folded into the hips,
+    which become the root: their world transforms (full forward kinematics, so a moving `joint_Root`
+    is kept) are the hips' new local ones. Unchanged when the hips are already the root, or when a joint
+    above them has other children (folding would lose those).
+
+    Why: the simulation bone is inserted above the root. Bandai's `joint_Root` stays at the origin
+    while the hips carry the capture's translation, so with it in place `joint_Root` sits metres from
+    the simulation bone and the hips metres from `joint_Root`, differently in every clip; blending those
+    local offsets at a transition swings the hips on a lever of metres (docs/tuning.md, Bandai).
+    """
+    skel = anim.skeleton
+    above = []
+    j = int(skel.parents[hips])
+    while j >= 0:
+        above.append(j)
+        j = int(skel.parents[j])
+    if not above or any(len(skel.children(a)) != 1 for a in above):
+        return anim
+    gpos, grot = anim.global_transforms()
+    keep = np.array([k for k in range(skel.num_joints) if k not in above])
+    new_index = np.full(skel.num_joints, -1, dtype=np.int64)
+    new_index[keep] = np.arange(len(keep))
+    parents = np.where(np.isin(skel.parents[keep], above), -1, new_index[np.maximum(skel.parents[keep], 0)])
+    positions = anim.positions[:, keep].copy()
+    rotations = anim.rotations[:, keep].copy()
+    positions[:, new_index[hips]] = gpos[:, hips]
+    rotations[:, new_index[hips]] = quat_abs(quat_normalize(grot[:, hips]))
+    # Rest offsets compose along the chain (rest rotations are the identity).
+    offsets = skel.offsets[keep].copy()
+    offsets[new_index[hips]] = skel.offsets[above + [hips]].sum(0)
+    hips_channels = skel.channels[hips] if skel.channels else ()
+    channels = [skel.channels[k] for k in keep] if skel.channels else []
+    if channels and len(hips_channels) < 6:
+        channels[new_index[hips]] = ("Xposition", "Yposition", "Zposition") + tuple(hips_channels)
+    out = Skeleton(names=[skel.names[k] for k in keep], parents=parents.astype(np.int64), offsets=offsets,
+                   end_sites={int(new_index[k]): v for k, v in skel.end_sites.items() if new_index[k] >= 0},
+                   channels=channels)
+    return replace(anim, skeleton=out, positions=positions, rotations=rotations)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +318,13 @@ def foot_contacts(gpos: np.ndarray, fps: float, toe_joints: list[int], height_th
         c = ((p[:, 1] - floor) < height_threshold) & (v < speed_threshold)
         out[:, i] = median_filter(c.astype(np.uint8), size=filter_size, mode="nearest").astype(bool)
     return out
+
+
+def toe_floor_height(gpos: np.ndarray, toe_joints: list[int]) -> float:
+    """Height (m) of the toe joints above the capture's floor (y = 0) when planted: the 5th percentile
+    of their heights over a clip's frames (F, J, 3). A property of the rig: the toe joint sits inside
+    the foot, about 0 cm up in jlpm22, 4-5 cm in Bandai-Namco."""
+    return float(np.percentile(gpos[:, toe_joints, 1], 5))
 
 
 # ---------------------------------------------------------------------------------------------

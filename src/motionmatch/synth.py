@@ -12,7 +12,7 @@ import numpy as np
 
 from .animation import Animation
 from .io.bvh import BVHWriter, write_bvh
-from .metrics import compute_metrics, source_foot_sliding_cm_s
+from .metrics import compute_metrics, source_foot_sliding_cm_s, toe_floor_m
 from .preprocess import remove_simulation_bone
 from .runtime.character import Character, CharacterSettings
 from .scenario import Scenario, load_scenario, parse_scenario
@@ -112,6 +112,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     if terrain is not None:
         toes = rec["toe_positions"]
         rec["toe_ground"] = [terrain.height(toes[:, i, 0], toes[:, i, 2]) for i in range(2)]
+        rec["toe_floor_m"] = toe_floor_m(db)
     rec["character"] = ch
     return rec
 
