@@ -313,3 +313,35 @@ def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tm
     assert saved.character.bias == 0.3 and saved.character.halflife == 0.2
     assert saved.character.warp.orientation_limit_deg == 45
     assert saved.controller.velocity_halflife == 0.2
+
+
+def test_search_space_moves_channel_weights_in_pairs_and_the_transition_method():
+    from motionmatch.features import default_schema
+    from motionmatch.settings_file import settings_to_dict
+    from motionmatch.tuning import default_params, search_space, suggest, trial_tables
+
+    schema = default_schema()
+    base = settings_from_dict({"character": {"weights": {"hips_velocity": 2.0}}})
+    space = search_space(base, schema.names)
+    names = {p.name for p in space}
+    assert {"weights.foot_position", "weights.trajectory_direction", "character.inertialization",
+            "character.clamping", "character.adjustment_rotation_halflife"} <= names
+    # Only groups whose channels the database has are searched (a pair needs both sides).
+    assert [p.key for p in search_space(base, ["hips_velocity", "left_foot_position"])
+            if p.table == "weights"] == ["hips_velocity"]
+    params = default_params(space, base, {c.name: c.weight for c in schema.channels})
+    assert params["weights.foot_position"] == 0.75 and params["weights.trajectory_direction"] == 1.5
+    assert params["weights.hips_velocity"] == 2.0 and params["character.inertialization"] == "spring"
+
+    chosen = {**params, "weights.foot_position": 1.25, "character.inertialization": "dead_blending"}
+
+    class Finished:             # a finished trial's parameters, as trial_tables reads them
+        params = chosen
+    tables = trial_tables(Finished, space, settings_to_dict(*base))
+    rs = settings_from_dict(tables, "trial", channels=schema.names)
+    assert rs.character.weights["left_foot_position"] == rs.character.weights["right_foot_position"] == 1.25
+    assert rs.character.weights["hips_velocity"] == 2.0 and rs.character.inertialization == "dead_blending"
+    # Suggesting from the same parameters writes the same tables.
+    assert suggest(type("T", (), {"suggest_float": lambda self, n, lo, hi, log=False: Finished.params[n],
+                                  "suggest_categorical": lambda self, n, c: Finished.params[n]})(),
+                   space, settings_to_dict(*base)) == tables
