@@ -631,6 +631,22 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
     return db
 
 
+def refresh_default_weights(path) -> bool:
+    """Give the cached default database at `path` the default schema's channel weights where they
+    differ (the defaults are tuned, docs/tuning.md; a cache built before a change kept the old ones),
+    and save it; channels the default schema does not have (an action database's time-to-event) are
+    left alone. Raw features are stored, so this is a re-weighting, not a rebuild. True when it
+    changed the file. DatabaseError when the file does not load."""
+    db = load_database(path)
+    have = {c.name: c.weight for c in db.features.schema.channels}
+    stale = {c.name: c.weight for c in default_schema().channels if c.name in have and have[c.name] != c.weight}
+    if not stale:
+        return False
+    db.features.set_weights(stale)
+    save_database(db, path)
+    return True
+
+
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
                            mixed: bool = False, kind: str | None = None, events: str | None = None) -> Path:
     """Build (once) a default database into the cache; returns its path. Default: the jlpm22 locomotion
@@ -643,7 +659,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
     if kind == "actions":
         if path.exists() and not rebuild and not events:
             try:
-                load_database(path)
+                refresh_default_weights(path)
                 return path
             except DatabaseError:
                 pass  # stale format: rebuild below
@@ -655,7 +671,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         return path
     if path.exists() and not rebuild:
         try:
-            load_database(path)
+            refresh_default_weights(path)
             return path
         except DatabaseError:
             pass  # stale format: rebuild below
