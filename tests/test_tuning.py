@@ -251,6 +251,13 @@ def test_pick_is_the_most_responsive_trial_no_worse_than_the_defaults_on_every_g
     c = constraints(better, hides, base_obj, base_rows)
     assert c["sliding_cm_s_per_scenario"] > 0 and all(c[k] <= 0 for k in c if k != "sliding_cm_s_per_scenario")
     assert all(v <= 0 for v in constraints(better, ok_rows, base_obj, base_rows).values())
+    # Facing the look for a much shorter share of the held time on one scenario is a failure too.
+    facing_base = {k: {**r, "facing_ok": 0.99} for k, r in base_rows.items()}
+    turns_away = {k: {**r, "facing_ok": 0.84 if k == "back" else 0.99} for k, r in ok_rows.items()}
+    c = constraints(better, turns_away, base_obj, facing_base)
+    assert c["facing_ok_per_scenario"] > 0 and all(c[k] <= 0 for k in c if k != "facing_ok_per_scenario")
+    assert constraints(better, {k: {**r, "facing_ok": 0.97} for k, r in ok_rows.items()}, base_obj,
+                       facing_base)["facing_ok_per_scenario"] <= 0
 
     study = optuna.create_study(direction="minimize")
     study.add_trials([_finished_trial(0, 0.40, base_obj, base_rows, defaults=True),

@@ -12,7 +12,8 @@ The study minimizes responsiveness under constraints (Optuna's constrained TPE):
 starting settings (the runtime's defaults, or --settings) and runs first; every later trial must be
 no worse than trial 0 on the mean trajectory, sliding, pops and tracking (GUARDED), and on no single
 scenario worse than trial 0 by more than SCENARIO_TOLERANCE on trajectory, sliding or pops
-(SCENARIO_GUARDED): a mean can hide one gait getting much worse, which is how a pick that was no worse
+(SCENARIO_GUARDED), nor facing the look for a shorter share of the held time by more than
+SCENARIO_HELD: a mean can hide one gait getting much worse, which is how a pick that was no worse
 on the tuning mean slid more on validation. The pick: the most responsive trial that meets every
 constraint, if it is more responsive than trial 0; otherwise trial 0. The five figures are kept with
 each trial, so the Pareto front over them is still plotted.
@@ -36,6 +37,10 @@ SLACK = 0.005       # "no worse" on a mean: the metrics are rounded to 3 decimal
 SCENARIO_GUARDED = {"trajectory_cm": 0.3, "sliding_cm_s": 0.3, "pops_ratio": 0.05}
 SCENARIO_TOLERANCE = 0.15
 SCENARIO_FLOOR = {"pops_ratio": 1.0}
+# Held-time fractions, higher is better: on no scenario more than this below the base. Facing:
+# trials that weigh the trajectory's position over its direction answered the stick sooner but faced
+# away from the look on diagonal strafes (0.99 -> 0.84 of the held time).
+SCENARIO_HELD = {"facing_ok": 0.03}
 STUDY_NAME = "motionmatch-tune"
 
 
@@ -188,7 +193,7 @@ def constraints(obj: dict, rows: dict, base_obj: dict, base_rows: dict) -> dict:
     """{name: relative excess} of a trial (objectives `obj`, per-scenario summaries `rows`) over the
     starting settings' (`base_obj`, `base_rows`); feasible when every value is <= 0. Means: no worse
     than the base (SLACK); scenarios: at most SCENARIO_TOLERANCE worse (plus SCENARIO_GUARDED), or
-    up to SCENARIO_FLOOR."""
+    up to SCENARIO_FLOOR, and held fractions at most SCENARIO_HELD below the base."""
     out = {}
     for k in GUARDED:
         limit = base_obj[k] + SLACK
@@ -200,6 +205,14 @@ def constraints(obj: dict, rows: dict, base_obj: dict, base_rows: dict) -> dict:
             if b is not None and r.get(k) is not None:
                 limit = max(b * (1.0 + SCENARIO_TOLERANCE) + slack, SCENARIO_FLOOR.get(k, 0.0))
                 worst = max(worst, (r[k] - limit) / limit)
+        out[f"{k}_per_scenario"] = worst
+    for k, drop in SCENARIO_HELD.items():
+        worst = -1.0
+        for name, r in rows.items():
+            b = base_rows.get(name, {}).get(k)
+            if b is not None and r.get(k) is not None:
+                limit = max(b - drop, 1e-6)
+                worst = max(worst, (limit - r[k]) / limit)
         out[f"{k}_per_scenario"] = worst
     return out
 
