@@ -337,7 +337,9 @@ def test_search_space_moves_channel_weights_in_pairs_and_the_transition_method()
     assert [p.key for p in search_space(base, ["hips_velocity", "left_foot_position"])
             if p.table == "weights"] == ["hips_velocity"]
     params = default_params(space, base, {c.name: c.weight for c in schema.channels})
-    assert params["weights.foot_position"] == 0.75 and params["weights.trajectory_direction"] == 1.5
+    w = {c.name: c.weight for c in schema.channels}
+    assert params["weights.foot_position"] == w["left_foot_position"]
+    assert params["weights.trajectory_direction"] == w["trajectory_direction"]
     assert params["weights.hips_velocity"] == 2.0 and params["character.inertialization"] == "spring"
 
     chosen = {**params, "weights.foot_position": 1.25, "character.inertialization": "dead_blending"}

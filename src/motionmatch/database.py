@@ -22,7 +22,8 @@ import numpy as np
 
 from .animation import Animation, Skeleton
 from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_marks, sidecar_marks, time_to_event
-from .features import FeatureSchema, FeatureSet, compute_features, default_schema, schema_from_dict
+from .features import (MIXED_DEFAULT_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
+                       schema_from_dict)
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
 from .preprocess import (attach_simulation_bone, foot_contacts, hips_forward_axis, mirror,
@@ -631,20 +632,26 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
     return db
 
 
-def refresh_default_weights(path) -> bool:
-    """Give the cached default database at `path` the default schema's channel weights where they
-    differ (the defaults are tuned, docs/tuning.md; a cache built before a change kept the old ones),
-    and save it; channels the default schema does not have (an action database's time-to-event) are
-    left alone. Raw features are stored, so this is a re-weighting, not a rebuild. True when it
-    changed the file. DatabaseError when the file does not load."""
+def refresh_default_weights(path, weights: dict) -> bool:
+    """Give the cached default database at `path` the default channel `weights` (name -> weight) where
+    its own differ (the defaults are tuned, docs/tuning.md; a cache built before a change kept the old
+    ones), and save it; channels not in `weights` (an action database's time-to-event) are left alone.
+    Raw features are stored, so this is a re-weighting, not a rebuild. True when it changed the file.
+    DatabaseError when the file does not load."""
     db = load_database(path)
     have = {c.name: c.weight for c in db.features.schema.channels}
-    stale = {c.name: c.weight for c in default_schema().channels if c.name in have and have[c.name] != c.weight}
+    stale = {n: w for n, w in weights.items() if n in have and have[n] != w}
     if not stale:
         return False
     db.features.set_weights(stale)
     save_database(db, path)
     return True
+
+
+def default_weights(mixed: bool = False) -> dict:
+    """Channel weights a default database is built with: the mixed default's are tuned on it
+    (features.MIXED_DEFAULT_WEIGHTS), the jlpm22-only and action databases keep the schema's."""
+    return dict(MIXED_DEFAULT_WEIGHTS) if mixed else {c.name: c.weight for c in default_schema().channels}
 
 
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
@@ -659,7 +666,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
     if kind == "actions":
         if path.exists() and not rebuild and not events:
             try:
-                refresh_default_weights(path)
+                refresh_default_weights(path, default_weights())
                 return path
             except DatabaseError:
                 pass  # stale format: rebuild below
@@ -671,7 +678,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         return path
     if path.exists() and not rebuild:
         try:
-            refresh_default_weights(path)
+            refresh_default_weights(path, default_weights(mixed))
             return path
         except DatabaseError:
             pass  # stale format: rebuild below
@@ -683,6 +690,6 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         root = find_data("jlpm22-locomotion", data)
         files = list_bvh_files([root])
         settings = BuildSettings(file_tags=source_tags([root], files))
-    db = build_database(files, settings, progress=progress)
+    db = build_database(files, settings, default_schema().with_weights(default_weights(mixed)), progress=progress)
     save_database(db, path)
     return path
