@@ -251,6 +251,13 @@ def test_pick_is_the_most_responsive_trial_no_worse_than_the_defaults_on_every_g
     c = constraints(better, hides, base_obj, base_rows)
     assert c["sliding_cm_s_per_scenario"] > 0 and all(c[k] <= 0 for k in c if k != "sliding_cm_s_per_scenario")
     assert all(v <= 0 for v in constraints(better, ok_rows, base_obj, base_rows).values())
+    # Facing the look for a much shorter share of the held time on one scenario is a failure too.
+    facing_base = {k: {**r, "facing_ok": 0.99} for k, r in base_rows.items()}
+    turns_away = {k: {**r, "facing_ok": 0.84 if k == "back" else 0.99} for k, r in ok_rows.items()}
+    c = constraints(better, turns_away, base_obj, facing_base)
+    assert c["facing_ok_per_scenario"] > 0 and all(c[k] <= 0 for k in c if k != "facing_ok_per_scenario")
+    assert constraints(better, {k: {**r, "facing_ok": 0.97} for k, r in ok_rows.items()}, base_obj,
+                       facing_base)["facing_ok_per_scenario"] <= 0
 
     study = optuna.create_study(direction="minimize")
     study.add_trials([_finished_trial(0, 0.40, base_obj, base_rows, defaults=True),
@@ -313,3 +320,37 @@ def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tm
     assert saved.character.bias == 0.3 and saved.character.halflife == 0.2
     assert saved.character.warp.orientation_limit_deg == 45
     assert saved.controller.velocity_halflife == 0.2
+
+
+def test_search_space_moves_channel_weights_in_pairs_and_the_transition_method():
+    from motionmatch.features import default_schema
+    from motionmatch.settings_file import settings_to_dict
+    from motionmatch.tuning import default_params, search_space, suggest, trial_tables
+
+    schema = default_schema()
+    base = settings_from_dict({"character": {"weights": {"hips_velocity": 2.0}}})
+    space = search_space(base, schema.names)
+    names = {p.name for p in space}
+    assert {"weights.foot_position", "weights.trajectory_direction", "character.inertialization",
+            "character.clamping", "character.adjustment_rotation_halflife"} <= names
+    # Only groups whose channels the database has are searched (a pair needs both sides).
+    assert [p.key for p in search_space(base, ["hips_velocity", "left_foot_position"])
+            if p.table == "weights"] == ["hips_velocity"]
+    params = default_params(space, base, {c.name: c.weight for c in schema.channels})
+    w = {c.name: c.weight for c in schema.channels}
+    assert params["weights.foot_position"] == w["left_foot_position"]
+    assert params["weights.trajectory_direction"] == w["trajectory_direction"]
+    assert params["weights.hips_velocity"] == 2.0 and params["character.inertialization"] == "spring"
+
+    chosen = {**params, "weights.foot_position": 1.25, "character.inertialization": "dead_blending"}
+
+    class Finished:             # a finished trial's parameters, as trial_tables reads them
+        params = chosen
+    tables = trial_tables(Finished, space, settings_to_dict(*base))
+    rs = settings_from_dict(tables, "trial", channels=schema.names)
+    assert rs.character.weights["left_foot_position"] == rs.character.weights["right_foot_position"] == 1.25
+    assert rs.character.weights["hips_velocity"] == 2.0 and rs.character.inertialization == "dead_blending"
+    # Suggesting from the same parameters writes the same tables.
+    assert suggest(type("T", (), {"suggest_float": lambda self, n, lo, hi, log=False: Finished.params[n],
+                                  "suggest_categorical": lambda self, n, c: Finished.params[n]})(),
+                   space, settings_to_dict(*base)) == tables

@@ -77,7 +77,7 @@ def _add_build(sub):
 
 
 def run_build(args) -> int:
-    from .database import BuildSettings, build_database, save_database
+    from .database import BuildSettings, build_database, default_weights, save_database
     from .datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
     from .features import default_schema, load_schema
     from .skeleton import load_mapping
@@ -128,7 +128,8 @@ def run_build(args) -> int:
     settings = BuildSettings(fps=args.fps, mirror=not args.no_mirror, unit=args.unit, strict=args.strict,
                              role_mapping=load_mapping(args.mapping) if args.mapping else None,
                              user_tags=user_tags, skeleton=skeleton, file_tags=file_tags, events=args.events)
-    schema = load_schema(args.schema) if args.schema else default_schema()
+    mixed = not args.data and not args.jlpm22_only    # the mixed default set: its tuned weights
+    schema = load_schema(args.schema) if args.schema else default_schema().with_weights(default_weights(mixed))
     if args.workers or args.address:
         from .cluster import open_client, ordered_map
         with open_client(args.workers, args.address) as client:

@@ -22,7 +22,8 @@ import numpy as np
 
 from .animation import Animation, Skeleton
 from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_marks, sidecar_marks, time_to_event
-from .features import FeatureSchema, FeatureSet, compute_features, default_schema, schema_from_dict
+from .features import (MIXED_DEFAULT_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
+                       schema_from_dict)
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
 from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, hips_forward_axis, mirror,
@@ -666,6 +667,29 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
     return db
 
 
+def refresh_default_weights(path, weights: dict) -> bool:
+    """Give the cached default database at `path` the default channel `weights` (name -> weight) where
+    its own differ (the defaults are tuned, docs/tuning.md; a cache built before a change kept the old
+    ones), and save it; channels not in `weights` (an action database's time-to-event) are left alone.
+    Raw features are stored, so this is a re-weighting, not a rebuild. True when it changed the file.
+    DatabaseError when the file does not load."""
+    db = load_database(path)
+    have = {c.name: c.weight for c in db.features.schema.channels}
+    stale = {n: w for n, w in weights.items() if n in have and have[n] != w}
+    if not stale:
+        return False
+    db.features.set_weights(stale)
+    save_database(db, path)
+    return True
+
+
+def default_weights(tuned: bool = False) -> dict:
+    """Channel weights a default database is built with: `tuned`, the weights tuned on the mixed default
+    (features.MIXED_DEFAULT_WEIGHTS; the mixed and Bandai-Namco locomotion databases), else the schema's
+    (the jlpm22-only and action databases)."""
+    return dict(MIXED_DEFAULT_WEIGHTS) if tuned else {c.name: c.weight for c in default_schema().channels}
+
+
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
                            mixed: bool = False, kind: str | None = None, events: str | None = None,
                            map_chunks=None) -> Path:
@@ -682,7 +706,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
     if kind == "actions":
         if path.exists() and not rebuild and not events:
             try:
-                load_database(path)
+                refresh_default_weights(path, default_weights())
                 return path
             except DatabaseError:
                 pass  # stale format: rebuild below
@@ -692,9 +716,12 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         print_licences(tags, file=sys.stderr)
         save_database(build_actions_database(files, tags, skeleton, progress=progress, events=events), path)
         return path
+    # The tuned weights suit databases with backward and sideways data (mixed, Bandai-Namco); the
+    # jlpm22-only database has neither and keeps the schema's (docs/tuning.md).
+    tuned = mixed or kind == "bandai"
     if path.exists() and not rebuild:
         try:
-            load_database(path)
+            refresh_default_weights(path, default_weights(tuned))
             return path
         except DatabaseError:
             pass  # stale format: rebuild below
@@ -709,6 +736,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         root = find_data("jlpm22-locomotion", data)
         files = list_bvh_files([root])
         settings = BuildSettings(file_tags=source_tags([root], files))
-    db = build_database(files, settings, progress=progress, map_chunks=map_chunks)
+    db = build_database(files, settings, default_schema().with_weights(default_weights(tuned)), progress=progress,
+                        map_chunks=map_chunks)
     save_database(db, path)
     return path

@@ -12,7 +12,8 @@ The study minimizes responsiveness under constraints (Optuna's constrained TPE):
 starting settings (the runtime's defaults, or --settings) and runs first; every later trial must be
 no worse than trial 0 on the mean trajectory, sliding, pops and tracking (GUARDED), and on no single
 scenario worse than trial 0 by more than SCENARIO_TOLERANCE on trajectory, sliding or pops
-(SCENARIO_GUARDED): a mean can hide one gait getting much worse, which is how a pick that was no worse
+(SCENARIO_GUARDED), nor facing the look for a shorter share of the held time by more than
+SCENARIO_HELD: a mean can hide one gait getting much worse, which is how a pick that was no worse
 on the tuning mean slid more on validation. The pick: the most responsive trial that meets every
 constraint, if it is more responsive than trial 0; otherwise trial 0. The five figures are kept with
 each trial, so the Pareto front over them is still plotted.
@@ -36,17 +37,25 @@ SLACK = 0.005       # "no worse" on a mean: the metrics are rounded to 3 decimal
 SCENARIO_GUARDED = {"trajectory_cm": 0.3, "sliding_cm_s": 0.3, "pops_ratio": 0.05}
 SCENARIO_TOLERANCE = 0.15
 SCENARIO_FLOOR = {"pops_ratio": 1.0}
+# Held-time fractions, higher is better: on no scenario more than this below the base. Facing:
+# trials that weigh the trajectory's position over its direction answered the stick sooner but faced
+# away from the look on diagonal strafes (0.99 -> 0.84 of the held time).
+SCENARIO_HELD = {"facing_ok": 0.03}
 STUDY_NAME = "motionmatch-tune"
 
 
 @dataclass(frozen=True)
 class Param:
-    """One searched setting: `table.key` of a settings file, a range and a log scale."""
+    """One searched setting: `table.key` of a settings file, a range and a log scale, or `choices`
+    (categorical). Table "weights" is a feature channel weight group: the value goes to
+    [character.weights] for each of `channels` (left and right of a pair move together)."""
     table: str
     key: str
-    low: float
-    high: float
+    low: float = 0.0
+    high: float = 0.0
     log: bool = False
+    choices: tuple = ()
+    channels: tuple = ()
 
     @property
     def name(self) -> str:
@@ -56,8 +65,8 @@ class Param:
 # The settings that move responsiveness (how fast the simulation follows the stick, how soon and how
 # readily the matcher leaves the playing clip, how hard the root is pulled to the simulation), in
 # ranges around the defaults, and the foot lock, which pays for a quicker root in foot sliding.
-# Inertialization method, clamping and the warping limits stay at their defaults: they barely move
-# responsiveness and were what made foot sliding worse in the wide search (docs/tuning.md).
+# Warping limits stay at their defaults: they barely move responsiveness and were what made foot
+# sliding worse in the wide search (docs/tuning.md).
 SPACE = (
     Param("character", "search_interval", 0.04, 0.2, log=True),
     Param("character", "bias", 0.0, 0.3),
@@ -66,26 +75,54 @@ SPACE = (
     Param("character", "sharp_change_angle_deg", 10.0, 60.0),
     Param("character", "adjustment_position_halflife", 0.05, 0.3, log=True),
     Param("character", "adjustment_max_ratio", 0.2, 1.0),
+    # The root's yaw follows the simulation's at this halflife: after a reversal the clip's own turn
+    # leaves a few degrees that held the root velocity outside the 15-degree test for ~0.2 s.
+    Param("character", "adjustment_rotation_halflife", 0.05, 0.4, log=True),
     Param("character", "foot_unlock_radius", 0.2, 0.6),
     Param("character", "foot_lock_halflife", 0.05, 0.2, log=True),
     Param("controller", "velocity_halflife", 0.05, 0.2, log=True),
     Param("controller", "stop_halflife", 0.05, 0.2, log=True),
     Param("controller", "rotation_halflife", 0.08, 0.3, log=True),
+    # How a transition hides the jump: dead blending pops less but slides more (docs/TRANSITIONS.md).
+    Param("character", "inertialization", choices=("spring", "dead_blending")),
+    Param("character", "clamping", choices=(True, False)),
+    Param("character", "clamp_radius", 0.05, 0.4, log=True),
+    Param("character", "clamp_angle_deg", 30.0, 120.0),
 )
+# Feature channel weights, searched per group (left and right together) where the database has the
+# channels: what the search asks the next clip to agree on (the trajectory to come vs the pose now).
+WEIGHT_GROUPS = {
+    "foot_position": ("left_foot_position", "right_foot_position"),
+    "foot_velocity": ("left_foot_velocity", "right_foot_velocity"),
+    "hips_velocity": ("hips_velocity",),
+    "trajectory_position": ("trajectory_position",),
+    "trajectory_direction": ("trajectory_direction",),
+}
+WEIGHT_RANGE = (0.25, 4.0)
 
 
-def search_space(defaults: RuntimeSettings | None = None) -> list[Param]:
-    """The searched settings: SPACE, less fields the runtime no longer has. Feature channel weights are
-    not searched: they are the database's (set when it is built), so a tuned weight could not become
-    a runtime default, and they moved responsiveness less than the controller did (docs/tuning.md)."""
+def search_space(defaults: RuntimeSettings | None = None, channels=()) -> list[Param]:
+    """The searched settings: SPACE, less fields the runtime no longer has, and a weight group for each
+    of WEIGHT_GROUPS whose channels are all among `channels` (the database's)."""
     tables = settings_to_dict(*(defaults or settings_from_dict({})))
-    return [p for p in SPACE if p.key in tables[p.table]]
+    space = [p for p in SPACE if p.key in tables[p.table]]
+    return space + [Param("weights", g, *WEIGHT_RANGE, log=True, channels=chs)
+                    for g, chs in WEIGHT_GROUPS.items() if set(chs) <= set(channels)]
 
 
-def default_params(space: list[Param], defaults: RuntimeSettings) -> dict:
-    """The defaults as trial parameters (clipped into the searched ranges)."""
+def default_params(space: list[Param], defaults: RuntimeSettings, schema_weights: dict | None = None) -> dict:
+    """The defaults as trial parameters (clipped into the searched ranges). A weight group's default
+    is its first channel's weight in the settings, else in `schema_weights` (the database's)."""
     tables = settings_to_dict(*defaults)
-    return {p.name: float(min(max(tables[p.table][p.key], p.low), p.high)) for p in space}
+    out = {}
+    for p in space:
+        if p.table == "weights":
+            ch = p.channels[0]
+            v = tables["character"]["weights"].get(ch, (schema_weights or {}).get(ch, 1.0))
+        else:
+            v = tables[p.table][p.key]
+        out[p.name] = v if p.choices else float(min(max(v, p.low), p.high))
+    return out
 
 
 def suggest(trial, space: list[Param], base: dict) -> dict:
@@ -94,8 +131,15 @@ def suggest(trial, space: list[Param], base: dict) -> dict:
     import copy
     tables = copy.deepcopy(base)
     for p in space:
-        v = trial.suggest_float(p.name, p.low, p.high, log=p.log)
-        tables.setdefault(p.table, {})[p.key] = v
+        if p.choices:
+            v = trial.suggest_categorical(p.name, list(p.choices))
+        else:
+            v = trial.suggest_float(p.name, p.low, p.high, log=p.log)
+        if p.table == "weights":
+            weights = tables.setdefault("character", {}).setdefault("weights", {})
+            weights.update({ch: v for ch in p.channels})
+        else:
+            tables.setdefault(p.table, {})[p.key] = v
     return tables
 
 
@@ -149,7 +193,7 @@ def constraints(obj: dict, rows: dict, base_obj: dict, base_rows: dict) -> dict:
     """{name: relative excess} of a trial (objectives `obj`, per-scenario summaries `rows`) over the
     starting settings' (`base_obj`, `base_rows`); feasible when every value is <= 0. Means: no worse
     than the base (SLACK); scenarios: at most SCENARIO_TOLERANCE worse (plus SCENARIO_GUARDED), or
-    up to SCENARIO_FLOOR."""
+    up to SCENARIO_FLOOR, and held fractions at most SCENARIO_HELD below the base."""
     out = {}
     for k in GUARDED:
         limit = base_obj[k] + SLACK
@@ -161,6 +205,14 @@ def constraints(obj: dict, rows: dict, base_obj: dict, base_rows: dict) -> dict:
             if b is not None and r.get(k) is not None:
                 limit = max(b * (1.0 + SCENARIO_TOLERANCE) + slack, SCENARIO_FLOOR.get(k, 0.0))
                 worst = max(worst, (r[k] - limit) / limit)
+        out[f"{k}_per_scenario"] = worst
+    for k, drop in SCENARIO_HELD.items():
+        worst = -1.0
+        for name, r in rows.items():
+            b = base_rows.get(name, {}).get(k)
+            if b is not None and r.get(k) is not None:
+                limit = max(b - drop, 1e-6)
+                worst = max(worst, (limit - r[k]) / limit)
         out[f"{k}_per_scenario"] = worst
     return out
 
@@ -272,6 +324,9 @@ def trial_tables(trial, space: list[Param], base: dict) -> dict:
     class _Fixed:
         def suggest_float(self, name, low, high, log=False):
             return trial.params[name]
+
+        def suggest_categorical(self, name, choices):
+            return trial.params[name]
     return suggest(_Fixed(), space, base)
 
 
@@ -382,7 +437,7 @@ def run_tune(args) -> int:
     db = load_database(args.db)
     channels = list(db.features.schema.names)
     base = load_settings(args.settings, channels) if args.settings else settings_from_dict({})
-    space = search_space(base)
+    space = search_space(base, channels)
     base_tables = settings_to_dict(*base)
     out = Path(args.out)
     stem = out.with_suffix("")
@@ -390,8 +445,9 @@ def run_tune(args) -> int:
     print(f"tuning on {len(tuning)} scenario(s): {' '.join(p.stem for p in tuning)}", file=sys.stderr)
     with open_client(args.workers, args.address, allowed_failures=0) as client:
         t0 = time.perf_counter()
+        schema_weights = {c.name: c.weight for c in db.features.schema.channels}
         run_study(study, space, base_tables, args.db, tuning, args.trials, client,
-                  default_params(space, base), log=lambda s: print(s, file=sys.stderr))
+                  default_params(space, base, schema_weights), log=lambda s: print(s, file=sys.stderr))
         minutes = (time.perf_counter() - t0) / 60.0
         chosen, defaults = pick(study)
         chosen_tables = trial_tables(chosen, space, base_tables)

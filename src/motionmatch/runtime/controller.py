@@ -57,8 +57,8 @@ class ControllerSettings:
     run_side_speed: float = 2.4
     run_backward_speed: float = 2.0
     velocity_halflife: float = 0.09          # from `motionmatch tune` (docs/tuning.md), as the next two
-    stop_halflife: float | None = 0.14  # halflife while the stick is released (quick stop); None = same
-    rotation_halflife: float = 0.17
+    stop_halflife: float | None = 0.1  # halflife while the stick is released (quick stop); None = same
+    rotation_halflife: float = 0.28
     gait_halflife: float = 0.1
     camera_yaw: float = 0.0
 

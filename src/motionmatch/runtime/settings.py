@@ -34,27 +34,28 @@ class CharacterSettings:
     # crowd runs one mode and model.
     mode: str = "classic"
     model: str | None = None
-    # The defaults of search_interval, bias, halflife, adjustment_*, foot_unlock_radius, foot_lock_halflife
-    # and sharp_change_* come from `motionmatch tune` on the mixed database (docs/tuning.md, 2026-11-23).
-    search_interval: float = 0.09
-    bias: float = 0.08                               # continuing-pose bias, in normalized cost units
+    # The defaults of search_interval, bias, inertialization, halflife, adjustment_*, clamp_*,
+    # foot_unlock_radius, foot_lock_halflife and sharp_change_* come from `motionmatch tune` on the mixed
+    # database, with the default schema's channel weights (docs/tuning.md, 2026-11-23, second study).
+    search_interval: float = 0.089
+    bias: float = 0.04                               # continuing-pose bias, in normalized cost units
     # Learned agents (mode "lmm") compare their projection with their stepped features, which already carry
-    # the stepper's drift: the classic bias kept them on it (jlpm22, 128-wide model: walk responsiveness
-    # 0.72 s at 0.08 vs 0.53 at 0, classic 0.35; docs/LMM.md).
+    # the stepper's drift: the classic bias (then 0.08) kept them on it (jlpm22, 128-wide model: walk
+    # responsiveness 0.72 s at 0.08 vs 0.53 at 0, classic 0.35; docs/LMM.md).
     lmm_bias: float = 0.0
     inertialization: str = "spring"                  # "spring" | "quintic" | "off" | "dead_blending"
-    halflife: float = 0.14                           # spring halflife; dead blending's velocity decay halflife
+    halflife: float = 0.13                           # spring halflife; dead blending's velocity decay halflife
     blend_time: float = 0.3                          # quintic and dead blending blend time
     adjustment: bool = True
-    adjustment_position_halflife: float = 0.09
-    adjustment_rotation_halflife: float = 0.2
-    adjustment_max_ratio: float = 0.43               # adjust at most this fraction of the root's own speed
+    adjustment_position_halflife: float = 0.087
+    adjustment_rotation_halflife: float = 0.19
+    adjustment_max_ratio: float = 0.42               # adjust at most this fraction of the root's own speed
     clamping: bool = True
-    clamp_radius: float = 0.15
-    clamp_angle_deg: float = 90.0
+    clamp_radius: float = 0.2
+    clamp_angle_deg: float = 96.0
     foot_locking: bool = True
-    foot_unlock_radius: float = 0.48                 # m; 0.2 let transitions unlock most Bandai steps
-    foot_lock_halflife: float = 0.18
+    foot_unlock_radius: float = 0.36                 # m; 0.2 let transitions unlock most Bandai steps
+    foot_lock_halflife: float = 0.097
     # s: a locking foot keeps its velocity, decaying with this halflife, and rests where it stops
     foot_lock_glide_halflife: float = 0.01
     ik: bool = True                                  # leg IK when foot locking or terrain needs it
@@ -62,8 +63,8 @@ class CharacterSettings:
     end_exclude: int = 20
     search_backend: str = "aabb"
     no_rewind_frames: int = 30                       # never jump 1..N frames away from the playing one
-    sharp_change_speed: float = 0.5                  # m/s change of desired velocity forcing a search
-    sharp_change_angle_deg: float = 60.0             # change of desired facing forcing a search
+    sharp_change_speed: float = 0.9                  # m/s change of desired velocity forcing a search
+    sharp_change_angle_deg: float = 11.0             # change of desired facing forcing a search
     # Orientation, stride and slope warping on; play-rate warping off by default: on the jlpm22 data it
     # raised foot sliding on runs (11 -> 16 cm/s) without better velocity tracking.
     warp: WarpSettings = field(default_factory=lambda: WarpSettings(play_rate=False))
