@@ -40,6 +40,7 @@ class LearnedSource(NamedTuple):
     work: tuple              # preallocated kernel buffers (new_source): no allocation per tick
     parents: np.ndarray      # (J,) int64
     pose_channels: np.ndarray  # (C, 3) int64 per position/velocity feature channel: kind (0/1), joint, column
+    shown: np.ndarray        # (F,) bool: the feature columns a learned query takes from the decompressed pose
 
 
 def learned_model(db, path) -> LearnedModel:
@@ -63,12 +64,15 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
     channels = [(0 if c.kind == "position" else 1, db.roles[c.joint] if c.joint in db.roles else names.index(c.joint),
                  db.features.channel_slices[c.name].start)
                 for c in db.features.schema.channels if c.kind in ("position", "velocity")]
+    shown = np.zeros(F, dtype=np.bool_)
+    for _, _, col in channels:
+        shown[col:col + 3] = True
     return LearnedSource(model, np.zeros((n, F), np.float32), np.zeros((n, model.latent_size), np.float32),
                          np.zeros((n, F)), pose, np.zeros((2 * n, 2), dtype=np.asarray(db.contacts).dtype),
                          np.zeros(2 * n, np.float32), np.arange(n, dtype=np.int64), np.zeros(n),
                          np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64), work,
                          np.asarray(db.skeleton.parents, dtype=np.int64),
-                         np.array(channels, dtype=np.int64).reshape(-1, 3))
+                         np.array(channels, dtype=np.int64).reshape(-1, 3), shown)
 
 
 @numba.njit(cache=True)
@@ -152,8 +156,13 @@ def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
 
 
 @numba.njit(cache=True)
-def _search(agents, raw_queries, bias, projector, offset, scale, x, work, q, px, pz, cost, jump):
-    """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`."""
+def _search(agents, raw_queries, bias, projector, offset, scale, shown, x, work, q, px, pz, cost, jump):
+    """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`.
+
+    The current state's cost leaves out the columns `shown` (F,) bool, the pose features the query took
+    from the agent's own decompressed pose: like classic search, whose query takes them from the playing
+    frame, it is the trajectory's mismatch only. Counting the stepped x's drift from its own pose there
+    as well made jumps win more often than the trajectory asked for."""
     _, out, _, _, a, b = work
     m, F = raw_queries.shape
     for r in range(m):
@@ -167,8 +176,9 @@ def _search(agents, raw_queries, bias, projector, offset, scale, x, work, q, px,
             px[r, c] = out[r, c]
             d = np.float64(q[r, c]) - out[r, c]
             best += d * d
-            e = np.float64(q[r, c]) - x[i, c]
-            current += e * e
+            if not shown[c]:
+                e = np.float64(q[r, c]) - x[i, c]
+                current += e * e
         for c in range(pz.shape[1]):
             pz[r, c] = out[r, F + c]
         cost[r] = best
@@ -189,7 +199,7 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
     cost, jump = np.empty(m), np.empty(m, np.bool_)
     mod = src.model
     _search(agents, raw_queries, np.asarray(bias, dtype=np.float64),
-            mod.projector.kernel_args, mod.feature_offset, mod.feature_scale, src.x, src.work, q, px, pz, cost, jump)
+            mod.projector.kernel_args, mod.feature_offset, mod.feature_scale, src.shown, src.x, src.work, q, px, pz, cost, jump)
     if jump.any():
         n = len(src.frame)
         write_pose(src, n + agents[jump], px[jump], pz[jump])
