@@ -226,3 +226,26 @@ def test_learned_queries_take_pose_features_from_the_decompressed_pose(tiny_mode
     assert np.median(np.abs(got[:, velc] - want[:, velc])) < 0.05
     traj = [c for c in range(want.shape[1]) if c not in set(pos) | set(velc)]
     assert np.all(got[:, traj] == 0.0)          # the trajectory columns are left alone
+
+
+def test_learned_current_cost_is_the_trajectory_mismatch_only(tiny_model, jlpm_db):
+    """The pose columns of a learned query come from the agent's own pose, so the stepped features' drift
+    there must not count against staying (classic's current frame costs its trajectory mismatch only)."""
+    from motionmatch.runtime import learned
+    crowd = Crowd(jlpm_db, 1, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    src = crowd.learned
+    kinds = {c.name: c.kind for c in jlpm_db.features.schema.channels}
+    sl = jlpm_db.features.channel_slices
+    pose_cols = np.concatenate([np.arange(sl[n].start, sl[n].stop) for n, k in kinds.items()
+                                if k in ("position", "velocity")])
+    assert sorted(np.flatnonzero(src.shown)) == sorted(pose_cols)
+    raw = np.asarray(jlpm_db.features.raw[[4000]], dtype=np.float64)
+    _, _, q = learned.search(src, np.array([0]), raw, np.array([1e6]))       # no jump: the query only
+    traj = ~src.shown
+    src.x[0, traj] = q[0, traj]                      # the current trajectory is the query's
+    src.x[0, src.shown] += 50.0                      # and the stepped pose features drifted far
+    jump, cost, _ = learned.search(src, np.array([0]), raw, np.array([0.0]))
+    assert cost[0] > 0.0 and not jump[0]             # nothing is closer than a zero current cost
+    src.x[0, traj] += 3.0                            # a trajectory that left the query: the projection wins
+    jump, _, _ = learned.search(src, np.array([0]), raw, np.array([0.0]))
+    assert jump[0]
