@@ -249,3 +249,32 @@ def test_learned_current_cost_is_the_trajectory_mismatch_only(tiny_model, jlpm_d
     src.x[0, traj] += 3.0                            # a trajectory that left the query: the projection wins
     jump, _, _ = learned.search(src, np.array([0]), raw, np.array([0.0]))
     assert jump[0]
+
+
+def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_path):
+    """A foot is in contact when its decompressed toe meets the database's contact rule, whatever the
+    decompressor's contact outputs say (here forced to 0)."""
+    from motionmatch.lmm.model import pose_layout, save_model
+    from motionmatch.preprocess import CONTACT_HEIGHT, CONTACT_SPEED
+    from motionmatch.runtime import learned
+    model = load_model(tiny_model)
+    contacts = pose_layout(jlpm_db.num_joints)["contacts"]
+    model.decompressor.out_mean[contacts] = 0.0
+    model.decompressor.out_std[contacts] = 0.0
+    dead = tmp_path / "dead_contacts.npz"
+    save_model(model, dead)
+    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(dead)))
+    src = ch.crowd.learned
+    J = jlpm_db.num_joints
+    gp, gv, gw, gr = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 4))
+    seen = 0
+    for inp in [GamepadInput(move=(0.0, 1.0))] * 120 + [GamepadInput()] * 60:
+        ch.step(inp)
+        learned.character_space(0, src.parents, *src.pose[:4], gp, gv, gw, gr)
+        low = gp[src.toes, 1] - src.toe_floor < CONTACT_HEIGHT
+        slow = np.linalg.norm(gv[src.toes], axis=1) < CONTACT_SPEED
+        np.testing.assert_array_equal(src.contacts[0], low & slow)
+        seen += int(src.contacts[0].sum())
+    assert seen > 20                                 # the feet plant on their own
+    floor = learned.toe_floor(jlpm_db, src.toes)
+    assert np.all(np.abs(floor) < 0.05)              # jlpm22's toes rest at the ground
