@@ -226,3 +226,57 @@ def test_learned_queries_take_pose_features_from_the_decompressed_pose(tiny_mode
     assert np.median(np.abs(got[:, velc] - want[:, velc])) < 0.05
     traj = [c for c in range(want.shape[1]) if c not in set(pos) | set(velc)]
     assert np.all(got[:, traj] == 0.0)          # the trajectory columns are left alone
+
+
+def test_learned_current_cost_is_the_trajectory_mismatch_only(tiny_model, jlpm_db):
+    """The pose columns of a learned query come from the agent's own pose, so the stepped features' drift
+    there must not count against staying (classic's current frame costs its trajectory mismatch only)."""
+    from motionmatch.runtime import learned
+    crowd = Crowd(jlpm_db, 1, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    src = crowd.learned
+    kinds = {c.name: c.kind for c in jlpm_db.features.schema.channels}
+    sl = jlpm_db.features.channel_slices
+    pose_cols = np.concatenate([np.arange(sl[n].start, sl[n].stop) for n, k in kinds.items()
+                                if k in ("position", "velocity")])
+    assert sorted(np.flatnonzero(src.shown)) == sorted(pose_cols)
+    raw = np.asarray(jlpm_db.features.raw[[4000]], dtype=np.float64)
+    _, _, q = learned.search(src, np.array([0]), raw, np.array([1e6]))       # no jump: the query only
+    traj = ~src.shown
+    src.x[0, traj] = q[0, traj]                      # the current trajectory is the query's
+    src.x[0, src.shown] += 50.0                      # and the stepped pose features drifted far
+    jump, cost, _ = learned.search(src, np.array([0]), raw, np.array([0.0]))
+    assert cost[0] > 0.0 and not jump[0]             # nothing is closer than a zero current cost
+    src.x[0, traj] += 3.0                            # a trajectory that left the query: the projection wins
+    jump, _, _ = learned.search(src, np.array([0]), raw, np.array([0.0]))
+    assert jump[0]
+
+
+def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_path):
+    """A foot is in contact when its decompressed toe meets the database's contact rule, whatever the
+    decompressor's contact outputs say (here forced to 0)."""
+    from motionmatch.lmm.model import pose_layout, save_model
+    from motionmatch.preprocess import CONTACT_HEIGHT, CONTACT_SPEED
+    from motionmatch.runtime import learned
+    model = load_model(tiny_model)
+    contacts = pose_layout(jlpm_db.num_joints)["contacts"]
+    model.decompressor.out_mean[contacts] = 0.0
+    model.decompressor.out_std[contacts] = 0.0
+    dead = tmp_path / "dead_contacts.npz"
+    save_model(model, dead)
+    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(dead)))
+    src = ch.crowd.learned
+    J = jlpm_db.num_joints
+    gp, gv, gw, gr = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 4))
+    seen = 0
+    for inp in [GamepadInput(move=(0.0, 1.0))] * 120 + [GamepadInput()] * 60:
+        ch.step(inp)
+        learned.character_space(0, src.parents, *src.pose[:4], gp, gv, gw, gr)
+        low = gp[src.toes, 1] - src.toe_floor < CONTACT_HEIGHT
+        slow = np.linalg.norm(gv[src.toes], axis=1) < CONTACT_SPEED
+        np.testing.assert_array_equal(src.contacts[0], low & slow)
+        seen += int(src.contacts[0].sum())
+    # The feet plant on their own (11-30 foot-frames with this tiny model, depending on its training run);
+    # with the outputs alone there would be none.
+    assert seen > 0
+    floor = learned.toe_floor(jlpm_db, src.toes)
+    assert np.all(np.abs(floor) < 0.05)              # jlpm22's toes rest at the ground

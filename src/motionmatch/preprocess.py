@@ -296,8 +296,12 @@ def remove_simulation_bone(skel: Skeleton, positions: np.ndarray, rotations: np.
 # ---------------------------------------------------------------------------------------------
 # Contacts
 
-def foot_contacts(gpos: np.ndarray, fps: float, toe_joints: list[int], height_threshold: float = 0.05,
-                  speed_threshold: float = 0.4, filter_size: int = 5) -> np.ndarray:
+CONTACT_HEIGHT = 0.05     # m above the local floor
+CONTACT_SPEED = 0.4       # m/s
+
+
+def foot_contacts(gpos: np.ndarray, fps: float, toe_joints: list[int], height_threshold: float = CONTACT_HEIGHT,
+                  speed_threshold: float = CONTACT_SPEED, filter_size: int = 5) -> np.ndarray:
     """Contact labels (F, len(toe_joints)): the toe within `height_threshold` m of the local floor
     and slower than `speed_threshold` m/s, median filtered.
 
