@@ -278,5 +278,4 @@ def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_
     # The feet plant on their own (11-30 foot-frames with this tiny model, depending on its training run);
     # with the outputs alone there would be none.
     assert seen > 0
-    floor = learned.toe_floor(jlpm_db, src.toes)
-    assert np.all(np.abs(floor) < 0.05)              # jlpm22's toes rest at the ground
+    assert np.all(np.abs(src.toe_floor) < 0.05)      # jlpm22's toes rest at the ground

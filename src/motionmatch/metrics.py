@@ -38,17 +38,10 @@ def toe_contacts(toe_pos: np.ndarray, fps: float, ground: np.ndarray | None = No
 
 
 def toe_floor_m(db) -> float:
-    """Height (m) above the terrain at which the database's toe joints rest when planted: their height
-    above the capture floor, stored at build (meta "toe_floor_m"; measured here on up to 60 clips for
-    databases built before that), not below 0: on terrain the leg IK keeps toes out of the ground."""
-    if "toe_floor_m" not in db.meta:
-        from .preprocess import toe_floor_height
-        R = len(db.range_starts)
-        toes = [db.roles["left_toe"], db.roles["right_toe"]]
-        per_clip = [toe_floor_height(db.global_transforms(slice(int(db.range_starts[r]), int(db.range_stops[r])))[0],
-                                     toes) for r in np.unique(np.linspace(0, R - 1, min(R, 60)).round().astype(int))]
-        db.meta["toe_floor_m"] = round(float(np.median(per_clip)), 4)
-    return max(0.0, float(db.meta["toe_floor_m"]))
+    """Height (m) above the terrain at which the database's toe joints rest when planted
+    (database.planted_toe_height_m), not below 0: on terrain the leg IK keeps toes out of the ground."""
+    from .database import planted_toe_height_m
+    return max(0.0, planted_toe_height_m(db))
 
 
 def foot_sliding_cm_s(toes: list[np.ndarray], fps: float, grounds=None) -> float:

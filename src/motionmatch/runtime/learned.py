@@ -16,6 +16,7 @@ import numpy as np
 from ..lmm.inference import forward, project, scratch, unpack_pose
 from ..scalar_quat import cross3, qmul, qrot
 from ..lmm.model import LearnedModel, check_model_fits, load_model
+from ..database import planted_toe_height_m
 from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED
 from .matching import FORCE
 from .playback import transition_stage
@@ -43,7 +44,7 @@ class LearnedSource(NamedTuple):
     pose_channels: np.ndarray  # (C, 3) int64 per position/velocity feature channel: kind (0/1), joint, column
     shown: np.ndarray        # (F,) bool: the feature columns a learned query takes from the decompressed pose
     toes: np.ndarray         # (2,) int64 left and right toe joints
-    toe_floor: np.ndarray    # (2,) float64 m: each toe's floor height above the simulation bone in the database
+    toe_floor: np.ndarray    # (2,) float64 m: each toe's height when planted (database.planted_toe_height_m)
 
 
 def learned_model(db, path) -> LearnedModel:
@@ -76,15 +77,7 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
                          np.zeros(2 * n, np.float32), np.arange(n, dtype=np.int64), np.zeros(n),
                          np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64), work,
                          np.asarray(db.skeleton.parents, dtype=np.int64),
-                         np.array(channels, dtype=np.int64).reshape(-1, 3), shown, toes, toe_floor(db, toes))
-
-
-def toe_floor(db, toes: np.ndarray, samples: int = 4000) -> np.ndarray:
-    """(2,) m: the 5th percentile of each toe's height above the simulation bone over frames spread over
-    the database, the floor the database build's contact rule measures from (preprocess.foot_contacts)."""
-    frames = np.unique(np.linspace(0, db.num_frames - 1, min(samples, db.num_frames)).round().astype(np.int64))
-    gp, _ = db.global_transforms(frames)
-    return np.percentile(gp[:, toes, 1] - gp[:, :1, 1], 5, axis=0).astype(np.float64)
+                         np.array(channels, dtype=np.int64).reshape(-1, 3), shown, toes, np.full(2, planted_toe_height_m(db)))
 
 
 @numba.njit(cache=True)
