@@ -3,6 +3,7 @@ parses arguments and prints."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -76,6 +77,18 @@ def _add_build(sub):
     p.set_defaults(func=run_build)
 
 
+@contextlib.contextmanager
+def _build_map(args):
+    """The map a build spreads its files with: over the distributed engine with --workers/--address
+    (a local cluster started and stopped here, or a running one), else None (build_database's own)."""
+    if not (args.workers or args.address):
+        yield None
+        return
+    from .cluster import open_client, ordered_map
+    with open_client(args.workers, args.address) as client:
+        yield lambda fn, chunks: ordered_map(client, fn, chunks)
+
+
 def run_build(args) -> int:
     from .database import BuildSettings, build_database, default_weights, save_database
     from .datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
@@ -85,15 +98,9 @@ def run_build(args) -> int:
     t0 = time.perf_counter()
     if args.default:
         from .database import build_default_database, load_database
-        if args.workers or args.address:
-            from .cluster import open_client, ordered_map
-            with open_client(args.workers, args.address) as client:
-                path = build_default_database(args.out, data=args.data_root, progress=not args.quiet,
-                                              kind=args.default, events=args.events,
-                                              map_chunks=lambda fn, chunks: ordered_map(client, fn, chunks))
-        else:
+        with _build_map(args) as map_chunks:
             path = build_default_database(args.out, data=args.data_root, progress=not args.quiet,
-                                          kind=args.default, events=args.events)
+                                          kind=args.default, events=args.events, map_chunks=map_chunks)
         db = load_database(path)
         print(f"{args.default} database: {path}")
         print_summary(db.summary())
@@ -130,13 +137,8 @@ def run_build(args) -> int:
                              user_tags=user_tags, skeleton=skeleton, file_tags=file_tags, events=args.events)
     mixed = not args.data and not args.jlpm22_only    # the mixed default set: its tuned weights
     schema = load_schema(args.schema) if args.schema else default_schema().with_weights(default_weights(mixed))
-    if args.workers or args.address:
-        from .cluster import open_client, ordered_map
-        with open_client(args.workers, args.address) as client:
-            db = build_database(files, settings, schema, progress=not args.quiet,
-                                map_chunks=lambda fn, chunks: ordered_map(client, fn, chunks))
-    else:
-        db = build_database(files, settings, schema, progress=not args.quiet)
+    with _build_map(args) as map_chunks:
+        db = build_database(files, settings, schema, progress=not args.quiet, map_chunks=map_chunks)
     save_database(db, args.out)
     db.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
     print(f"wrote {args.out}")
