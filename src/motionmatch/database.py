@@ -22,7 +22,7 @@ import numpy as np
 
 from .animation import Animation, Skeleton
 from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_marks, sidecar_marks, time_to_event
-from .features import (MIXED_DEFAULT_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
+from .features import (TUNED_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
                        schema_from_dict)
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
@@ -698,9 +698,9 @@ def refresh_default_weights(path, weights: dict) -> bool:
 
 def default_weights(tuned: bool = False) -> dict:
     """Channel weights a default database is built with: `tuned`, the weights tuned on the mixed default
-    (features.MIXED_DEFAULT_WEIGHTS; the mixed and Bandai-Namco locomotion databases), else the schema's
+    (features.TUNED_WEIGHTS; the mixed and Bandai-Namco locomotion databases), else the schema's
     (the jlpm22-only and action databases)."""
-    return dict(MIXED_DEFAULT_WEIGHTS) if tuned else {c.name: c.weight for c in default_schema().channels}
+    return dict(TUNED_WEIGHTS) if tuned else {c.name: c.weight for c in default_schema().channels}
 
 
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,

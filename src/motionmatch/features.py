@@ -173,18 +173,19 @@ def load_schema(path) -> FeatureSchema:
         raise FeatureError(f"{path}: {e}") from None
 
 
-# Channel weights of the mixed default database (`motionmatch tune` on it, docs/tuning.md): the
-# trajectory's future positions weigh most, the feet's positions least. They are the data's: on the
+# Channel weights tuned on the mixed default database (`motionmatch tune`, docs/tuning.md): the
+# trajectory's future positions weigh most, the feet's positions least. The mixed and Bandai-Namco
+# locomotion databases are built with them (database.default_weights). They are the data's: on the
 # jlpm22-only database, which has no backward or sideways clips, they chose forward clips warped
 # sideways (strafe-box facing 0.80 -> 0.79, warped walking sliding 1.7x), so it keeps the reference weights.
-MIXED_DEFAULT_WEIGHTS = {"left_foot_position": 0.33, "right_foot_position": 0.33, "left_foot_velocity": 1.4,
+TUNED_WEIGHTS = {"left_foot_position": 0.33, "right_foot_position": 0.33, "left_foot_velocity": 1.4,
                          "right_foot_velocity": 1.4, "hips_velocity": 0.71, "trajectory_position": 3.2,
                          "trajectory_direction": 1.2}
 
 
 def default_schema() -> FeatureSchema:
-    """The standard 27-d locomotion schema with the reference implementation's weights (the mixed
-    default database is built with MIXED_DEFAULT_WEIGHTS instead)."""
+    """The standard 27-d locomotion schema with the reference implementation's weights (the mixed and
+    Bandai-Namco default databases are built with TUNED_WEIGHTS instead)."""
     return FeatureSchema((
         Channel("left_foot_position", "position", 0.75, joint="left_foot"),
         Channel("right_foot_position", "position", 0.75, joint="right_foot"),

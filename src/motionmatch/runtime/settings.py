@@ -36,7 +36,8 @@ class CharacterSettings:
     model: str | None = None
     # The defaults of search_interval, bias, inertialization, halflife, adjustment_*, clamp_*,
     # foot_unlock_radius, foot_lock_halflife and sharp_change_* come from `motionmatch tune` on the mixed
-    # database, with the default schema's channel weights (docs/tuning.md, 2026-11-23, second study).
+    # database, together with its channel weights (features.TUNED_WEIGHTS; docs/tuning.md, 2026-11-23,
+    # second study).
     search_interval: float = 0.089
     bias: float = 0.04                               # continuing-pose bias, in normalized cost units
     # Learned agents (mode "lmm") compare their projection with their stepped features, which already carry
