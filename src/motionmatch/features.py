@@ -184,9 +184,9 @@ TUNED_WEIGHTS = {"left_foot_position": 0.33, "right_foot_position": 0.33, "left_
 # The Bandai-Namco locomotion database's own weights: trial 78 of a weights-only study on it
 # (`motionmatch tune --only weights`, runtime defaults fixed, 251 trials; docs/tuning.md, 2026-11-26),
 # to three digits. With TUNED_WEIGHTS its straight walking slid twice as much (terrain_steps 3.4 ->
-# 7.4 cm/s) and popped more (1.5 -> 2.5); the trajectory position weight (3.2) did it, not the feet's:
-# on the tuning set's walk, trajectory position 2.0 slid 2.7 cm/s where 3.2 slid 6.8 (foot position
-# 0.75), and foot position 0.33 / 0.75 / 1.0 with 3.2 slid 7.0 / 6.8 / 6.9.
+# 7.4 cm/s) and popped more (1.5 -> 2.5). Neither weight of the suspects alone undid it (the tuning set's
+# walk: foot position 0.33 / 0.75 / 1.0 with trajectory position 3.2 slid 7.0 / 6.8 / 6.9 cm/s,
+# trajectory position 2.0 with foot position 0.33 7.2); the two together did (0.75 and 2.0: 2.7).
 BANDAI_WEIGHTS = {"left_foot_position": 0.947, "right_foot_position": 0.947, "left_foot_velocity": 1.81,
                   "right_foot_velocity": 1.81, "hips_velocity": 0.648, "trajectory_position": 2.46,
                   "trajectory_direction": 2.07}
