@@ -248,6 +248,11 @@ def test_only_searches_the_named_tables_and_keys_the_rest_stays_at_the_start(clu
     err = capsys.readouterr().err
     assert "foot_positions" in err and "foot_position," in err and "controller" in err and "bias" in err
     assert not (tmp_path / "t.study.jsonl").exists()
+    # A study resumes only over the settings it searched.
+    assert main(args + ["--only", "bias"]) == 0
+    assert load_settings(tmp_path / "t.toml").character.bias == settings_from_dict({}).character.bias  # trial 0
+    assert main(args + ["--only", "weights"]) == 1
+    assert "resume it with the same --only" in capsys.readouterr().err
 
 
 def test_tuning_and_validation_sets_both_walk_backward_and_strafe_diagonally():
