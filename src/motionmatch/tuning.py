@@ -461,7 +461,7 @@ def run_tune(args) -> int:
     study = open_study(study_path, args.seed)
     # Trial 0 holds every searched parameter: a study resumed over another space could not pick.
     searched = {p.name for p in space}
-    if study.trials and set(study.trials[0].params) != searched:
+    if study.trials and study.trials[0].params and set(study.trials[0].params) != searched:
         raise ValueError(f"{study_path}: the study searched {', '.join(sorted(study.trials[0].params))}; "
                          f"resume it with the same --only (this run: {', '.join(sorted(searched))})")
     print(f"searching {len(space)} setting(s): {' '.join(p.name for p in space)}", file=sys.stderr)
