@@ -206,6 +206,55 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
     assert all(t.values[0] > 0.0 for t in study.trials if t.state.name == "COMPLETE")
 
 
+def test_only_searches_the_named_tables_and_keys_the_rest_stays_at_the_start(cluster, jlpm_db, jlpm_db_path,
+                                                                              tiny_scenarios, tmp_path, capsys):
+    from motionmatch.settings_file import settings_to_dict
+    from motionmatch.tuning import evaluate_trial, open_study, restrict, run_study, search_space
+
+    channels = list(jlpm_db.features.schema.names)
+    start = settings_from_dict({"character": {"bias": 0.2}, "controller": {"velocity_halflife": 0.12}})
+    space = restrict(search_space(start, channels), ["weights", "search_interval"])
+    assert {p.name for p in space} == {"character.search_interval", "weights.foot_position", "weights.foot_velocity",
+                                       "weights.hips_velocity", "weights.trajectory_position",
+                                       "weights.trajectory_direction"}
+    seen = tmp_path / "tables"
+    seen.mkdir()
+
+    def recording(db_path, scenario_paths, tables):
+        (seen / f"{len(list(seen.iterdir()))}.json").write_text(json.dumps(tables))
+        return evaluate_trial(db_path, scenario_paths, tables)
+
+    base = settings_to_dict(*start)
+    study = open_study(tmp_path / "study.jsonl", seed=3)
+    run_study(study, space, base, str(jlpm_db_path), tiny_scenarios[:1], 3, cluster, {}, log=lambda s: None,
+              evaluate=recording)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    for f in seen.iterdir():
+        tables = json.loads(f.read_text())
+        weights = tables["character"].pop("weights")
+        assert set(weights) == set(channels)          # every searched group, both sides of a pair
+        assert weights["left_foot_position"] == weights["right_foot_position"]
+        interval = tables["character"].pop("search_interval")
+        assert 0.04 <= interval <= 0.2
+        unchanged = {**base, "character": {k: v for k, v in base["character"].items()
+                                           if k not in ("weights", "search_interval")}}
+        assert json.loads(json.dumps(unchanged)) == tables      # everything else: the start's values
+    assert len({f.read_text() for f in seen.iterdir()}) == 3
+
+    # A name that is not searched is an error listing the valid ones, before any trial runs.
+    args = ["tune", "--db", str(jlpm_db_path), "--scenarios", str(tiny_scenarios[0]), "-o", str(tmp_path / "t.toml"),
+            "--trials", "1", "--address", cluster.scheduler.address]
+    assert main(args + ["--only", "weights", "foot_positions"]) == 1
+    err = capsys.readouterr().err
+    assert "foot_positions" in err and "foot_position," in err and "controller" in err and "bias" in err
+    assert not (tmp_path / "t.study.jsonl").exists()
+    # A study resumes only over the settings it searched.
+    assert main(args + ["--only", "bias"]) == 0
+    assert load_settings(tmp_path / "t.toml").character.bias == settings_from_dict({}).character.bias  # trial 0
+    assert main(args + ["--only", "weights"]) == 1
+    assert "resume it with the same --only" in capsys.readouterr().err
+
+
 def test_tuning_and_validation_sets_both_walk_backward_and_strafe_diagonally():
     from motionmatch.quality import scenario_files
     from motionmatch.scenario import load_scenario

@@ -136,7 +136,8 @@ def run_build(args) -> int:
                              role_mapping=load_mapping(args.mapping) if args.mapping else None,
                              user_tags=user_tags, skeleton=skeleton, file_tags=file_tags, events=args.events)
     mixed = not args.data and not args.jlpm22_only    # the mixed default set: its tuned weights
-    schema = load_schema(args.schema) if args.schema else default_schema().with_weights(default_weights(mixed))
+    kind = "mixed" if mixed else None
+    schema = load_schema(args.schema) if args.schema else default_schema().with_weights(default_weights(kind))
     with _build_map(args) as map_chunks:
         db = build_database(files, settings, schema, progress=not args.quiet, map_chunks=map_chunks)
     save_database(db, args.out)

@@ -22,7 +22,7 @@ import numpy as np
 
 from .animation import Animation, Skeleton
 from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_marks, sidecar_marks, time_to_event
-from .features import (TUNED_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
+from .features import (BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
                        schema_from_dict)
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
@@ -696,11 +696,12 @@ def refresh_default_weights(path, weights: dict) -> bool:
     return True
 
 
-def default_weights(tuned: bool = False) -> dict:
-    """Channel weights a default database is built with: `tuned`, the weights tuned on the mixed default
-    (features.TUNED_WEIGHTS; the mixed and Bandai-Namco locomotion databases), else the schema's
-    (the jlpm22-only and action databases)."""
-    return dict(TUNED_WEIGHTS) if tuned else {c.name: c.weight for c in default_schema().channels}
+def default_weights(kind: str | None = None) -> dict:
+    """Channel weights the default database of `kind` is built with: "mixed", the weights tuned on it
+    (features.TUNED_WEIGHTS); "bandai", the Bandai-Namco locomotion database's own
+    (features.BANDAI_WEIGHTS); otherwise (None: the jlpm22-only database, "actions") the schema's."""
+    tuned = {"mixed": TUNED_WEIGHTS, "bandai": BANDAI_WEIGHTS}.get(kind)
+    return dict(tuned) if tuned else {c.name: c.weight for c in default_schema().channels}
 
 
 def build_default_database(path=None, data=None, progress: bool = True, rebuild: bool = False,
@@ -729,12 +730,12 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         print_licences(tags, file=sys.stderr)
         save_database(build_actions_database(files, tags, skeleton, progress=progress, events=events), path)
         return path
-    # The tuned weights suit databases with backward and sideways data (mixed, Bandai-Namco); the
-    # jlpm22-only database has neither and keeps the schema's (docs/tuning.md).
-    tuned = mixed or kind == "bandai"
+    # Each locomotion database has the weights tuned on it; the jlpm22-only one, without backward or
+    # sideways data, keeps the schema's (docs/tuning.md).
+    weights = default_weights("bandai" if kind == "bandai" else "mixed" if mixed else None)
     if path.exists() and not rebuild:
         try:
-            refresh_default_weights(path, default_weights(tuned))
+            refresh_default_weights(path, weights)
             return path
         except DatabaseError:
             pass  # stale format: rebuild below
@@ -749,7 +750,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         root = find_data("jlpm22-locomotion", data)
         files = list_bvh_files([root])
         settings = BuildSettings(file_tags=source_tags([root], files))
-    db = build_database(files, settings, default_schema().with_weights(default_weights(tuned)), progress=progress,
+    db = build_database(files, settings, default_schema().with_weights(weights), progress=progress,
                         map_chunks=map_chunks)
     save_database(db, path)
     return path

@@ -174,18 +174,27 @@ def load_schema(path) -> FeatureSchema:
 
 
 # Channel weights tuned on the mixed default database (`motionmatch tune`, docs/tuning.md): the
-# trajectory's future positions weigh most, the feet's positions least. The mixed and Bandai-Namco
-# locomotion databases are built with them (database.default_weights). They are the data's: on the
-# jlpm22-only database, which has no backward or sideways clips, they chose forward clips warped
-# sideways (strafe-box facing 0.80 -> 0.79, warped walking sliding 1.7x), so it keeps the reference weights.
+# trajectory's future positions weigh most, the feet's positions least. The mixed default database is
+# built with them (database.default_weights). They are the data's: on the jlpm22-only database, which
+# has no backward or sideways clips, they chose forward clips warped sideways (strafe-box facing
+# 0.80 -> 0.79, warped walking sliding 1.7x), so it keeps the reference weights.
 TUNED_WEIGHTS = {"left_foot_position": 0.33, "right_foot_position": 0.33, "left_foot_velocity": 1.4,
                          "right_foot_velocity": 1.4, "hips_velocity": 0.71, "trajectory_position": 3.2,
                          "trajectory_direction": 1.2}
+# The Bandai-Namco locomotion database's own weights: trial 78 of a weights-only study on it
+# (`motionmatch tune --only weights`, runtime defaults fixed, 251 trials; docs/tuning.md, 2026-11-26),
+# to three digits. With TUNED_WEIGHTS its straight walking slid twice as much (terrain_steps 3.4 ->
+# 7.4 cm/s) and popped more (1.5 -> 2.5). Neither weight of the suspects alone undid it (the tuning set's
+# walk: foot position 0.33 / 0.75 / 1.0 with trajectory position 3.2 slid 7.0 / 6.8 / 6.9 cm/s,
+# trajectory position 2.0 with foot position 0.33 7.2); the two together did (0.75 and 2.0: 2.7).
+BANDAI_WEIGHTS = {"left_foot_position": 0.947, "right_foot_position": 0.947, "left_foot_velocity": 1.81,
+                  "right_foot_velocity": 1.81, "hips_velocity": 0.648, "trajectory_position": 2.46,
+                  "trajectory_direction": 2.07}
 
 
 def default_schema() -> FeatureSchema:
     """The standard 27-d locomotion schema with the reference implementation's weights (the mixed and
-    Bandai-Namco default databases are built with TUNED_WEIGHTS instead)."""
+    Bandai-Namco default databases are built with TUNED_WEIGHTS and BANDAI_WEIGHTS instead)."""
     return FeatureSchema((
         Channel("left_foot_position", "position", 0.75, joint="left_foot"),
         Channel("right_foot_position", "position", 0.75, joint="right_foot"),

@@ -110,6 +110,19 @@ def search_space(defaults: RuntimeSettings | None = None, channels=()) -> list[P
                     for g, chs in WEIGHT_GROUPS.items() if set(chs) <= set(channels)]
 
 
+def restrict(space: list[Param], only) -> list[Param]:
+    """The part of `space` that `only` names: tables ("weights", "character", "controller") or searched
+    keys ("bias", "foot_position"); the rest stays at the starting settings. None or empty: all of it.
+    ValueError listing the valid names when one is not searched here."""
+    if not only:
+        return list(space)
+    valid = list(dict.fromkeys([p.table for p in space] + [p.key for p in space]))
+    unknown = [n for n in only if n not in valid]
+    if unknown:
+        raise ValueError(f"--only: not searched here: {', '.join(unknown)}; valid names: {', '.join(valid)}")
+    return [p for p in space if p.table in only or p.key in only]
+
+
 def default_params(space: list[Param], defaults: RuntimeSettings, schema_weights: dict | None = None) -> dict:
     """The defaults as trial parameters (clipped into the searched ranges). A weight group's default
     is its first channel's weight in the settings, else in `schema_weights` (the database's)."""
@@ -420,6 +433,9 @@ def add_tune_args(p) -> None:
     p.add_argument("--study", default=None, help="study journal file (default: next to --out)")
     p.add_argument("--settings", default=None, help="settings file to start from (default: the runtime's defaults)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed")
+    p.add_argument("--only", nargs="+", metavar="NAME", default=None,
+                   help="search only these tables (weights, character, controller) or keys (e.g. bias, "
+                        "foot_position); the rest stays at the starting settings")
 
 
 def run_tune(args) -> int:
@@ -437,11 +453,18 @@ def run_tune(args) -> int:
     db = load_database(args.db)
     channels = list(db.features.schema.names)
     base = load_settings(args.settings, channels) if args.settings else settings_from_dict({})
-    space = search_space(base, channels)
+    space = restrict(search_space(base, channels), args.only)
     base_tables = settings_to_dict(*base)
     out = Path(args.out)
     stem = out.with_suffix("")
-    study = open_study(args.study or f"{stem}.study.jsonl", args.seed)
+    study_path = args.study or f"{stem}.study.jsonl"
+    study = open_study(study_path, args.seed)
+    # Trial 0 holds every searched parameter: a study resumed over another space could not pick.
+    searched = {p.name for p in space}
+    if study.trials and study.trials[0].params and set(study.trials[0].params) != searched:
+        raise ValueError(f"{study_path}: the study searched {', '.join(sorted(study.trials[0].params))}; "
+                         f"resume it with the same --only (this run: {', '.join(sorted(searched))})")
+    print(f"searching {len(space)} setting(s): {' '.join(p.name for p in space)}", file=sys.stderr)
     print(f"tuning on {len(tuning)} scenario(s): {' '.join(p.stem for p in tuning)}", file=sys.stderr)
     with open_client(args.workers, args.address, allowed_failures=0) as client:
         t0 = time.perf_counter()
