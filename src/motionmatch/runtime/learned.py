@@ -191,8 +191,14 @@ def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
 
 
 @numba.njit(cache=True)
-def _search(agents, raw_queries, bias, projector, offset, scale, shown, x, work, q, px, pz, cost, jump):
+def _search(agents, raw_queries, bias, push, projector, offset, scale, shown, x, work, q, pushed, px, pz, cost, jump):
     """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`.
+
+    The projector regresses toward the data's mean: its projections fall short of what the query's
+    trajectory asks (a walk start projects to poses slower than the frames they stand for, a stop to
+    poses that creep on). With push[r] > 0 the query's trajectory columns are moved past the first
+    projection by push times its shortfall and projected again; the cost stays measured against the
+    query itself.
 
     The current state's cost leaves out the columns `shown` (F,) bool, the pose features the query took
     from the agent's own decompressed pose: like classic search, whose query takes them from the playing
@@ -204,6 +210,13 @@ def _search(agents, raw_queries, bias, projector, offset, scale, shown, x, work,
         for c in range(F):
             q[r, c] = np.float32((raw_queries[r, c] - offset[c]) / scale[c])
     forward(q, projector, a, b, out[:m])
+    again = False
+    for r in range(m):
+        again |= push[r] != 0.0
+        for c in range(F):
+            pushed[r, c] = q[r, c] if shown[c] else q[r, c] + np.float32(push[r]) * (q[r, c] - out[r, c])
+    if again:
+        forward(pushed, projector, a, b, out[:m])
     for r in range(m):
         best, current = 0.0, 0.0
         i = agents[r]
@@ -221,20 +234,25 @@ def _search(agents, raw_queries, bias, projector, offset, scale, shown, x, work,
         jump[r] = best + bias[r] < current or not np.isfinite(current)
 
 
-def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray):
+def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray,
+           push: np.ndarray | None = None):
     """Project the raw queries of `agents`; an agent jumps when the projected features are closer to its
     query than its current ones by more than `bias` (squared distances in the model's normalization, as
     classic search keeps the playing frame). The queries' pose features are taken from the agents'
-    decompressed poses (pose_features). Returns (jump mask, projected costs, normalized queries); the
-    jumpers' new poses are written to rows n + agent."""
+    decompressed poses (pose_features). push (per agent, settings' lmm_push; None: 0): project a second
+    time with the query's trajectory pushed past the first projection by push times its shortfall (_search).
+    Returns (jump mask, projected costs, normalized queries); the jumpers' new poses are written to rows
+    n + agent."""
     raw_queries = np.array(raw_queries, dtype=np.float64)
     pose_features(agents, src.parents, src.pose_channels, *src.pose[:4], raw_queries)
     m, F, Z = len(agents), src.model.num_features, src.model.latent_size
-    q, px, pz = np.empty((m, F), np.float32), np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
+    q, pushed = np.empty((m, F), np.float32), np.empty((m, F), np.float32)
+    px, pz = np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
     cost, jump = np.empty(m), np.empty(m, np.bool_)
+    push = np.zeros(m) if push is None else np.asarray(push, dtype=np.float64)
     mod = src.model
-    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64),
-            mod.projector.kernel_args, mod.feature_offset, mod.feature_scale, src.shown, src.x, src.work, q, px, pz, cost, jump)
+    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64), push, mod.projector.kernel_args,
+            mod.feature_offset, mod.feature_scale, src.shown, src.x, src.work, q, pushed, px, pz, cost, jump)
     if jump.any():
         n = len(src.frame)
         write_pose(src, n + agents[jump], px[jump], pz[jump])
