@@ -21,6 +21,13 @@ from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED
 from .matching import FORCE
 from .playback import transition_stage
 
+# m/s: the fastest decompressed toe that can be planted. The database's rule (CONTACT_SPEED, 0.4) is
+# made for captured plants; a decompressed planted toe moves faster (its velocity is a network output
+# summed down the leg): mixed database, run, at the output's own contacts the decompressed toes moved
+# at a median 0.3 and 1.3 m/s (left, right), swinging toes at 2.5-4. With 0.4 m/s the right foot never
+# locked and the learned run slid 1.7-2.3x classic (docs/LMM.md).
+LEARNED_TOE_SPEED = 3.0 * CONTACT_SPEED
+
 # A stop no frame reaches: learned agents never run out of clip.
 NEVER = np.iinfo(np.int64).max // 4
 
@@ -95,14 +102,14 @@ def _join(x, z, out):
 def _write_pose(rows, x, z, decompressor, work, feet, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds):
     """Decompress (x, z) (m, ...) into pose rows `rows` (m,) of the pose arrays, contacts and speeds.
 
-    A foot is in contact when the decompressor says so or when the decompressed toe meets the database
-    build's contact rule (preprocess.foot_contacts: near its floor and slower than its speed limit). The
-    contact outputs are regressions of 0/1 labels: on a database of many styles they stay below 0.5
-    through a whole run (1 % of frames in contact against 10 % for classic), and the foot lock needs the
-    contact of the pose it shows. The toe's speed is the decompressor's velocity output (a finite
-    difference between ticks measured worse: every projection jump breaks it)."""
+    A foot is in contact when the decompressor says so or when the decompressed toe is near its floor
+    (the database build's CONTACT_HEIGHT, preprocess.foot_contacts) and slower than the speed limit of
+    `feet` (LEARNED_TOE_SPEED). The contact outputs are regressions of 0/1 labels: on a database of many
+    styles they stay below 0.5 through a whole run (1 % of frames in contact against 10 % for classic),
+    and the foot lock needs the contact of the pose it shows. The toe's speed is the decompressor's
+    velocity output (a finite difference between ticks measured worse: every projection jump breaks it)."""
     xz, _, y, _, a, b = work
-    parents, toes, floor = feet
+    parents, toes, floor, toe_speed = feet
     J = parents.shape[0]
     gp, gv, gw, gr = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 4))
     m = x.shape[0]
@@ -119,7 +126,7 @@ def _write_pose(rows, x, z, decompressor, work, feet, pos, rot, vel, ang, root_v
         for s in range(2):
             t = toes[s]
             speed = np.sqrt(gv[t, 0] ** 2 + gv[t, 1] ** 2 + gv[t, 2] ** 2)
-            if gp[t, 1] - floor[s] < CONTACT_HEIGHT and speed < CONTACT_SPEED:
+            if gp[t, 1] - floor[s] < CONTACT_HEIGHT and speed < toe_speed:
                 contacts[i, s] = True
 
 
@@ -132,8 +139,9 @@ def write_pose(src: LearnedSource, rows: np.ndarray, x: np.ndarray, z: np.ndarra
 
 
 def contact_rule(src: LearnedSource) -> tuple:
-    """What the contact rule of _write_pose reads: parents, toe joints and their floor heights."""
-    return src.parents, src.toes, src.toe_floor
+    """What the contact rule of _write_pose reads: parents, toe joints, their floor heights and the
+    planted toe's speed limit (m/s)."""
+    return src.parents, src.toes, src.toe_floor, LEARNED_TOE_SPEED
 
 
 def set_state(src: LearnedSource, agents: np.ndarray, x: np.ndarray, z: np.ndarray) -> None:
