@@ -252,10 +252,10 @@ def test_learned_current_cost_is_the_trajectory_mismatch_only(tiny_model, jlpm_d
 
 
 def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_path):
-    """A foot is in contact when its decompressed toe meets the database's contact rule, whatever the
-    decompressor's contact outputs say (here forced to 0)."""
+    """A foot is in contact when its decompressed toe is near its floor and slower than the learned
+    speed limit, whatever the decompressor's contact outputs say (here forced to 0)."""
     from motionmatch.lmm.model import pose_layout, save_model
-    from motionmatch.preprocess import CONTACT_HEIGHT, CONTACT_SPEED
+    from motionmatch.preprocess import CONTACT_HEIGHT
     from motionmatch.runtime import learned
     model = load_model(tiny_model)
     contacts = pose_layout(jlpm_db.num_joints)["contacts"]
@@ -272,10 +272,41 @@ def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_
         ch.step(inp)
         learned.character_space(0, src.parents, *src.pose[:4], gp, gv, gw, gr)
         low = gp[src.toes, 1] - src.toe_floor < CONTACT_HEIGHT
-        slow = np.linalg.norm(gv[src.toes], axis=1) < CONTACT_SPEED
+        slow = np.linalg.norm(gv[src.toes], axis=1) < learned.LEARNED_TOE_SPEED
         np.testing.assert_array_equal(src.contacts[0], low & slow)
         seen += int(src.contacts[0].sum())
     # The feet plant on their own (11-30 foot-frames with this tiny model, depending on its training run);
     # with the outputs alone there would be none.
     assert seen > 0
     assert np.all(np.abs(src.toe_floor) < 0.05)      # jlpm22's toes rest at the ground
+
+
+def test_learned_search_pushes_the_trajectory_past_the_first_projection(tiny_model, jlpm_db):
+    """lmm_push k: the projector answers a second query whose trajectory columns are moved past its first
+    answer by k times the shortfall (pose columns unchanged); the cost is measured against the query."""
+    from motionmatch.runtime import learned
+    crowd = Crowd(jlpm_db, 2, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    src, model = crowd.learned, load_model(tiny_model)
+    traj = ~src.shown
+    raw = np.asarray(jlpm_db.features.raw[[4000, 9000]], dtype=np.float64)
+    agents, never = np.array([0, 1]), np.array([-1e6, -1e6])          # both jump: their projections are kept
+    jump, cost, q = learned.search(src, agents, raw, never, np.array([0.0, 2.0]))
+    assert jump.all()
+    first = inference.evaluate(model.projector, q)
+    pushed = q.copy()
+    pushed[1, traj] += 2.0 * (q[1, traj] - first[1, :model.num_features][traj])
+    want = inference.evaluate(model.projector, pushed)
+    F = model.num_features
+    np.testing.assert_allclose(src.x[0], first[0, :F], atol=1e-5)        # push 0: the single projection
+    np.testing.assert_allclose(src.x[1], want[1, :F], atol=1e-5)         # push 2: the pushed query's projection
+    np.testing.assert_allclose(src.z[1], want[1, F:], atol=1e-5)
+    assert not np.allclose(src.x[1], first[1, :F], atol=1e-3)
+    np.testing.assert_allclose(cost, ((q - src.x[:2]) ** 2).sum(axis=1), rtol=1e-5)
+    # The crowd passes each agent's setting: the same walk, jumping at every search, differs with and
+    # without the push.
+    def walk(push):
+        ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), lmm_push=push, lmm_bias=-1e3))
+        for inp in [GamepadInput(move=(0.0, 1.0))] * 40:
+            ch.step(inp)
+        return ch.crowd.learned.x[0].copy()
+    assert not np.allclose(walk(0.0), walk(2.0))

@@ -528,7 +528,8 @@ class Crowd:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose
         (last_best stays -1: no database frame)."""
         L = self.learned
-        jump, cost, self.last_query[agents] = learned.search(L, agents, raw, self.packed[agents, S.LMM_BIAS])
+        jump, cost, self.last_query[agents] = learned.search(L, agents, raw, self.packed[agents, S.LMM_BIAS],
+                                                             self.packed[agents, S.LMM_PUSH])
         self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
         if jump.any():
             movers = agents[jump]

@@ -21,6 +21,13 @@ from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED
 from .matching import FORCE
 from .playback import transition_stage
 
+# m/s: the fastest decompressed toe that can be planted. The database's rule (CONTACT_SPEED, 0.4) is
+# made for captured plants; a decompressed planted toe moves faster (its velocity is a network output
+# summed down the leg): mixed database, run, at the output's own contacts the decompressed toes moved
+# at a median 0.3 and 1.3 m/s (left, right), swinging toes at 2.5-4. With 0.4 m/s the right foot never
+# locked and the learned run slid 1.7-2.3x classic (docs/LMM.md).
+LEARNED_TOE_SPEED = 3.0 * CONTACT_SPEED
+
 # A stop no frame reaches: learned agents never run out of clip.
 NEVER = np.iinfo(np.int64).max // 4
 
@@ -95,14 +102,14 @@ def _join(x, z, out):
 def _write_pose(rows, x, z, decompressor, work, feet, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds):
     """Decompress (x, z) (m, ...) into pose rows `rows` (m,) of the pose arrays, contacts and speeds.
 
-    A foot is in contact when the decompressor says so or when the decompressed toe meets the database
-    build's contact rule (preprocess.foot_contacts: near its floor and slower than its speed limit). The
-    contact outputs are regressions of 0/1 labels: on a database of many styles they stay below 0.5
-    through a whole run (1 % of frames in contact against 10 % for classic), and the foot lock needs the
-    contact of the pose it shows. The toe's speed is the decompressor's velocity output (a finite
-    difference between ticks measured worse: every projection jump breaks it)."""
+    A foot is in contact when the decompressor says so or when the decompressed toe is near its floor
+    (the database build's CONTACT_HEIGHT, preprocess.foot_contacts) and slower than the speed limit of
+    `feet` (LEARNED_TOE_SPEED). The contact outputs are regressions of 0/1 labels: on a database of many
+    styles they stay below 0.5 through a whole run (1 % of frames in contact against 10 % for classic),
+    and the foot lock needs the contact of the pose it shows. The toe's speed is the decompressor's
+    velocity output (a finite difference between ticks measured worse: every projection jump breaks it)."""
     xz, _, y, _, a, b = work
-    parents, toes, floor = feet
+    parents, toes, floor, toe_speed = feet
     J = parents.shape[0]
     gp, gv, gw, gr = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 4))
     m = x.shape[0]
@@ -119,7 +126,7 @@ def _write_pose(rows, x, z, decompressor, work, feet, pos, rot, vel, ang, root_v
         for s in range(2):
             t = toes[s]
             speed = np.sqrt(gv[t, 0] ** 2 + gv[t, 1] ** 2 + gv[t, 2] ** 2)
-            if gp[t, 1] - floor[s] < CONTACT_HEIGHT and speed < CONTACT_SPEED:
+            if gp[t, 1] - floor[s] < CONTACT_HEIGHT and speed < toe_speed:
                 contacts[i, s] = True
 
 
@@ -132,8 +139,9 @@ def write_pose(src: LearnedSource, rows: np.ndarray, x: np.ndarray, z: np.ndarra
 
 
 def contact_rule(src: LearnedSource) -> tuple:
-    """What the contact rule of _write_pose reads: parents, toe joints and their floor heights."""
-    return src.parents, src.toes, src.toe_floor
+    """What the contact rule of _write_pose reads: parents, toe joints, their floor heights and the
+    planted toe's speed limit (m/s)."""
+    return src.parents, src.toes, src.toe_floor, LEARNED_TOE_SPEED
 
 
 def set_state(src: LearnedSource, agents: np.ndarray, x: np.ndarray, z: np.ndarray) -> None:
@@ -191,8 +199,14 @@ def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
 
 
 @numba.njit(cache=True)
-def _search(agents, raw_queries, bias, projector, offset, scale, shown, x, work, q, px, pz, cost, jump):
+def _search(agents, raw_queries, bias, push, projector, offset, scale, shown, x, work, q, pushed, px, pz, cost, jump):
     """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`.
+
+    The projector regresses toward the data's mean: its projections fall short of what the query's
+    trajectory asks (a walk start projects to poses slower than the frames they stand for, a stop to
+    poses that creep on). With push[r] > 0 the query's trajectory columns are moved past the first
+    projection by push times its shortfall and projected again; the cost stays measured against the
+    query itself.
 
     The current state's cost leaves out the columns `shown` (F,) bool, the pose features the query took
     from the agent's own decompressed pose: like classic search, whose query takes them from the playing
@@ -204,6 +218,13 @@ def _search(agents, raw_queries, bias, projector, offset, scale, shown, x, work,
         for c in range(F):
             q[r, c] = np.float32((raw_queries[r, c] - offset[c]) / scale[c])
     forward(q, projector, a, b, out[:m])
+    again = False
+    for r in range(m):
+        again |= push[r] != 0.0
+        for c in range(F):
+            pushed[r, c] = q[r, c] if shown[c] else q[r, c] + np.float32(push[r]) * (q[r, c] - out[r, c])
+    if again:
+        forward(pushed, projector, a, b, out[:m])
     for r in range(m):
         best, current = 0.0, 0.0
         i = agents[r]
@@ -221,20 +242,25 @@ def _search(agents, raw_queries, bias, projector, offset, scale, shown, x, work,
         jump[r] = best + bias[r] < current or not np.isfinite(current)
 
 
-def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray):
+def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray,
+           push: np.ndarray | None = None):
     """Project the raw queries of `agents`; an agent jumps when the projected features are closer to its
     query than its current ones by more than `bias` (squared distances in the model's normalization, as
     classic search keeps the playing frame). The queries' pose features are taken from the agents'
-    decompressed poses (pose_features). Returns (jump mask, projected costs, normalized queries); the
-    jumpers' new poses are written to rows n + agent."""
+    decompressed poses (pose_features). push (per agent, settings' lmm_push; None: 0): project a second
+    time with the query's trajectory pushed past the first projection by push times its shortfall (_search).
+    Returns (jump mask, projected costs, normalized queries); the jumpers' new poses are written to rows
+    n + agent."""
     raw_queries = np.array(raw_queries, dtype=np.float64)
     pose_features(agents, src.parents, src.pose_channels, *src.pose[:4], raw_queries)
     m, F, Z = len(agents), src.model.num_features, src.model.latent_size
-    q, px, pz = np.empty((m, F), np.float32), np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
+    q, pushed = np.empty((m, F), np.float32), np.empty((m, F), np.float32)
+    px, pz = np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
     cost, jump = np.empty(m), np.empty(m, np.bool_)
+    push = np.zeros(m) if push is None else np.asarray(push, dtype=np.float64)
     mod = src.model
-    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64),
-            mod.projector.kernel_args, mod.feature_offset, mod.feature_scale, src.shown, src.x, src.work, q, px, pz, cost, jump)
+    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64), push, mod.projector.kernel_args,
+            mod.feature_offset, mod.feature_scale, src.shown, src.x, src.work, q, pushed, px, pz, cost, jump)
     if jump.any():
         n = len(src.frame)
         write_pose(src, n + agents[jump], px[jump], pz[jump])
