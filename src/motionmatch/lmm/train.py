@@ -510,9 +510,10 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
             if iters is not None:
                 bar.update(k)
             else:
-                bar.update(round(time.perf_counter() - t_start) - bar.n)
+                # tqdm drops the total (and fails on the format) once n passes it; the last block may overrun
+                bar.update(min(round(time.perf_counter() - t_start), bar.total) - bar.n)
             bar.set_postfix_str(" ".join(f"{name}={np.mean(hist[name][-100:]):.3g}"
-                                         for name in ("total", *list(losses)[:3])))
+                                         for name in ("total", *[k for k in losses if k != "total"][:3])))
             if time.perf_counter() - last_ckpt > s.checkpoint_seconds:
                 params.update(sub)
                 checkpoint(si, it, time.perf_counter() - t_start, opt_state, rng.bit_generator.state)
