@@ -196,6 +196,7 @@ def test_training_resumes_inside_the_projector_stage(jlpm_db, tmp_path, monkeypa
     resumed = tr.train_model(jlpm_db, out, tr.TrainSettings(**settings))
     assert resumed.checkpoint_resumed
     assert {k: len(v["total"]) for k, v in resumed.history.items()} == {s: 64 for s in tr.STAGES}
+    assert set(resumed.model.info["seconds"]) == set(tr.STAGES)      # stages done before the stop count too
     for name in ("decompressor", "stepper", "projector"):
         for a, b in zip(getattr(whole.model, name).weights, getattr(resumed.model, name).weights):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=name)

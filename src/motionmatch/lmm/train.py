@@ -33,7 +33,7 @@ from .model import LearnedModel, Network, database_fingerprint, pose_layout, sav
 
 STAGES = ("decompressor", "stepper", "projector")
 STAGE_SHARES = {"decompressor": 0.4, "stepper": 0.2, "projector": 0.4}
-DEFAULT_MINUTES = 20.0
+DEFAULT_MINUTES = 30.0
 CHECKPOINT_VERSION = 2
 
 
@@ -410,7 +410,7 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
 
     latents = None
     z_scale = None
-    stage_seconds = {}
+    stage_seconds = dict(resumed[0].get("seconds", {})) if resumed else {}
     for si, stage in enumerate(STAGES):
         if si < start_stage:
             continue
@@ -473,7 +473,8 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
                 meta = {"pool_next": pool[2]}
             _save_checkpoint(ckpt_file, {"version": CHECKPOINT_VERSION, "identity": identity, "stage": stage_index,
                                          "iteration": iteration, "elapsed": elapsed, "rng": rng_state,
-                                         "opt_leaves": len(jax.tree_util.tree_leaves(opt_state)), **meta},
+                                         "opt_leaves": len(jax.tree_util.tree_leaves(opt_state)),
+                                         "seconds": stage_seconds, **meta},
                              params, opt_state, history, extra)
 
         stage_nets = {k: tuple(jnp.asarray(a) for a in v) for k, v in nets.items()}
