@@ -10,7 +10,10 @@ Stages, in order (Holden et al. 2020):
    match no frame still land on the data.
 
 The time budget (--minutes) is split between the stages; the learning rate decays exponentially over
-each stage. A checkpoint beside the output is written every minute and at each stage's end; a new run
+each stage. Each compiled call (`train_block`) runs `steps_per_call` optimizer steps on batches it
+gathers from tables already on the device (pose vectors of every frame, features, latents, the
+projector's pool of searched targets), so the host draws indices, searches new projector targets and
+reads the losses once per call. A checkpoint beside the output is written every minute and at each stage's end; a new run
 with the same database and settings resumes from it.
 """
 from __future__ import annotations
