@@ -156,6 +156,52 @@ def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkey
     assert not out.with_name("m.checkpoint.npz").exists()
 
 
+def test_projector_targets_are_the_exact_nearest_searchable_frames(jlpm_db):
+    """The projector's pool of (noisy query, nearest frame) pairs, searched ahead of the steps."""
+    from motionmatch.lmm.dataset import pose_frames, projector_samples
+    from motionmatch.search import Searcher
+    data = pose_frames(jlpm_db, 3000)
+    searcher = Searcher(data.features, data.range_starts, data.range_stops, backend="aabb")
+    query, nearest = projector_samples(data, searcher, np.random.default_rng(5), 400, 1.0)
+    cost = ((query[:, None, :].astype(np.float64) - data.features[None].astype(np.float64)) ** 2).sum(-1)
+    cost[:, ~searcher.searchable] = np.inf
+    best = cost.min(1)
+    assert np.all(cost[np.arange(400), nearest] <= best * (1 + 1e-5) + 1e-6)
+    assert np.mean(nearest == cost.argmin(1)) > 0.99          # ties aside, the same frames
+    # Queries are noisy copies of searchable frames, some far from every frame.
+    assert np.all(searcher.searchable[nearest]) and np.percentile(np.sqrt(best), 90) > 0.3
+
+
+def test_training_resumes_inside_the_projector_stage(jlpm_db, tmp_path, monkeypatch):
+    """A checkpoint taken between projector blocks keeps the searched pool: resuming it ends with the
+    same networks as a run that was not interrupted."""
+    import motionmatch.lmm.train as tr
+    settings = dict(iterations=64, hidden=64, max_frames=300, progress=False, projector_pool=256, steps_per_call=8)
+    whole = tr.train_model(jlpm_db, tmp_path / "whole.npz", tr.TrainSettings(**settings))
+    calls = []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 4:        # the pool, then two blocks' refreshes: stop in the third block
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    real = tr.projector_samples
+    out = tmp_path / "m.npz"
+    with monkeypatch.context() as m:
+        m.setattr(tr, "projector_samples", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            tr.train_model(jlpm_db, out, tr.TrainSettings(checkpoint_seconds=0.0, **settings))
+    assert tr.checkpoint_path(out).exists()
+    resumed = tr.train_model(jlpm_db, out, tr.TrainSettings(**settings))
+    assert resumed.checkpoint_resumed
+    assert {k: len(v["total"]) for k, v in resumed.history.items()} == {s: 64 for s in tr.STAGES}
+    assert set(resumed.model.info["seconds"]) == set(tr.STAGES)      # stages done before the stop count too
+    for name in ("decompressor", "stepper", "projector"):
+        for a, b in zip(getattr(whole.model, name).weights, getattr(resumed.model, name).weights):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
 def test_bench_lmm_memory_json(trained, jlpm_db_path, capsys):
     from motionmatch.cli import main
     out, _ = trained

@@ -1,7 +1,8 @@
 """Training data for learned motion matching, read from a pose database batch by batch (numpy only).
 
-Pose vectors are built on demand for the frames a batch asks for, so a 600k-frame database stays
-memory-mapped instead of being expanded (its pose vectors would take ~0.8 GB). Velocities are forward
+Training builds the pose vectors of every frame once (`pose_table`: 78 MB for the default database,
+0.86 GB for the 667k frames of Bandai-Namco's) and gathers its batches from that table inside the
+compiled step: built per batch in numpy they took longer than the step itself. Velocities are forward
 differences inside a clip, backward at its last frame: the velocity of the step f -> f + 1, which the
 runtime reads for frame f (central differences half a frame ahead, docs/ARCHITECTURE.md).
 
@@ -125,7 +126,30 @@ def window_starts(data: PoseFrames, window: int) -> np.ndarray:
     return np.concatenate(out)
 
 
-def sample_windows(rng: np.random.Generator, starts: np.ndarray, batch: int, window: int) -> np.ndarray:
-    """(batch, window) frame indices of random windows."""
-    first = starts[rng.integers(0, len(starts), size=batch)]
-    return first[:, None] + np.arange(window)[None, :]
+def pose_table(data: PoseFrames, chunk: int = 8192) -> np.ndarray:
+    """Pose vectors (N, D) float32 of every frame, built chunk by chunk."""
+    n = data.num_frames
+    out = np.empty((n, pose_size(data.num_joints)), dtype=np.float32)
+    for s in range(0, n, chunk):
+        out[s:s + chunk] = pose_vectors(data, np.arange(s, min(s + chunk, n)))
+    return out
+
+
+def projector_samples(data: PoseFrames, searcher, rng: np.random.Generator, count: int,
+                      noise: float) -> tuple[np.ndarray, np.ndarray]:
+    """`count` projector queries and their targets: searchable frames' normalized features plus Gaussian
+    noise of a random size (uniform in [0, noise] normalized units per query), and the exact nearest
+    searchable frame of each (searcher: a search.Searcher over data.features). Returns queries (count, F)
+    float32 and frames (count,) int64."""
+    searchable = np.flatnonzero(searcher.searchable)
+    k = searchable[rng.integers(0, len(searchable), size=count)]
+    f = data.features.shape[1]
+    query = (data.features[k] + rng.normal(size=(count, f)) * rng.uniform(0.0, noise, size=(count, 1)))
+    query = query.astype(np.float32)
+    nearest, _ = searcher.search_batch(query)
+    return query, nearest
+
+
+def sample_starts(rng: np.random.Generator, starts: np.ndarray, shape) -> np.ndarray:
+    """Random window first frames (int32, of the given shape) drawn from `starts`."""
+    return starts[rng.integers(0, len(starts), size=shape)].astype(np.int32)

@@ -10,7 +10,10 @@ Stages, in order (Holden et al. 2020):
    match no frame still land on the data.
 
 The time budget (--minutes) is split between the stages; the learning rate decays exponentially over
-each stage. A checkpoint beside the output is written every minute and at each stage's end; a new run
+each stage. Each compiled call (`train_block`) runs `steps_per_call` optimizer steps on batches it
+gathers from tables already on the device (pose vectors of every frame, features, latents, the
+projector's pool of searched targets), so the host draws indices, searches new projector targets and
+reads the losses once per call. A checkpoint beside the output is written every minute and at each stage's end; a new run
 with the same database and settings resumes from it.
 """
 from __future__ import annotations
@@ -27,13 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .dataset import PoseFrames, pose_frames, pose_vectors, sample_windows, window_starts
+from .dataset import (PoseFrames, pose_frames, pose_table, pose_vectors, projector_samples, sample_starts,
+                      window_starts)
 from .model import LearnedModel, Network, database_fingerprint, pose_layout, save_model
 
 STAGES = ("decompressor", "stepper", "projector")
-STAGE_SHARES = {"decompressor": 0.5, "stepper": 0.2, "projector": 0.3}
-DEFAULT_MINUTES = 20.0
-CHECKPOINT_VERSION = 1
+STAGE_SHARES = {"decompressor": 0.4, "stepper": 0.2, "projector": 0.4}
+DEFAULT_MINUTES = 30.0
+CHECKPOINT_VERSION = 2
 
 
 @dataclass
@@ -45,12 +49,16 @@ class TrainSettings:
     seed: int = 0
     hidden: int = 128                   # the paper: 512; 128 runs a frame 2x faster and trains far more iterations
     latent: int = 32
-    batch: int = 32
+    batch: int = 32                     # decompressor and stepper (compute-bound: samples/s do not grow with it)
+    projector_batch: int = 256          # the projector's network is cheap: larger batches learn more per second
+    steps_per_call: int = 16            # optimizer steps per compiled call (lax.scan); losses reach the host once per call
     stepper_window: int = 20            # frames rolled out per stepper sample
     max_frames: int | None = None       # train on the first frames only (tests, quick trials)
-    learning_rate: float = 1e-3
+    learning_rate: float = 1e-3         # at a batch of 32; scaled by sqrt(batch / 32)
     final_learning_rate_ratio: float = 0.05
     projector_noise: float = 1.0        # largest query noise, in normalized feature units
+    projector_pool: int = 32768         # (noisy query, nearest frame) pairs searched ahead of the steps
+    projector_reuse: float = 8.0        # batches draw from the pool; new pairs replace 1/reuse of what they draw
     checkpoint_seconds: float = 60.0
     progress: bool = True
 
@@ -236,14 +244,36 @@ def _stage_loss(sub, inputs, nets, z_scale, *, stage: str, parents: tuple, dt: f
 OPTIMIZER = optax.inject_hyperparams(optax.adamw)(learning_rate=1e-3, weight_decay=1e-3)
 
 
-@partial(jax.jit, static_argnames=("stage", "parents", "dt"))
-def train_step(sub, opt_state, lr, inputs, nets, z_scale, *, stage: str, parents: tuple, dt: float):
-    """One optimizer step of a stage; returns the new networks, optimizer state, total and named losses."""
+def gather_batch(stage: str, tables, starts, window: int):
+    """A stage's batch inputs from its tables (device arrays) for starts (B,): window first frames
+    (decompressor: tables = pose table and features; stepper: features and latents) or pool rows
+    (projector: tables = pool queries, pool nearest frames, features, latents)."""
+    if stage == "projector":
+        queries, nearest, features, latents = tables
+        k = nearest[starts]
+        return queries[starts], features[k], latents[k]
+    a, b = tables
+    w = starts[:, None] + jnp.arange(window)[None, :]
+    return a[w], b[w]
+
+
+@partial(jax.jit, static_argnames=("stage", "parents", "dt", "window"))
+def train_block(sub, opt_state, lr, tables, starts, nets, z_scale, *, stage: str, parents: tuple, dt: float,
+                window: int):
+    """One optimizer step of a stage per row of starts (K, B), in one compiled call (the Python loop and
+    the host sync per step cost more than a step of these small networks); returns the new networks,
+    optimizer state and every step's named losses and weighted `total`, each (K,)."""
     opt_state.hyperparams["learning_rate"] = lr
-    (total, losses), grads = jax.value_and_grad(_stage_loss, has_aux=True)(
-        sub, inputs, nets, z_scale, stage=stage, parents=parents, dt=dt)
-    updates, opt_state = OPTIMIZER.update(grads, opt_state, sub)
-    return optax.apply_updates(sub, updates), opt_state, total, losses
+
+    def one(carry, idx):
+        sub, opt_state = carry
+        (total, losses), grads = jax.value_and_grad(_stage_loss, has_aux=True)(
+            sub, gather_batch(stage, tables, idx, window), nets, z_scale, stage=stage, parents=parents, dt=dt)
+        updates, opt_state = OPTIMIZER.update(grads, opt_state, sub)
+        return (optax.apply_updates(sub, updates), opt_state), dict(losses, total=total)
+
+    (sub, opt_state), losses = jax.lax.scan(one, (sub, opt_state), starts)
+    return sub, opt_state, losses
 
 
 @partial(jax.jit, static_argnames=("parents",))
@@ -268,8 +298,8 @@ def _unflat_params(arrays: dict) -> dict:
     return {n: [(layers[i]["w"], layers[i]["b"]) for i in sorted(layers)] for n, layers in out.items()}
 
 
-def _save_checkpoint(path: Path, meta: dict, params, opt_state, history) -> None:
-    arrays = _flat_params(params)
+def _save_checkpoint(path: Path, meta: dict, params, opt_state, history, extra: dict | None = None) -> None:
+    arrays = dict(_flat_params(params), **(extra or {}))
     for i, leaf in enumerate(jax.tree_util.tree_leaves(opt_state)):
         arrays[f"opt.{i}"] = np.asarray(leaf)
     for stage, losses in history.items():
@@ -383,7 +413,7 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
 
     latents = None
     z_scale = None
-    stage_seconds = {}
+    stage_seconds = dict(resumed[0].get("seconds", {})) if resumed else {}
     for si, stage in enumerate(STAGES):
         if si < start_stage:
             continue
@@ -403,28 +433,52 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
         first_iter = start_iter if si == start_stage else 0
         elapsed0 = start_elapsed if si == start_stage else 0.0
 
+        # Batches are gathered inside the compiled block from tables on the device; the host only draws
+        # window starts (or pool rows), and refreshes the projector's pool of searched targets. Building
+        # the tables counts in the stage's time.
+        t_start = time.perf_counter() - elapsed0
+        pool = None
         if stage == "decompressor":
-            starts = window_starts(data, 2)
-
-            def batch():
-                w = sample_windows(rng, starts, s.batch, 2)
-                return jnp.asarray(pose_vectors(data, w)), jnp.asarray(data.features[w])
+            window, starts = 2, window_starts(data, 2)
+            tables = (jnp.asarray(pose_table(data)), jnp.asarray(data.features))
         elif stage == "stepper":
-            starts = window_starts(data, s.stepper_window)
-
-            def batch():
-                w = sample_windows(rng, starts, s.batch, s.stepper_window)
-                return jnp.asarray(data.features[w]), jnp.asarray(latents[w])
+            window, starts = s.stepper_window, window_starts(data, s.stepper_window)
+            tables = (jnp.asarray(data.features), jnp.asarray(latents))
         else:
+            window = 1
             searcher = Searcher(data.features, data.range_starts, data.range_stops, backend="aabb")
-            searchable = np.flatnonzero(searcher.searchable)
+            if resumed and si == start_stage and "pool.query" in resumed[1]:
+                pool = [resumed[1]["pool.query"], resumed[1]["pool.nearest"], int(resumed[0]["pool_next"])]
+            else:
+                pool = [*projector_samples(data, searcher, rng, s.projector_pool, s.projector_noise), 0]
+            device_data = (jnp.asarray(data.features), jnp.asarray(latents))
 
-            def batch():
-                k = searchable[rng.integers(0, len(searchable), size=s.batch)]
-                noise = rng.normal(size=(s.batch, f)) * rng.uniform(0.0, s.projector_noise, size=(s.batch, 1))
-                query = (data.features[k] + noise).astype(np.float32)
-                nearest, _ = searcher.search_batch(query)
-                return jnp.asarray(query), jnp.asarray(data.features[nearest]), jnp.asarray(latents[nearest])
+        batch = s.projector_batch if stage == "projector" else s.batch
+
+        def draw(k: int) -> np.ndarray:
+            if pool is None:
+                return sample_starts(rng, starts, (k, batch))
+            return rng.integers(0, len(pool[0]), size=(k, batch)).astype(np.int32)
+
+        def refresh_pool(k: int) -> None:
+            """Replace the oldest pairs of the pool by new searched ones, k batches' worth / reuse."""
+            m = min(len(pool[0]), max(1, round(k * batch / s.projector_reuse)))
+            rows = (pool[2] + np.arange(m)) % len(pool[0])
+            query, nearest = pool[0].copy(), pool[1].copy()   # the running block may still read the old ones
+            query[rows], nearest[rows] = projector_samples(data, searcher, rng, m, s.projector_noise)
+            pool[0], pool[1] = query, nearest
+            pool[2] = int((pool[2] + m) % len(pool[0]))
+
+        def checkpoint(stage_index, iteration, elapsed, opt_state, rng_state) -> None:
+            extra, meta = {}, {}
+            if pool is not None and stage_index == si:
+                extra = {"pool.query": pool[0], "pool.nearest": pool[1]}
+                meta = {"pool_next": pool[2]}
+            _save_checkpoint(ckpt_file, {"version": CHECKPOINT_VERSION, "identity": identity, "stage": stage_index,
+                                         "iteration": iteration, "elapsed": elapsed, "rng": rng_state,
+                                         "opt_leaves": len(jax.tree_util.tree_leaves(opt_state)),
+                                         "seconds": stage_seconds, **meta},
+                             params, opt_state, history, extra)
 
         stage_nets = {k: tuple(jnp.asarray(a) for a in v) for k, v in nets.items()}
         scale = z_scale if z_scale is not None else jnp.ones((zs,), jnp.float32)
@@ -434,7 +488,6 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
         bar = tqdm(total=iters if iters is not None else round(seconds), initial=first_iter if iters else round(elapsed0),
                    desc=f"lmm {stage}", unit="it" if iters else "s", disable=not s.progress, file=sys.stderr,
                    bar_format=None if iters else "{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s {postfix}")
-        t_start = time.perf_counter() - elapsed0
         last_ckpt = time.perf_counter()
         it = first_iter
         while True:
@@ -442,42 +495,40 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
             progress = it / iters if iters is not None else elapsed / seconds
             if progress >= 1.0:
                 break
-            lr = np.float32(s.learning_rate * s.final_learning_rate_ratio ** progress)
-            sub, opt_state, total, losses = train_step(sub, opt_state, lr, batch(), stage_nets, scale,
-                                                       stage=stage, parents=parents, dt=dt)
-            it += 1
-            losses = {k: float(v) for k, v in losses.items()}
-            losses["total"] = float(total)
-            if not np.isfinite(losses["total"]):
-                raise FloatingPointError(f"training diverged in the {stage} stage at iteration {it} "
-                                         f"(loss {losses['total']}); try a lower learning rate or another --seed")
-            for k, v in losses.items():
-                hist.setdefault(k, []).append(v)
+            k = s.steps_per_call if iters is None else min(s.steps_per_call, iters - it)
+            lr = np.float32(s.learning_rate * np.sqrt(batch / 32) * s.final_learning_rate_ratio ** progress)
+            if pool is not None:
+                tables = (jnp.asarray(pool[0]), jnp.asarray(pool[1]), *device_data)
+            sub, opt_state, losses = train_block(sub, opt_state, lr, tables, jnp.asarray(draw(k)), stage_nets, scale,
+                                                 stage=stage, parents=parents, dt=dt, window=window)
+            if pool is not None:
+                refresh_pool(k)    # searches while the block computes
+            losses = jax.device_get(losses)
+            it += k
+            if not np.all(np.isfinite(losses["total"])):
+                bad = it - k + int(np.argmin(np.isfinite(losses["total"])))
+                raise FloatingPointError(f"training diverged in the {stage} stage at iteration {bad + 1} "
+                                         f"(loss {losses['total'].max()}); try a lower learning rate or another --seed")
+            for name, v in losses.items():
+                hist.setdefault(name, []).extend(v.tolist())
             if iters is not None:
-                bar.update(1)
+                bar.update(k)
             else:
-                bar.update(round(time.perf_counter() - t_start) - bar.n)
-            if it % 20 == 0:
-                bar.set_postfix_str(" ".join(f"{k}={np.mean(hist[k][-20:]):.3g}" for k in ("total", *list(losses)[:3])))
+                # tqdm drops the total (and fails on the format) once n passes it; the last block may overrun
+                bar.update(min(round(time.perf_counter() - t_start), bar.total) - bar.n)
+            bar.set_postfix_str(" ".join(f"{name}={np.mean(hist[name][-100:]):.3g}"
+                                         for name in ("total", *[k for k in losses if k != "total"][:3])))
             if time.perf_counter() - last_ckpt > s.checkpoint_seconds:
                 params.update(sub)
-                _save_checkpoint(ckpt_file, {"version": CHECKPOINT_VERSION, "identity": identity, "stage": si,
-                                             "iteration": it, "elapsed": time.perf_counter() - t_start,
-                                             "rng": rng.bit_generator.state,
-                                             "opt_leaves": len(jax.tree_util.tree_leaves(opt_state))},
-                                 params, opt_state, history)
+                checkpoint(si, it, time.perf_counter() - t_start, opt_state, rng.bit_generator.state)
                 last_ckpt = time.perf_counter()
         bar.close()
         params.update(sub)
         stage_seconds[stage] = round(time.perf_counter() - t_start, 1)
         if si + 1 < len(STAGES):
             # The next stage starts from here after an interruption.
-            fresh = OPTIMIZER.init(
-                {STAGES[si + 1]: params[STAGES[si + 1]]})
-            _save_checkpoint(ckpt_file, {"version": CHECKPOINT_VERSION, "identity": identity, "stage": si + 1,
-                                         "iteration": 0, "elapsed": 0.0, "rng": rng.bit_generator.state,
-                                         "opt_leaves": len(jax.tree_util.tree_leaves(fresh))},
-                             params, fresh, history)
+            checkpoint(si + 1, 0, 0.0, OPTIMIZER.init({STAGES[si + 1]: params[STAGES[si + 1]]}),
+                       rng.bit_generator.state)
 
     if latents is None:   # resumed past the first stage with nothing left to train
         latents = _compress_all(params, nets, data, parents)
