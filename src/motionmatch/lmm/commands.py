@@ -38,7 +38,7 @@ def register_cli(sub) -> None:
     pt.add_argument("-o", "--out", required=True, help="model file to write (.npz); loss curves go beside it")
     budget = pt.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, default=None,
-                        help="total training time, split over the three stages (default 30)")
+                        help="total training time, split over the three stages (default 28; set-up adds about a minute)")
     budget.add_argument("--iterations", type=int, default=None, help="iterations per stage instead of a time budget")
     pt.add_argument("--seed", type=int, default=0)
     pt.add_argument("--frames", type=int, default=None, help="train on the database's first frames only")
