@@ -132,13 +132,14 @@ def test_toe_ground_fix():
 class FootLocker:
     """One foot's lock state row driven through touchups.foot_lock_update."""
 
-    def __init__(self, unlock_radius, halflife, glide_halflife=0.01):
+    def __init__(self, unlock_radius, halflife, glide_halflife=0.01, relock_speed=0.0):
         self.state = np.zeros(LOCK_COLUMNS)
         self.unlock_radius, self.halflife, self.glide_halflife = unlock_radius, halflife, glide_halflife
+        self.relock_speed = relock_speed
 
     def update(self, contact, p, dt):
         return np.array(foot_lock_update(self.state, contact, float(p[0]), float(p[1]), float(p[2]), dt,
-                                         self.unlock_radius, self.halflife, self.glide_halflife))
+                                         self.unlock_radius, self.halflife, self.glide_halflife, self.relock_speed))
 
     locked = property(lambda self: self.state[LOCKED] != 0.0)
 
@@ -273,3 +274,20 @@ def test_in_place_leg_ik_matches_the_reference_path(jlpm_db):
         apply_leg_ik_in_place(lp.copy(), lr2, gp2, gr2, parents, legs, lt, rt, ground)
         assert np.allclose(lr2, ref_lr, atol=1e-12)
         assert np.allclose(gp2, ref_gp, atol=1e-12) and np.allclose(gr2, ref_gr, atol=1e-12)
+
+
+@pytest.mark.parametrize("relock_speed", [0.0, 0.2])
+def test_foot_drifted_out_of_its_lock_relocks_when_slow_only_with_relock_speed(relock_speed):
+    """A contact held through a whole step (a learned model's): the foot slides 0.5 m at 1 m/s, which
+    unlocks it, then stands still with the contact still on. Without a relock speed it stays free until
+    the contact ends (database contacts end at every step); with one it locks again once it is slow."""
+    dt = 1.0 / 60.0
+    fl = FootLocker(unlock_radius=0.2, halflife=0.05, relock_speed=relock_speed)
+    state = []
+    for i in range(90):
+        t = i * dt
+        p = np.array([min(t, 0.5), 0.0, 0.0])        # 1 m/s for 0.5 s, then standing
+        fl.update(True, p, dt)
+        state.append(fl.locked)
+    assert state[0] and not state[29]                  # locked at first, unlocked by the drift
+    assert state[-1] == (relock_speed > 0.0)

@@ -251,6 +251,32 @@ def test_learned_current_cost_is_the_trajectory_mismatch_only(tiny_model, jlpm_d
     assert jump[0]
 
 
+def test_learned_drift_of_velocity_features_counts_against_staying(tiny_model, jlpm_db):
+    """lmm_drift: the stepped features' velocity columns drifting from the shown pose's make staying cost
+    drift times their squared difference; the position columns never count."""
+    from motionmatch.runtime import learned
+    crowd = Crowd(jlpm_db, 1, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    src = crowd.learned
+    kinds = {c.name: c.kind for c in jlpm_db.features.schema.channels}
+    sl = jlpm_db.features.channel_slices
+    velc = np.concatenate([np.arange(sl[n].start, sl[n].stop) for n, k in kinds.items() if k == "velocity"])
+    assert sorted(np.flatnonzero(src.moving)) == sorted(velc) and not (src.moving & ~src.shown).any()
+    raw = np.asarray(jlpm_db.features.raw[[4000]], dtype=np.float64)
+    one = np.array([0])
+    _, _, q = learned.search(src, one, raw, np.array([1e6]))
+    src.x[0] = q[0]                                  # staying costs nothing
+    src.x[0, src.shown & ~src.moving] += 50.0        # position drift: never counted
+    jump, _, _ = learned.search(src, one, raw, np.array([0.0]), drift=np.array([1.0]))
+    assert not jump[0]
+    src.x[0, src.moving] += 50.0                     # velocity drift
+    jump, cost, _ = learned.search(src, one, raw, np.array([0.0]), drift=np.array([0.0]))
+    assert not jump[0]                               # not counted without a drift weight
+    stay = 50.0 ** 2 * src.moving.sum()
+    assert cost[0] < 0.5 * stay
+    jump, _, _ = learned.search(src, one, raw, np.array([0.0]), drift=np.array([0.5]))
+    assert jump[0]                                   # 0.5 x the drift is dearer than the projection
+
+
 def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_path):
     """A foot is in contact when its decompressed toe is near its floor and slower than the learned
     speed limit, whatever the decompressor's contact outputs say (here forced to 0)."""

@@ -34,7 +34,7 @@ from .runtime.settings import INERTIALIZATION_METHODS
 # (the controller's camera yaw, radians, is a view direction, never stored).
 RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "character": {
-        "search_interval": (0.01, 2.0), "bias": (0.0, 10.0), "lmm_bias": (0.0, 10.0), "lmm_push": (0.0, 10.0), "halflife": (0.005, 2.0), "blend_time": (0.01, 2.0),
+        "search_interval": (0.01, 2.0), "bias": (0.0, 10.0), "lmm_bias": (0.0, 10.0), "lmm_push": (0.0, 10.0), "lmm_drift": (0.0, 10.0), "halflife": (0.005, 2.0), "blend_time": (0.01, 2.0),
         "adjustment_position_halflife": (0.005, 5.0), "adjustment_rotation_halflife": (0.005, 5.0),
         "adjustment_max_ratio": (0.0, 5.0), "clamp_radius": (0.0, 5.0), "clamp_angle_deg": (0.0, 180.0),
         "foot_unlock_radius": (0.0, 2.0), "foot_lock_halflife": (0.005, 2.0),

@@ -529,7 +529,8 @@ class Crowd:
         (last_best stays -1: no database frame)."""
         L = self.learned
         jump, cost, self.last_query[agents] = learned.search(L, agents, raw, self.packed[agents, S.LMM_BIAS],
-                                                             self.packed[agents, S.LMM_PUSH])
+                                                             self.packed[agents, S.LMM_PUSH],
+                                                             self.packed[agents, S.LMM_DRIFT])
         self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
         if jump.any():
             movers = agents[jump]
@@ -554,7 +555,8 @@ class Crowd:
     def _output(self, dt: float, only) -> None:
         (output_stage if len(only) >= PARALLEL_FROM else output_serial)(only, float(dt), self.local, self.root_pos, self.root_yaw, self.warp_angle, self.stride, self.root_vel,
                      self.contacts, self.packed, self.rig, self.terrain, self.heights_state, self.locks, self.locked,
-                     self.out, self.global_positions, self.global_rotations)
+                     self.out, self.global_positions, self.global_rotations,
+                     0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
 
     # ------------------------------------------------------------------------------------------
     # outputs

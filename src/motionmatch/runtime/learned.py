@@ -28,6 +28,13 @@ from .playback import transition_stage
 # locked and the learned run slid 1.7-2.3x classic (docs/LMM.md).
 LEARNED_TOE_SPEED = 3.0 * CONTACT_SPEED
 
+# m/s: a learned foot unlocked by drifting locks again once its animated toe is slower than this, though
+# its contact has not ended (touchups.foot_lock_update). The database's contacts end at every step; the
+# learned ones (regressed outputs or the rule above) are held through whole steps, so a foot that drifted
+# out of its lock stayed free and slid: mixed database, stop_and_go, 39 % of the learned sliding came
+# from contact frames of such feet (classic: none), 5.2 -> 2.8 cm/s with this (docs/LMM.md).
+LEARNED_RELOCK_SPEED = 0.5 * CONTACT_SPEED
+
 # A stop no frame reaches: learned agents never run out of clip.
 NEVER = np.iinfo(np.int64).max // 4
 
@@ -50,6 +57,7 @@ class LearnedSource(NamedTuple):
     parents: np.ndarray      # (J,) int64
     pose_channels: np.ndarray  # (C, 3) int64 per position/velocity feature channel: kind (0/1), joint, column
     shown: np.ndarray        # (F,) bool: the feature columns a learned query takes from the decompressed pose
+    moving: np.ndarray       # (F,) bool: those of them that are velocities (feet, hips)
     toes: np.ndarray         # (2,) int64 left and right toe joints
     toe_floor: np.ndarray    # (2,) float64 m: each toe's height when planted (database.planted_toe_height_m)
 
@@ -76,15 +84,17 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
     channels = [(0 if c.kind == "position" else 1, db.roles[c.joint] if c.joint in db.roles else names.index(c.joint),
                  db.features.channel_slices[c.name].start)
                 for c in db.features.schema.channels if c.kind in ("position", "velocity")]
-    shown = np.zeros(F, dtype=np.bool_)
-    for _, _, col in channels:
+    shown, moving = np.zeros(F, dtype=np.bool_), np.zeros(F, dtype=np.bool_)
+    for kind, _, col in channels:
         shown[col:col + 3] = True
+        moving[col:col + 3] = kind == 1
     return LearnedSource(model, np.zeros((n, F), np.float32), np.zeros((n, model.latent_size), np.float32),
                          np.zeros((n, F)), pose, np.zeros((2 * n, 2), dtype=np.asarray(db.contacts).dtype),
                          np.zeros(2 * n, np.float32), np.arange(n, dtype=np.int64), np.zeros(n),
                          np.arange(1, 2 * n + 1, dtype=np.int64), np.full(n, NEVER, dtype=np.int64), work,
                          np.asarray(db.skeleton.parents, dtype=np.int64),
-                         np.array(channels, dtype=np.int64).reshape(-1, 3), shown, toes, np.full(2, planted_toe_height_m(db)))
+                         np.array(channels, dtype=np.int64).reshape(-1, 3), shown, moving, toes,
+                         np.full(2, planted_toe_height_m(db)))
 
 
 @numba.njit(cache=True)
@@ -199,7 +209,8 @@ def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
 
 
 @numba.njit(cache=True)
-def _search(agents, raw_queries, bias, push, projector, offset, scale, shown, x, work, q, pushed, px, pz, cost, jump):
+def _search(agents, raw_queries, bias, push, drift, projector, offset, scale, shown, moving, x, work, q, pushed, px, pz,
+            cost, jump):
     """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`.
 
     The projector regresses toward the data's mean: its projections fall short of what the query's
@@ -208,10 +219,12 @@ def _search(agents, raw_queries, bias, push, projector, offset, scale, shown, x,
     projection by push times its shortfall and projected again; the cost stays measured against the
     query itself.
 
-    The current state's cost leaves out the columns `shown` (F,) bool, the pose features the query took
-    from the agent's own decompressed pose: like classic search, whose query takes them from the playing
-    frame, it is the trajectory's mismatch only. Counting the stepped x's drift from its own pose there
-    as well made jumps win more often than the trajectory asked for."""
+    The current state's cost is the trajectory's mismatch, like classic search's whose query takes its pose
+    columns from the playing frame, plus drift[r] times the squared difference of the stepped x's
+    velocity columns (`moving`) from those of the pose it shows (the query's): a stepped state drifts
+    off the data, and when its features no longer describe the motion they stop being a fair
+    measure of it. The position columns are left out: counted in full with the velocities, jumps won
+    too often (a walk start was re-projected to its first frames at every search)."""
     _, out, _, _, a, b = work
     m, F = raw_queries.shape
     for r in range(m):
@@ -232,9 +245,11 @@ def _search(agents, raw_queries, bias, push, projector, offset, scale, shown, x,
             px[r, c] = out[r, c]
             d = np.float64(q[r, c]) - out[r, c]
             best += d * d
+            e = np.float64(q[r, c]) - x[i, c]
             if not shown[c]:
-                e = np.float64(q[r, c]) - x[i, c]
                 current += e * e
+            elif moving[c]:
+                current += drift[r] * e * e
         for c in range(pz.shape[1]):
             pz[r, c] = out[r, F + c]
         cost[r] = best
@@ -243,12 +258,14 @@ def _search(agents, raw_queries, bias, push, projector, offset, scale, shown, x,
 
 
 def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray,
-           push: np.ndarray | None = None):
+           push: np.ndarray | None = None, drift: np.ndarray | None = None):
     """Project the raw queries of `agents`; an agent jumps when the projected features are closer to its
     query than its current ones by more than `bias` (squared distances in the model's normalization, as
     classic search keeps the playing frame). The queries' pose features are taken from the agents'
     decompressed poses (pose_features). push (per agent, settings' lmm_push; None: 0): project a second
     time with the query's trajectory pushed past the first projection by push times its shortfall (_search).
+    drift (per agent, settings' lmm_drift; None: 0): weight of the stepped features' velocity drift in
+    the cost of staying (_search).
     Returns (jump mask, projected costs, normalized queries); the jumpers' new poses are written to rows
     n + agent."""
     raw_queries = np.array(raw_queries, dtype=np.float64)
@@ -258,9 +275,11 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
     px, pz = np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
     cost, jump = np.empty(m), np.empty(m, np.bool_)
     push = np.zeros(m) if push is None else np.asarray(push, dtype=np.float64)
+    drift = np.zeros(m) if drift is None else np.asarray(drift, dtype=np.float64)
     mod = src.model
-    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64), push, mod.projector.kernel_args,
-            mod.feature_offset, mod.feature_scale, src.shown, src.x, src.work, q, pushed, px, pz, cost, jump)
+    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64), push, drift, mod.projector.kernel_args,
+            mod.feature_offset, mod.feature_scale, src.shown, src.moving, src.x, src.work, q, pushed, px, pz, cost,
+            jump)
     if jump.any():
         n = len(src.frame)
         write_pose(src, n + agents[jump], px[jump], pz[jump])

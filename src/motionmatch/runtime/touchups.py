@@ -74,19 +74,21 @@ def slope_warp_into(q, nx, ny, nz, weight, max_angle):
 
 
 @numba.njit(cache=True)
-def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide_halflife):
+def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide_halflife, relock_speed=0.0):
     """One foot's lock (fl: its LOCK_COLUMNS state row): the target (x, y, z) for the animated toe at
     (ax, ay, az). On contact the foot locks: the displayed foot keeps the velocity it arrives with,
     which decays exponentially (the rate of a `glide_halflife` spring), and it comes to rest at the
     lock point, where that decay stops it (no overshoot, no coming back). It unlocks when the contact
     ends or the animated foot drifts beyond unlock_radius; every switch becomes an offset decayed by a
-    spring (`halflife`), so position and velocity stay continuous."""
+    spring (`halflife`), so position and velocity stay continuous. A foot unlocked by drifting stays
+    free until its contact ends, or, with relock_speed > 0 (m/s), until the animated toe moves slower
+    than that on the ground plane: contacts held through a whole step (a learned model's) lock again."""
     if fl[HAS_PREV] == 0.0 or dt <= 0.0:
         vx = vy = vz = 0.0
     else:
         vx, vy, vz = (ax - fl[PREV_X]) / dt, (ay - fl[PREV_X + 1]) / dt, (az - fl[PREV_X + 2]) / dt
     fl[PREV_X], fl[PREV_X + 1], fl[PREV_X + 2], fl[HAS_PREV] = ax, ay, az, 1.0
-    if not contact:
+    if not contact or (relock_speed > 0.0 and vx * vx + vz * vz < relock_speed * relock_speed):
         fl[BLOCKED] = 0.0
     glide = half_damping(glide_halflife)
     just_locked = False
@@ -126,8 +128,9 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide
 
 @numba.njit(cache=True)
 def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig, terrain,
-                 heights_state, locks, locked, out):
+                 heights_state, locks, locked, out, relock_speed):
     """The displayed pose of character i into out = (lp, lr, gp, gr) (local and world, float64).
+    relock_speed: foot_lock_update's (0 for database contacts).
 
     rig = (parents, pelvis, upper legs (2,), spine chain, leg chains (2, 4), leg reaches (2,)); terrain =
     (has, heights, origin x, origin z, cell, ground halflife)."""
@@ -198,7 +201,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
             ty += g_toe - base
         if locking:
             lx, ly, lz = foot_lock_update(locks[i, leg], contacts[i, leg], tx, ty, tz, dt, s[S.UNLOCK_RADIUS],
-                                          s[S.LOCK_HALFLIFE], s[S.LOCK_GLIDE_HALFLIFE])
+                                          s[S.LOCK_HALFLIFE], s[S.LOCK_GLIDE_HALFLIFE], relock_speed)
             locked[i, leg] = locks[i, leg, LOCKED] != 0.0
             dx, dy, dz = lx - ax, ly - ay, lz - az
         else:
@@ -238,28 +241,28 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
 
 @numba.njit(cache=True, parallel=True)
 def output_stage(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
-                 terrain, heights_state, locks, locked, out, out_positions, out_rotations):
+                 terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed):
     """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
     float32 outputs."""
     for a in numba.prange(agents.shape[0]):
         _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
-                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations)
+                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed)
 
 
 @numba.njit(cache=True)
 def output_serial(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
-                  terrain, heights_state, locks, locked, out, out_positions, out_rotations):
+                  terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed):
     """output_stage on the calling thread (small crowds: no thread hand-off)."""
     for a in range(agents.shape[0]):
         _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
-                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations)
+                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed)
 
 
 @numba.njit(cache=True)
 def _output_and_copy(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig, terrain,
-                     heights_state, locks, locked, out, out_positions, out_rotations):
+                     heights_state, locks, locked, out, out_positions, out_rotations, relock_speed):
     output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
-                 terrain, heights_state, locks, locked, out)
+                 terrain, heights_state, locks, locked, out, relock_speed)
     gp, gr = out[2][i], out[3][i]
     for j in range(gp.shape[0]):
         for k in range(3):
