@@ -277,6 +277,36 @@ def test_learned_drift_of_velocity_features_counts_against_staying(tiny_model, j
     assert jump[0]                                   # 0.5 x the drift is dearer than the projection
 
 
+def test_learned_projection_pays_the_drift_of_its_own_pose(tiny_model, jlpm_db):
+    """lmm_drift is charged to a projection too, measured between its features and its decompressed pose:
+    a projection whose pose moves otherwise than its features say is no better than a drifted state
+    (charged to staying only, a learned walk jumped back to the same gliding projection at every search)."""
+    from motionmatch.lmm.model import pose_layout
+    from motionmatch.runtime import learned
+    crowd = Crowd(jlpm_db, 1, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    src = crowd.learned
+    raw = np.asarray(jlpm_db.features.raw[[4000]], dtype=np.float64)
+    one = np.array([0])
+    _, _, q = learned.search(src, one, raw, np.array([1e6]))
+    traj = ~src.shown
+    x0 = q[0].copy()
+    x0[traj] += 3.0                                  # staying misses the trajectory: the projection wins
+    src.x[0] = x0
+    jump, cost, _ = learned.search(src, one, raw, np.array([0.0]), drift=np.array([0.5]))
+    assert jump[0]
+    honest = cost[0]
+    # The same projection, decompressed with joint velocities 100 m/s off what its features say.
+    src.x[0] = x0
+    vel = pose_layout(jlpm_db.num_joints)["velocities"]
+    src.model.decompressor.out_mean[vel] += 100.0
+    jump, cost, _ = learned.search(src, one, raw, np.array([0.0]), drift=np.array([0.0]))
+    assert jump[0]                                   # without a drift weight the pose is not asked
+    src.x[0] = x0
+    jump, cost, _ = learned.search(src, one, raw, np.array([0.0]), drift=np.array([0.5]))
+    assert not jump[0] and cost[0] > 100.0 * honest
+    assert np.array_equal(src.x[0], x0)              # it stays on its stepped state
+
+
 def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_path):
     """A foot is in contact when its decompressed toe is near its floor and slower than the learned
     speed limit, whatever the decompressor's contact outputs say (here forced to 0)."""

@@ -209,9 +209,9 @@ def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
 
 
 @numba.njit(cache=True)
-def _search(agents, raw_queries, bias, push, drift, projector, offset, scale, shown, moving, x, work, q, pushed, px, pz,
-            cost, jump):
-    """Normalized queries q, projections (px, pz), their costs and the jump decisions of `agents`.
+def _search(agents, raw_queries, push, drift, projector, offset, scale, shown, moving, x, work, q, pushed, px, pz,
+            cost, current):
+    """Normalized queries q, projections (px, pz), their costs and the costs of staying of `agents`.
 
     The projector regresses toward the data's mean: its projections fall short of what the query's
     trajectory asks (a walk start projects to poses slower than the frames they stand for, a stop to
@@ -224,7 +224,8 @@ def _search(agents, raw_queries, bias, push, drift, projector, offset, scale, sh
     velocity columns (`moving`) from those of the pose it shows (the query's): a stepped state drifts
     off the data, and when its features no longer describe the motion they stop being a fair
     measure of it. The position columns are left out: counted in full with the velocities, jumps won
-    too often (a walk start was re-projected to its first frames at every search)."""
+    too often (a walk start was re-projected to its first frames at every search). The projection
+    pays the same drift, measured on its decompressed pose (search)."""
     _, out, _, _, a, b = work
     m, F = raw_queries.shape
     for r in range(m):
@@ -239,7 +240,7 @@ def _search(agents, raw_queries, bias, push, drift, projector, offset, scale, sh
     if again:
         forward(pushed, projector, a, b, out[:m])
     for r in range(m):
-        best, current = 0.0, 0.0
+        best, stay = 0.0, 0.0
         i = agents[r]
         for c in range(F):
             px[r, c] = out[r, c]
@@ -247,14 +248,12 @@ def _search(agents, raw_queries, bias, push, drift, projector, offset, scale, sh
             best += d * d
             e = np.float64(q[r, c]) - x[i, c]
             if not shown[c]:
-                current += e * e
+                stay += e * e
             elif moving[c]:
-                current += drift[r] * e * e
+                stay += drift[r] * e * e
         for c in range(pz.shape[1]):
             pz[r, c] = out[r, F + c]
-        cost[r] = best
-        # A rollout that left the numbers (a poorly trained stepper) is taken back to the data at once.
-        jump[r] = best + bias[r] < current or not np.isfinite(current)
+        cost[r], current[r] = best, stay
 
 
 def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias: np.ndarray,
@@ -266,23 +265,36 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
     time with the query's trajectory pushed past the first projection by push times its shortfall (_search).
     drift (per agent, settings' lmm_drift; None: 0): weight of the stepped features' velocity drift in
     the cost of staying (_search).
-    Returns (jump mask, projected costs, normalized queries); the jumpers' new poses are written to rows
-    n + agent."""
+    The projection pays drift too, from its own decompressed pose: a projection whose pose disagrees
+    with its features as much as the stepped state's does is no better a state. Charged to the current
+    state only, it made a loop (mixed database, seed-0 model, walk): every search jumped back to the
+    same projection, whose pose glided with frozen legs for 9 s (sliding 10x classic).
+    Returns (jump mask, the projections' costs with their drift, normalized queries); the projected
+    poses are written to rows n + agent (with drift 0: the jumpers' only)."""
     raw_queries = np.array(raw_queries, dtype=np.float64)
     pose_features(agents, src.parents, src.pose_channels, *src.pose[:4], raw_queries)
     m, F, Z = len(agents), src.model.num_features, src.model.latent_size
     q, pushed = np.empty((m, F), np.float32), np.empty((m, F), np.float32)
     px, pz = np.empty((m, F), np.float32), np.empty((m, Z), np.float32)
-    cost, jump = np.empty(m), np.empty(m, np.bool_)
+    cost, current = np.empty(m), np.empty(m)
     push = np.zeros(m) if push is None else np.asarray(push, dtype=np.float64)
     drift = np.zeros(m) if drift is None else np.asarray(drift, dtype=np.float64)
     mod = src.model
-    _search(agents, raw_queries, np.asarray(bias, dtype=np.float64), push, drift, mod.projector.kernel_args,
-            mod.feature_offset, mod.feature_scale, src.shown, src.moving, src.x, src.work, q, pushed, px, pz, cost,
-            jump)
+    _search(agents, raw_queries, push, drift, mod.projector.kernel_args, mod.feature_offset, mod.feature_scale,
+            src.shown, src.moving, src.x, src.work, q, pushed, px, pz, cost, current)
+    rows = len(src.frame) + agents
+    if drift.any():
+        write_pose(src, rows, px, pz)
+        shown = np.zeros((m, F))
+        pose_features(rows, src.parents, src.pose_channels, *src.pose[:4], shown)
+        mv = src.moving
+        e = (shown[:, mv] - mod.feature_offset[mv]) / mod.feature_scale[mv] - px[:, mv]
+        cost += drift * np.einsum("ij,ij->i", e, e)
+    # A rollout that left the numbers (a poorly trained stepper) is taken back to the data at once.
+    jump = (cost + np.asarray(bias, dtype=np.float64) < current) | ~np.isfinite(current)
     if jump.any():
-        n = len(src.frame)
-        write_pose(src, n + agents[jump], px[jump], pz[jump])
+        if not drift.any():
+            write_pose(src, rows[jump], px[jump], pz[jump])
         set_state(src, agents[jump], px[jump], pz[jump])
     return jump, cost, q
 
