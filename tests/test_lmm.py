@@ -137,7 +137,7 @@ def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkey
     out = tmp_path / "m.npz"
     # The fixture's layer width: the compiled training steps are reused.
     args = ["lmm", "train", "--db", str(jlpm_db_path), "-o", str(out), "--iterations", "30", "--frames", "150",
-            "--hidden", "64", "--quiet"]
+            "--hidden", "64", "--projector-noise", "0.8", "--quiet"]
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -153,7 +153,10 @@ def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkey
     assert "wrote" in captured.out
     model = load_model(out)
     assert model.info["iterations"] == {"decompressor": 30, "stepper": 30, "projector": 30}
+    assert model.info["settings"]["projector_noise"] == 0.8
     assert not out.with_name("m.checkpoint.npz").exists()
+    assert main([*args[:-1], "--projector-noise", "-1"]) != 0
+    assert "--projector-noise must be >= 0" in capsys.readouterr().err
 
 
 def test_projector_targets_are_the_exact_nearest_searchable_frames(jlpm_db):

@@ -43,6 +43,9 @@ def register_cli(sub) -> None:
     pt.add_argument("--seed", type=int, default=0)
     pt.add_argument("--frames", type=int, default=None, help="train on the database's first frames only")
     pt.add_argument("--hidden", type=int, default=128, help="width of the hidden layers (default 128)")
+    pt.add_argument("--projector-noise", type=float, default=None,
+                    help="largest noise of the projector's training queries, normalized units (default 0.5; "
+                         "a database of a few hundred frames needs 1.0 to answer queries far from its data)")
     pt.add_argument("--quiet", action="store_true", help="no progress bars")
     pt.set_defaults(func=run_lmm_train)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
@@ -60,8 +63,11 @@ def run_lmm_train(args) -> int:
         if v is not None and v <= 0:
             raise ValueError(f"{name} must be positive, got {v}")
     db = load_database(args.db)
+    if args.projector_noise is not None and args.projector_noise < 0:
+        raise ValueError(f"--projector-noise must be >= 0, got {args.projector_noise}")
+    noise = {} if args.projector_noise is None else {"projector_noise": args.projector_noise}
     settings = train.TrainSettings(minutes=args.minutes, iterations=args.iterations, seed=args.seed,
-                                   max_frames=args.frames, hidden=args.hidden, progress=not args.quiet)
+                                   max_frames=args.frames, hidden=args.hidden, progress=not args.quiet, **noise)
     try:
         result = train.train_model(db, args.out, settings)
     except FloatingPointError as e:
