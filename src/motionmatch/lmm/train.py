@@ -59,7 +59,7 @@ class TrainSettings:
     learning_rate: float = 1e-3         # at a batch of 32; scaled by sqrt(batch / 32)
     final_learning_rate_ratio: float = 0.05
     # Largest query noise, in normalized feature units. 1.0 before: paired with the same decompressor and
-    # stepper, 0.5 missed fewer quality goals (docs/LMM.md, "Projector noise").
+    # stepper, 0.5 missed fewer quality goals (docs/LMM.md, Measured, 2026-11-27).
     projector_noise: float = 0.5
     projector_pool: int = 32768         # (noisy query, nearest frame) pairs searched ahead of the steps
     projector_reuse: float = 8.0        # batches draw from the pool; new pairs replace 1/reuse of what they draw
