@@ -62,9 +62,9 @@ def run_lmm_train(args) -> int:
                     ("--hidden", args.hidden)):
         if v is not None and v <= 0:
             raise ValueError(f"{name} must be positive, got {v}")
-    db = load_database(args.db)
     if args.projector_noise is not None and args.projector_noise < 0:
         raise ValueError(f"--projector-noise must be >= 0, got {args.projector_noise}")
+    db = load_database(args.db)
     noise = {} if args.projector_noise is None else {"projector_noise": args.projector_noise}
     settings = train.TrainSettings(minutes=args.minutes, iterations=args.iterations, seed=args.seed,
                                    max_frames=args.frames, hidden=args.hidden, progress=not args.quiet, **noise)
