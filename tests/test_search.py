@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from motionmatch.search import BACKENDS, Searcher
-from motionmatch.search.bench import (add_bench_search_args, make_queries, read_export, run_bench_search,
+from motionmatch.search_bench import (add_bench_search_args, make_queries, read_export, run_bench_search,
                                       synthetic_features, write_export)
 
 FAST = [b for b in BACKENDS if b != "brute_numpy"]
@@ -264,7 +264,7 @@ def test_errors():
 # real data: the default database built from ../shared/mocap (conftest fixture)
 
 def test_backends_agree_on_real_database(jlpm_db):
-    from motionmatch.search.bench import trajectory_columns
+    from motionmatch.search_bench import trajectory_columns
     db = jlpm_db
     x = db.features.normalized
     starts, stops = db.range_starts, db.range_stops

@@ -382,7 +382,7 @@ def run_synth_crowd(args) -> int:
 def _add_bench(sub):
     p = sub.add_parser("bench", help="benchmarks (search, runtime, io)")
     bsub = p.add_subparsers(dest="bench", metavar="WHAT")
-    from .search.bench import add_bench_search_args, run_bench_search
+    from .search_bench import add_bench_search_args, run_bench_search
     ps = bsub.add_parser("search", help="search latency and throughput per back-end")
     add_bench_search_args(ps)
     ps.set_defaults(func=run_bench_search)
@@ -538,7 +538,7 @@ def run_bench_runtime(args) -> int:
 # commands provided by stage modules
 
 def _add_features(sub):
-    from .search.bench import add_features_export_args, run_features_export
+    from .search_bench import add_features_export_args, run_features_export
     p = sub.add_parser("features", help="feature matrix tools")
     fsub = p.add_subparsers(dest="features_cmd", metavar="WHAT")
     pe = fsub.add_parser("export", help="write features, ranges and realistic queries as raw files")

@@ -1,6 +1,9 @@
 """`motionmatch bench search` (search latency per back-end) and `motionmatch features export` (raw
 little-endian feature/query files for benchmarking other implementations on the same data).
 
+It lives outside `search/` because its default queries are recorded from the runtime character
+(`synth.recorded_queries`): the search itself never imports the runtime.
+
 Export layout (a folder): features.f32 (N x F float32), ranges.i32 (R x 2 int32, start and exclusive
 stop), queries.f32 (Q x F float32), queries_cur.i32 (Q int32, -1 = no current frame), meta.json.
 """
@@ -84,7 +87,7 @@ def trajectory_columns(channel_slices: dict) -> np.ndarray:
 
 
 def _load_db_features(path, subset: int | None):
-    from ..database import load_database
+    from .database import load_database
     db = load_database(path)
     x = np.ascontiguousarray(db.features.normalized, dtype=np.float32)
     starts = np.asarray(db.range_starts, dtype=np.int64)
@@ -153,8 +156,8 @@ def add_features_export_args(parser) -> None:
 def _runtime_queries(db_path, n: int, seed: int, n_frames: int):
     """Queries recorded from the runtime character on the full database; current frames beyond a
     subset become -1."""
-    from ..database import load_database
-    from ..synth import recorded_queries
+    from .database import load_database
+    from .synth import recorded_queries
     q, cur = recorded_queries(load_database(db_path), n, seed)
     return q, np.where(cur < n_frames, cur, -1).astype(np.int32)
 
@@ -221,7 +224,7 @@ def _time_single(searcher, queries, currents, skip, bias):
 
 
 def run_bench_search(args) -> int:
-    from . import BACKENDS, Searcher
+    from .search import BACKENDS, Searcher
 
     traj = None
     given = None
