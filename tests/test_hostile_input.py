@@ -176,6 +176,43 @@ def test_stick_values_are_clamped_not_refused():
 
 
 # ---------------------------------------------------------------------------------------------
+# Rigged models (.glb): both doors
+
+def test_damaged_rigged_models_campaign(jlpm_db, jlpm_db_path, tmp_path):
+    from rig_fixtures import write_mixamo_rig
+    from motionmatch import fuzz_rigs
+    base, _ = write_mixamo_rig(tmp_path / "base.glb")
+    damaged = fuzz_rigs.damaged_glbs(base.read_bytes(), tmp_path)
+    anim = read_bvh(WALK)
+    anim = replace(anim, positions=anim.positions[:20], rotations=anim.rotations[:20])
+    export, serve = fuzz_rigs.fuzz_rigs(damaged, anim, jlpm_db, jlpm_db_path)
+    for out in (export, serve):
+        assert out.findings == []
+        assert out.clean_errors == sum(refuse for _, _, refuse in damaged) >= 80
+
+
+def test_glb_reader_never_reads_past_a_view_or_outside_the_file(tmp_path):
+    """The security defects: an accessor running past its view (it read process memory into the export)
+    and a buffer uri naming another file."""
+    from rig_fixtures import write_mixamo_rig
+    from motionmatch.fuzz_rigs import glb_bytes, split_glb
+    from motionmatch.io.gltf import GLTFError
+    from motionmatch.rigged_model import load_rigged_model
+    doc, blob = split_glb(write_mixamo_rig(tmp_path / "base.glb")[0].read_bytes())
+    pos = doc["meshes"][0]["primitives"][0]["attributes"]["POSITION"]
+    doc["accessors"][pos]["count"] += 1
+    (tmp_path / "over.glb").write_bytes(glb_bytes(doc, blob))
+    with pytest.raises(GLTFError, match=rf"accessors\[{pos}\]: .* run past the end of bufferViews"):
+        load_rigged_model(tmp_path / "over.glb")
+    doc["accessors"][pos]["count"] -= 1
+    (tmp_path / "secret.bin").write_bytes(blob)
+    doc["buffers"][0]["uri"] = "secret.bin"
+    (tmp_path / "uri.glb").write_bytes(glb_bytes(doc, b""))
+    with pytest.raises(GLTFError, match=r"buffers\[0\].uri"):
+        load_rigged_model(tmp_path / "uri.glb")
+
+
+# ---------------------------------------------------------------------------------------------
 # Long runs: streaming output
 
 def test_streamed_synthesis_matches_whole_run_metrics_and_motion(jlpm_db, tmp_path):

@@ -11,8 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import resource
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,20 +24,61 @@ _ODD_VALUES = ("1e308", "-1e308", "1e-320", "nan", "inf", "-inf", "9" * 400, "",
                "1e999", "-0", "1e5", "99999999999999999999")
 
 
+SLOW_INPUT_S = 20.0              # one input taking longer than this counts as a hang
+BLOWUP_BYTES = 2 << 30           # the process's peak memory growing by more than this on one input
+
+
 @dataclass
 class Outcome:
-    """Counts of one campaign: clean errors, accepted inputs, other exceptions (with examples) and
-    accepted inputs that must not be (wrong value counts)."""
+    """Counts of one campaign: clean errors, accepted inputs, other exceptions (with examples), accepted
+    inputs that must not be (wrong value counts, damaged files), inputs slower than SLOW_INPUT_S and
+    inputs that raised the peak memory by more than BLOWUP_BYTES."""
 
     clean_errors: int = 0
     accepted: int = 0
     other: list[str] = field(default_factory=list)
     silent: list[str] = field(default_factory=list)
+    slow: list[str] = field(default_factory=list)
+    blowups: list[str] = field(default_factory=list)
+
+    @property
+    def inputs(self) -> int:
+        return self.clean_errors + self.accepted + len(self.other)
+
+    @property
+    def findings(self) -> list[str]:
+        return self.other + self.silent + self.slow + self.blowups
 
     def as_dict(self) -> dict:
-        return {"clean_errors": self.clean_errors, "accepted": self.accepted,
+        return {"inputs": self.inputs, "clean_errors": self.clean_errors, "accepted": self.accepted,
                 "other_exceptions": len(self.other), "silent_accepts": len(self.silent),
-                "examples": (self.other + self.silent)[:5]}
+                "hangs": len(self.slow), "memory_blowups": len(self.blowups), "examples": self.findings[:5]}
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024     # Linux reports kB
+
+
+def classify(out: Outcome, name: str, path, refuse: bool, errors: tuple, run) -> None:
+    """Run one hostile input (`run()` feeds `path` to a door) and count its outcome in `out`: a clean
+    error is one of `errors` naming the file; an accepted input is a finding when `refuse`."""
+    peak, t0 = _peak_rss_bytes(), time.perf_counter()
+    try:
+        run()
+        out.accepted += 1
+        if refuse:
+            out.silent.append(f"{name}: accepted")
+    except errors as e:
+        out.clean_errors += 1
+        if str(path) not in str(e):
+            out.other.append(f"{name}: error does not name the file: {str(e)[:160]}")
+    except Exception as e:  # the campaign's point: any other exception is a finding
+        out.other.append(f"{name}: {type(e).__name__}: {str(e)[:160]}")
+    seconds, grown = time.perf_counter() - t0, _peak_rss_bytes() - peak
+    if seconds > SLOW_INPUT_S:
+        out.slow.append(f"{name}: {seconds:.0f} s")
+    if grown > BLOWUP_BYTES:
+        out.blowups.append(f"{name}: peak memory +{grown / 2 ** 30:.1f} GB")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,17 +174,8 @@ def fuzz_bvh(paths, mutants_per_file: int, seed: int = 0, tmp_dir=None, progress
                 mutated, kind = mutate_bvh(text, rng)
                 path = target
                 path.write_text(mutated)
-            try:
-                read_bvh(path)
-                out.accepted += 1
-                if kind.startswith("count"):
-                    out.silent.append(f"{p.name} mutant {k} ({kind}) accepted")
-            except BVHError as e:
-                out.clean_errors += 1
-                if str(path) not in str(e):
-                    out.other.append(f"{p.name} mutant {k} ({kind}): error does not name the file: {e}")
-            except Exception as e:  # the campaign's point: any other exception is a finding
-                out.other.append(f"{p.name} mutant {k} ({kind}): {type(e).__name__}: {str(e)[:120]}")
+            classify(out, f"{p.name} mutant {k} ({kind})", path, kind.startswith("count"), (BVHError,),
+                     lambda: read_bvh(path))
     return out
 
 
@@ -353,16 +387,7 @@ def fuzz_scenarios(out_dir) -> Outcome:
     for k, (name, raw) in enumerate(bad_scenarios()):
         f = Path(out_dir) / f"bad_{k:02d}.json"
         f.write_bytes(raw)
-        try:
-            load_scenario(f)
-            out.accepted += 1
-            out.silent.append(f"{name}: accepted")
-        except ScenarioError as e:
-            out.clean_errors += 1
-            if str(f) not in str(e):
-                out.other.append(f"{name}: error does not name the file: {e}")
-        except Exception as e:
-            out.other.append(f"{name}: {type(e).__name__}: {str(e)[:120]}")
+        classify(out, name, f, True, (ScenarioError,), lambda: load_scenario(f))
     return out
 
 
@@ -398,15 +423,34 @@ def run_bench_fuzz(args) -> int:
             "bvh": fuzz_bvh(files, args.mutants, args.seed, tmp, progress=not args.json).as_dict(),
             "database": fuzz_databases(damaged_databases(db_path, tmp)).as_dict(),
             "scenario": fuzz_scenarios(tmp).as_dict(),
+            **{k: v.as_dict() for k, v in _door_campaigns(db_path, files[0], Path(tmp)).items()},
         }
     report["bvh"]["files"] = [f.name for f in files]
     if args.json:
         print(json.dumps(report, indent=1))
     else:
+        print(f"{'door':24s} {'inputs':>7s} {'clean':>7s} {'accepted':>8s} {'tracebacks':>10s} {'silent':>6s} "
+              f"{'hangs':>5s} {'blow-ups':>8s}")
         for name, r in report.items():
-            print(f"{name:9s} clean errors {r['clean_errors']:6d}  accepted {r['accepted']:6d}  "
-                  f"other exceptions {r['other_exceptions']:4d}  silent accepts {r['silent_accepts']:4d}")
+            print(f"{name:24s} {r['inputs']:7d} {r['clean_errors']:7d} {r['accepted']:8d} {r['other_exceptions']:10d} "
+                  f"{r['silent_accepts']:6d} {r['hangs']:5d} {r['memory_blowups']:8d}")
             for ex in r["examples"]:
                 print(f"    {ex}")
-    findings = sum(r["other_exceptions"] + r["silent_accepts"] for r in report.values())
+    findings = sum(r["other_exceptions"] + r["silent_accepts"] + r["hangs"] + r["memory_blowups"]
+                   for r in report.values())
     return 1 if findings else 0
+
+
+def _door_campaigns(db_path: Path, bvh: Path, tmp: Path) -> dict:
+    """The campaigns of the doors added after BVH, databases and scenarios, keyed like the report."""
+    from . import fuzz_rigs
+    from .database import load_database
+    from .io.bvh import read_bvh
+    from .mesh import ensure_body_glb
+    db = load_database(db_path)
+    anim = read_bvh(bvh)
+    anim = replace(anim, positions=anim.positions[:30], rotations=anim.rotations[:30])
+    (tmp / "glb").mkdir()
+    damaged = fuzz_rigs.damaged_glbs(ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes(), tmp / "glb")
+    export, serve = fuzz_rigs.fuzz_rigs(damaged, anim, db, db_path)
+    return {"rigged GLB (export)": export, "rigged GLB (serve)": serve}

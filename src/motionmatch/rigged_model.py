@@ -14,17 +14,16 @@ database hips about the simulation bone, scaled by the leg-length ratio. The pag
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .animation import Animation, Skeleton
-from .io.gltf import GLTFError, SkinnedMesh, to_wxyz
+from .io.gltf import COMPONENT_TYPES, GLB, MAX_NODE_VALUE, GLTFError, SkinnedMesh, read_accessor, read_glb, to_wxyz
 from .retarget import auto_mapping, canonical_tpose, retarget_animation
 from .rotations import quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_to_matrix
-from .skeleton import SkeletonError, find_roles
+from .skeleton import SkeletonError, find_roles, load_mapping
 
 # VRM humanoid bone -> role.
 _VRM_ROLES = {"hips": "hips", "spine": "spine", "upperChest": "chest", "head": "head",
@@ -53,42 +52,43 @@ class RiggedModel:
     name: str = ""
 
 
-def _node_matrix(node) -> np.ndarray:
-    if node.matrix:
-        return np.array(node.matrix, np.float64).reshape(4, 4).T    # column-major in the file
+MAX_SKIN_JOINTS = 1024
+MAX_MESH_VERTICES = 1_000_000
+MAX_POSITION_M = 1e5
+
+
+def _node_matrix(node: dict) -> np.ndarray:
+    if "matrix" in node:
+        return np.array(node["matrix"], np.float64).reshape(4, 4).T    # column-major in the file
     m = np.eye(4)
-    s = np.array(node.scale if node.scale else [1, 1, 1], np.float64)
-    r = to_wxyz(np.array(node.rotation if node.rotation else [0, 0, 0, 1], np.float64))
-    m[:3, :3] = quat_to_matrix(r) * s[None, :]
-    m[:3, 3] = node.translation if node.translation else [0, 0, 0]
+    s = np.array(node.get("scale", [1, 1, 1]), np.float64)
+    r = to_wxyz(np.array(node.get("rotation", [0, 0, 0, 1]), np.float64))
+    m[:3, :3] = quat_to_matrix(r / np.linalg.norm(r)) * s[None, :]
+    m[:3, 3] = node.get("translation", [0, 0, 0])
     return m
 
 
-def _accessor(g, i: int) -> np.ndarray:
-    dtypes = {5126: np.float32, 5121: np.uint8, 5123: np.uint16, 5125: np.uint32, 5120: np.int8, 5122: np.int16}
-    width = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT4": 16}
-    a = g.accessors[i]
-    v = g.bufferViews[a.bufferView]
-    dt = np.dtype(dtypes[a.componentType])
-    n = width[a.type]
-    stride = v.byteStride or dt.itemsize * n
-    raw = np.frombuffer(g.binary_blob(), np.uint8, v.byteLength, v.byteOffset + (a.byteOffset or 0))
-    rows = np.lib.stride_tricks.as_strided(raw, (a.count, dt.itemsize * n), (stride, 1))
-    out = np.ascontiguousarray(rows).view(dt).reshape(a.count, n).astype(np.float64)
-    if a.normalized and dt.kind in "ui":
-        out /= np.iinfo(dt).max
-    return out
-
-
-def _vrm_roles(g, node_of: list[int]) -> dict[str, int]:
+def _vrm_roles(glb: GLB, node_of: list[int]) -> dict[str, int]:
     """Role -> joint index from a VRM humanoid table (1.0 `VRMC_vrm` or 0.x `VRM`), empty without one."""
-    ext = g.extensions or {}
+    ext = glb.doc.get("extensions") or {}
+    bad = GLTFError(f"{glb.path}: extensions: the VRM humanoid table is not a table of bone -> node index")
+    if not isinstance(ext, dict):
+        raise bad
     if "VRMC_vrm" in ext:
-        bones = {k: v.get("node") for k, v in ext["VRMC_vrm"].get("humanoid", {}).get("humanBones", {}).items()}
+        table = ext["VRMC_vrm"].get("humanoid", {}).get("humanBones", {}) if isinstance(ext["VRMC_vrm"], dict) else None
+        if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+            raise bad
+        bones = {k: v.get("node") for k, v in table.items()}
     elif "VRM" in ext:
-        bones = {b.get("bone"): b.get("node") for b in ext["VRM"].get("humanoid", {}).get("humanBones", [])}
+        table = ext["VRM"].get("humanoid", {}).get("humanBones", []) if isinstance(ext["VRM"], dict) else None
+        if not isinstance(table, list) or not all(isinstance(b, dict) and isinstance(b.get("bone"), str)
+                                                  for b in table):
+            raise bad
+        bones = {b["bone"]: b.get("node") for b in table}
     else:
         return {}
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in bones.values()):
+        raise bad
     if "upperChest" not in bones and "chest" in bones:   # the chest role is the highest spine joint
         bones["upperChest"] = bones["chest"]
     joint = {n: j for j, n in enumerate(node_of)}
@@ -97,39 +97,29 @@ def _vrm_roles(g, node_of: list[int]) -> dict[str, int]:
 
 def load_rigged_model(path, mapping=None) -> RiggedModel:
     """Read a rigged humanoid .glb. mapping: None, a dict role -> joint name, or a TOML file with a
-    [roles] table. Raises GLTFError (not a readable skinned glTF) or SkeletonError (not a humanoid),
-    both naming the file."""
-    import pygltflib
+    [roles] table. Raises GLTFError (not a readable skinned glTF, io.gltf.read_glb checks every index and
+    byte range) or SkeletonError (not a humanoid), both naming the file."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-        g = pygltflib.GLTF2.load_from_bytes(data) if path.suffix.lower() == ".glb" else None
-    except OSError as e:
-        raise GLTFError(f"{path}: cannot read: {e}") from None
-    except Exception as e:   # pygltflib raises assorted errors on garbage
-        raise GLTFError(f"{path}: not a glTF binary (.glb): {e}") from None
-    if g is None:
+    if path.suffix.lower() != ".glb":
         raise GLTFError(f"{path}: give a glTF binary (.glb)")
-    if not g.skins:
+    glb = read_glb(path)
+    nodes, skins = glb.doc.get("nodes", []), glb.doc.get("skins", [])
+    if not skins:
         raise GLTFError(f"{path}: no skin: a character needs a mesh skinned to a skeleton")
-    skin = g.skins[0]
-    joints = list(skin.joints)
-    parent_node = {}
-    for i, n in enumerate(g.nodes):
-        for c in n.children or []:
-            parent_node[c] = i
-    world = {}
-
-    def world_of(i):
-        if i not in world:
-            m = _node_matrix(g.nodes[i])
-            world[i] = m if i not in parent_node else world_of(parent_node[i]) @ m
-        return world[i]
-
-    # Parents first; a joint's parent is its nearest ancestor among the joints.
-    def depth(i):
-        return 0 if i not in parent_node else 1 + depth(parent_node[i])
-    joints.sort(key=depth)
+    joints = list(skins[0]["joints"])
+    if len(joints) > MAX_SKIN_JOINTS:
+        raise GLTFError(f"{path}: skins[0] has {len(joints)} joints, beyond the bound of {MAX_SKIN_JOINTS}")
+    parent_node = {c: i for i, n in enumerate(nodes) for c in n.get("children", [])}
+    # Nodes parents first (read_glb proved the children form trees), world matrices down each tree.
+    order = [i for i in range(len(nodes)) if i not in parent_node]
+    for i in order:
+        order.extend(nodes[i].get("children", []))
+    depth, world = {}, {}
+    for i in order:
+        p = parent_node.get(i)
+        depth[i] = 0 if p is None else depth[p] + 1
+        world[i] = _node_matrix(nodes[i]) if p is None else world[p] @ _node_matrix(nodes[i])
+    joints.sort(key=depth.__getitem__)
     index = {n: j for j, n in enumerate(joints)}
     parents = np.full(len(joints), -1)
     for j, n in enumerate(joints):
@@ -137,8 +127,14 @@ def load_rigged_model(path, mapping=None) -> RiggedModel:
         while p is not None and p not in index:
             p = parent_node.get(p)
         parents[j] = -1 if p is None else index[p]
-    W = np.array([world_of(n) for n in joints])
-    R = W[:, :3, :3] / np.linalg.norm(W[:, :3, :3], axis=1, keepdims=True)
+    W = np.array([world[n] for n in joints])
+    scale = np.linalg.norm(W[:, :3, :3], axis=1, keepdims=True)
+    bad = ~(np.isfinite(W).all(axis=(1, 2)) & (scale > 1e-9).all(axis=(1, 2))
+            & (np.abs(W[:, :3, 3]) <= MAX_POSITION_M).all(axis=1))
+    if bad.any():
+        raise GLTFError(f"{path}: nodes[{joints[int(np.argmax(bad))]}]: its world transform is degenerate (a zero "
+                        f"scale) or beyond {MAX_POSITION_M:g} m")
+    R = W[:, :3, :3] / scale
     grot = quat_from_matrix(R)
     gpos = W[:, :3, 3]
     lrot, lpos = grot.copy(), gpos.copy()
@@ -146,30 +142,28 @@ def load_rigged_model(path, mapping=None) -> RiggedModel:
         if p >= 0:
             lrot[j] = quat_mul(quat_inv(grot[p]), grot[j])
             lpos[j] = R[p].T @ (gpos[j] - gpos[p])
-    names = [g.nodes[n].name or f"node{n}" for n in joints]
+    names = [nodes[n].get("name") or f"node{n}" for n in joints]
+    if len(set(names)) < len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise GLTFError(f"{path}: skins[0]: two joints are named {dup[:60]!r} (roles are found by name)")
     skel = Skeleton(names=names, parents=parents, offsets=lpos)
-    roles = _roles(path, g, skel, joints, mapping)
-    model = RiggedModel(skeleton=skel, bind_rotations=lrot, roles=roles, node_of=joints, mesh=None, glb=data,
+    roles = _roles(path, glb, skel, joints, mapping)
+    model = RiggedModel(skeleton=skel, bind_rotations=lrot, roles=roles, node_of=joints, mesh=None, glb=glb.data,
                         name=path.name)
-    model.mesh = _read_mesh(g, skin, joints, index, lpos, lrot, W)
+    model.mesh = _read_mesh(glb, joints, index, lpos, lrot, W)
     return model
 
 
-def _roles(path: Path, g, skel: Skeleton, joints: list[int], mapping) -> dict:
+def _roles(path: Path, glb: GLB, skel: Skeleton, joints: list[int], mapping) -> dict:
     if isinstance(mapping, (str, Path)):
-        try:
-            with open(mapping, "rb") as f:
-                doc = tomllib.load(f)
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SkeletonError(f"{mapping}: cannot read the role mapping: {e}") from None
-        mapping = doc.get("roles", doc)
+        mapping = load_mapping(mapping, require_table=False)
     given = dict(mapping or {})
     lower = {n.rsplit(":", 1)[-1].lower(): n for n in skel.names}
     for role, cands in _EXTRA_ROLE_NAMES.items():
         hit = next((lower[c] for c in cands if c in lower), None)
         if hit and role not in given:
             given[role] = hit
-    for role, j in _vrm_roles(g, joints).items():
+    for role, j in _vrm_roles(glb, joints).items():
         given.setdefault(role, skel.names[j])
     try:
         return find_roles(skel.names, given or None, required=REQUIRED_ROLES)
@@ -177,40 +171,87 @@ def _roles(path: Path, g, skel: Skeleton, joints: list[int], mapping) -> dict:
         raise SkeletonError(f"{path}: not a humanoid rig the app can drive: {e}") from None
 
 
-def _read_mesh(g, skin, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
+def _read_mesh(glb: GLB, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
     """The first mesh that uses the skin, with its vertices in the bind pose's world frame (metres) and
-    its joint indices in skeleton order; None when there is none."""
-    node = next((n for n in g.nodes if n.skin == 0 and n.mesh is not None), None)
+    its joint indices in skeleton order; None when there is none. Refuses (GLTFError) attributes of the
+    wrong kind or length, joint slots outside the skin, weights that are negative or all zero, vertices
+    beyond 1e5 m and triangles naming missing vertices."""
+    doc, path = glb.doc, glb.path
+    skin = doc["skins"][0]
+    node = next((n for n in doc.get("nodes", []) if n.get("skin") == 0 and "mesh" in n), None)
     if node is None:
         return None
-    prim = g.meshes[node.mesh].primitives[0]
-    a = prim.attributes
-    if a.POSITION is None or a.JOINTS_0 is None or a.WEIGHTS_0 is None:
+    prim = doc["meshes"][node["mesh"]]["primitives"][0]
+    a = prim["attributes"]
+    if "POSITION" not in a or "JOINTS_0" not in a or "WEIGHTS_0" not in a:
         return None
-    pos = _accessor(g, a.POSITION)
-    jt = _accessor(g, a.JOINTS_0).astype(np.int64)
-    w = _accessor(g, a.WEIGHTS_0)
-    nrm = _accessor(g, a.NORMAL) if a.NORMAL is not None else np.zeros_like(pos)
-    tri = (_accessor(g, prim.indices).astype(np.int64).reshape(-1, 3) if prim.indices is not None
-           else np.arange(len(pos)).reshape(-1, 3))
+    where = f"{path}: meshes[{node['mesh']}].primitives[0]"
+    if prim.get("mode", 4) != 4:
+        raise GLTFError(f"{where}.mode: {prim['mode']}; only triangles (4) are read")
+
+    def attribute(name, width, kinds):
+        acc = doc["accessors"][a[name]]
+        if acc["type"] != f"VEC{width}" or np.dtype(COMPONENT_TYPES[acc["componentType"]]).kind not in kinds:
+            raise GLTFError(f"{where}.attributes.{name}: expected VEC{width} of {'floats' if kinds == 'f' else 'integers'}")
+        if acc["count"] > MAX_MESH_VERTICES:
+            raise GLTFError(f"{where}.attributes.{name}: {acc['count']:,} vertices, beyond the bound of "
+                            f"{MAX_MESH_VERTICES:,}")
+        return read_accessor(glb, a[name], name)
+
+    pos = attribute("POSITION", 3, "f")
+    jt = attribute("JOINTS_0", 4, "u").astype(np.int64)
+    w = attribute("WEIGHTS_0", 4, "fu")
+    nrm = attribute("NORMAL", 3, "f") if "NORMAL" in a else np.zeros_like(pos)
+    V = len(pos)
+    if not len(jt) == len(w) == len(nrm) == V:
+        raise GLTFError(f"{where}.attributes: POSITION, NORMAL, JOINTS_0 and WEIGHTS_0 differ in length")
+    if np.abs(pos).max() > MAX_POSITION_M:
+        raise GLTFError(f"{where}.attributes.POSITION: vertices beyond {MAX_POSITION_M:g} m")
+    if jt.max() >= len(skin["joints"]):
+        raise GLTFError(f"{where}.attributes.JOINTS_0: joint slot {int(jt.max())} of a {len(skin['joints'])}-joint skin")
+    wsum = w.sum(1)
+    if (w < 0).any() or not (wsum > 1e-6).all():
+        raise GLTFError(f"{where}.attributes.WEIGHTS_0: negative weights or a vertex with none")
+    if "indices" in prim:
+        acc = doc["accessors"][prim["indices"]]
+        if acc["type"] != "SCALAR" or np.dtype(COMPONENT_TYPES[acc["componentType"]]).kind != "u" \
+                or acc["count"] % 3:
+            raise GLTFError(f"{where}.indices: expected unsigned integers, three per triangle")
+        tri = read_accessor(glb, prim["indices"], "indices").astype(np.int64).reshape(-1, 3)
+        if tri.max() >= V:
+            raise GLTFError(f"{where}.indices: vertex {int(tri.max())} of {V}")
+    elif V % 3:
+        raise GLTFError(f"{where}: {V} vertices without indices are not whole triangles")
+    else:
+        tri = np.arange(V).reshape(-1, 3)
     # Skin joint slot -> skeleton index (joints were sorted parents-first).
-    slot = np.array([index[n] for n in skin.joints])
-    ibm = (_accessor(g, skin.inverseBindMatrices).reshape(-1, 4, 4).transpose(0, 2, 1)
-           if skin.inverseBindMatrices is not None else np.linalg.inv(W[slot]))
+    slot = np.array([index[n] for n in skin["joints"]])
+    if "inverseBindMatrices" in skin:
+        ibm = read_accessor(glb, skin["inverseBindMatrices"], "inverseBindMatrices")[:len(slot)]
+        ibm = ibm.reshape(-1, 4, 4).transpose(0, 2, 1)
+        if np.abs(ibm).max() > MAX_NODE_VALUE or np.abs(ibm[:, 3] - [0, 0, 0, 1]).max() > 1e-3:
+            raise GLTFError(f"{path}: skins[0].inverseBindMatrices: entries beyond {MAX_NODE_VALUE:g} or not affine")
+    else:
+        ibm = np.linalg.inv(W[slot])
     # Bind-pose world position of each vertex: its joints' rest world matrices times their inverse bind
     # matrices, blended by the weights (the identity for a file whose rest pose is its bind pose).
-    M = np.einsum("jab,jbc->jac", W[slot], ibm)     # world_bind(joint) @ IBM, per skin slot
-    ph = np.c_[pos, np.ones(len(pos))]
-    world = np.zeros((len(pos), 3))
-    for k in range(4):
-        world += w[:, k:k + 1] * np.einsum("vab,vb->va", M[jt[:, k]], ph)[:, :3]
+    with np.errstate(all="ignore"):
+        M = np.einsum("jab,jbc->jac", W[slot], ibm)     # world_bind(joint) @ IBM, per skin slot
+        ph = np.c_[pos, np.ones(V)]
+        world = np.zeros((V, 3))
+        for k in range(4):
+            world += w[:, k:k + 1] * np.einsum("vab,vb->va", M[jt[:, k]], ph)[:, :3]
+        world /= wsum[:, None]
+    if not (np.isfinite(world).all() and np.abs(world).max() <= MAX_POSITION_M):
+        raise GLTFError(f"{path}: skins[0].inverseBindMatrices: the bind pose puts vertices beyond "
+                        f"{MAX_POSITION_M:g} m")
     n_world = np.zeros_like(nrm)
     for k in range(4):
         n_world += w[:, k:k + 1] * np.einsum("vab,vb->va", M[jt[:, k], :3, :3], nrm)
     n_world /= np.maximum(np.linalg.norm(n_world, axis=1, keepdims=True), 1e-12)
     return SkinnedMesh(positions=world.astype(np.float32), normals=n_world.astype(np.float32),
                        triangles=tri.astype(np.uint32), joints=slot[jt].astype(np.uint16),
-                       weights=(w / np.maximum(w.sum(1, keepdims=True), 1e-12)).astype(np.float32),
+                       weights=(w / wsum[:, None]).astype(np.float32),
                        bind_positions=lpos, bind_rotations=lrot)
 
 

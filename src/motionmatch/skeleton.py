@@ -12,10 +12,11 @@ Any other skeleton is handled with an explicit mapping (role -> joint name), e.g
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import numpy as np
+
+from .input_bounds import parse_toml, read_bounded
 
 ROLES = ("hips", "spine", "chest", "head",
          "left_upper_leg", "left_lower_leg", "left_foot", "left_toe",
@@ -181,18 +182,22 @@ def mirror_pairs(names: list[str]) -> np.ndarray:
     return pairs
 
 
-def load_mapping(path) -> dict[str, str]:
-    """Read a role mapping from a TOML file with a `[roles]` table (role = "joint name")."""
+MAX_MAPPING_BYTES = 1 << 20
+MAX_MAPPING_ENTRIES = 4096
+
+
+def load_mapping(path, require_table: bool = True) -> dict[str, str]:
+    """Read a role mapping from a TOML file with a `[roles]` table (role = "joint name"); with
+    require_table=False a file of bare role = "joint name" lines is taken too. Bounded like every input
+    (input_bounds): at most 1 MB and 4096 entries of strings; raises SkeletonError naming the file."""
     path = Path(path)
-    with path.open("rb") as f:
-        try:
-            doc = tomllib.load(f)
-        except tomllib.TOMLDecodeError as e:
-            raise SkeletonError(f"{path}: not valid TOML: {e}") from None
-    roles = doc.get("roles")
+    doc = parse_toml(read_bounded(path, MAX_MAPPING_BYTES, SkeletonError, "role mapping"), SkeletonError, str(path))
+    roles = doc.get("roles", None if require_table else doc)
     if not isinstance(roles, dict):
         raise SkeletonError(f"{path}: needs a [roles] table (e.g. hips = \"pelvis\")")
+    if len(roles) > MAX_MAPPING_ENTRIES:
+        raise SkeletonError(f"{path}: [roles] holds {len(roles):,} entries, beyond the bound of {MAX_MAPPING_ENTRIES}")
     bad = [k for k, v in roles.items() if not isinstance(v, str)]
     if bad:
-        raise SkeletonError(f"{path}: [roles] values must be joint names (strings): {', '.join(bad)}")
+        raise SkeletonError(f"{path}: [roles] values must be joint names (strings): {', '.join(bad[:10])}")
     return dict(roles)

@@ -1,4 +1,4 @@
-"""glTF 2.0 binary (.glb) export: skeleton, animation and an optional skinned mesh.
+"""glTF 2.0 binary (.glb): export (skeleton, animation and an optional skinned mesh) and a checked reader.
 
 glTF shares the library's frame: metres, Y up, right-handed, a model faces +Z. Only the quaternion
 layout differs: glTF stores (x, y, z, w), the library (w, x, y, z); this module converts at the edge.
@@ -8,15 +8,24 @@ offsets as rest translations and the bind pose's local rotations as rest rotatio
 joint nodes, a mesh node using that skin when a mesh is given, and one animation ("motion") sampled at
 the animation's own frame times (60 fps for synthesized motion) with LINEAR interpolation: a rotation
 channel per joint and a translation channel for each joint whose local position moves (the root).
+
+Reading (read_glb, read_accessor) trusts nothing in the file: the container's lengths, every index, every
+accessor's byte range inside its buffer view and every view inside the binary chunk are checked before a
+byte is read; node trees must be trees; only the file's own binary chunk is read (a `uri` naming another
+file is refused, so a model cannot make the reader open files the user did not name).
 """
 from __future__ import annotations
 
+import json
+import math
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..animation import Animation, Skeleton
+from ..input_bounds import parse_json, read_bounded
 from ..kinematics import forward_kinematics
 from ..rotations import quat_identity, quat_to_matrix, quat_unroll
 
@@ -187,3 +196,260 @@ def _add_animation(gltf, blob: _Blob, anim: Animation, rest_pos: np.ndarray) -> 
             channels.append(g.AnimationChannel(sampler=len(samplers) - 1,
                                                target=g.AnimationChannelTarget(node=j, path="translation")))
     gltf.animations.append(g.Animation(name="motion", samplers=samplers, channels=channels))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+MAX_GLB_BYTES = 512 << 20          # a detailed character is tens of MB
+MAX_GLTF_NODES = 65536
+MAX_ACCESSOR_VALUES = 16_000_000    # count x components of one accessor (128 MB as float64)
+MAX_NODE_VALUE = 1e6                # translations (m), scales and matrix entries
+MAX_JSON_NESTING = 64               # extensions (VRM) nest deeper than plain glTF
+COMPONENT_TYPES = {5120: np.int8, 5121: np.uint8, 5122: np.int16, 5123: np.uint16, 5125: np.uint32, 5126: np.float32}
+TYPE_WIDTHS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT2": 4, "MAT3": 9, "MAT4": 16}
+_GLB_MAGIC, _JSON_CHUNK, _BIN_CHUNK = b"glTF", 0x4E4F534A, 0x004E4942
+
+
+@dataclass
+class GLB:
+    """A checked .glb: doc, its JSON document (every index and byte range in it valid); blob, the binary
+    chunk; data, the whole file's bytes; path."""
+
+    doc: dict
+    blob: bytes
+    data: bytes
+    path: Path
+
+
+def read_glb(path) -> GLB:
+    """Read and check a glTF binary (see the module docstring). Raises GLTFError naming the file and the
+    part (e.g. `accessors[3]: 1000 rows of 12 bytes run past the end of bufferViews[2]`)."""
+    path = Path(path)
+    data = read_bounded(path, MAX_GLB_BYTES, GLTFError, "glTF binary")
+    if len(data) < 20 or data[:4] != _GLB_MAGIC:
+        raise GLTFError(f"{path}: not a glTF binary (.glb): no 'glTF' header")
+    version, length = struct.unpack_from("<II", data, 4)
+    if version != 2:
+        raise GLTFError(f"{path}: glTF binary version {version}; this reader takes version 2")
+    if length != len(data):
+        raise GLTFError(f"{path}: the header says {length:,} bytes, the file holds {len(data):,} (truncated or padded)")
+    chunks, at = [], 12
+    while at < len(data):
+        if at + 8 > len(data):
+            raise GLTFError(f"{path}: chunk {len(chunks)} header runs past the end of the file")
+        size, kind = struct.unpack_from("<II", data, at)
+        if at + 8 + size > len(data):
+            raise GLTFError(f"{path}: chunk {len(chunks)} ({size:,} bytes) runs past the end of the file")
+        chunks.append((kind, data[at + 8:at + 8 + size]))
+        at += 8 + size
+    if not chunks or chunks[0][0] != _JSON_CHUNK:
+        raise GLTFError(f"{path}: the first chunk is not the JSON document")
+    blob = chunks[1][1] if len(chunks) > 1 and chunks[1][0] == _BIN_CHUNK else b""
+    doc = parse_json(chunks[0][1].rstrip(b" \0"), GLTFError, str(path), MAX_JSON_NESTING)
+    if not isinstance(doc, dict):
+        raise GLTFError(f"{path}: the JSON document is not an object")
+    try:
+        _check_document(doc, len(blob))
+    except GLTFError as e:
+        raise GLTFError(f"{path}: {e}") from None
+    return GLB(doc=doc, blob=blob, data=data, path=path)
+
+
+def _int(value, name: str, low: int = 0, high: float = math.inf) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise GLTFError(f"{name}: expected an integer in [{low}, {high:g}], got {str(value)[:40]}")
+    return value
+
+
+def _index(value, items: list, name: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(items):
+        raise GLTFError(f"{name}: {str(value)[:40]} is not an index into {what} "
+                        f"({f'0..{len(items) - 1}' if items else 'there are none'})")
+    return value
+
+
+def _numbers(value, n: int, name: str, bound: float = MAX_NODE_VALUE) -> list[float]:
+    if (not isinstance(value, list) or len(value) != n
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            or not all(abs(v) <= bound for v in value)):
+        raise GLTFError(f"{name}: expected {n} finite numbers within +-{bound:g}")
+    return [float(v) for v in value]
+
+
+def _list(doc: dict, key: str) -> list:
+    items = doc.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(v, dict) for v in items):
+        raise GLTFError(f"{key}: expected a list of objects")
+    return items
+
+
+def _check_document(doc: dict, blob_size: int) -> None:
+    """Every index in range, every byte range inside the binary chunk, node trees acyclic, numbers finite."""
+    buffers, views, accessors = _list(doc, "buffers"), _list(doc, "bufferViews"), _list(doc, "accessors")
+    nodes, skins, meshes = _list(doc, "nodes"), _list(doc, "skins"), _list(doc, "meshes")
+    images, scenes, animations = _list(doc, "images"), _list(doc, "scenes"), _list(doc, "animations")
+    materials, textures = _list(doc, "materials"), _list(doc, "textures")
+    sizes = []
+    for i, b in enumerate(buffers):
+        if "uri" in b:
+            raise GLTFError(f"buffers[{i}].uri: only the file's own binary chunk is read (no external files or "
+                            f"data URIs)")
+        if i > 0:
+            raise GLTFError(f"buffers[{i}]: a .glb holds one binary chunk (buffers[0])")
+        sizes.append(_int(b.get("byteLength"), f"buffers[{i}].byteLength", 0, blob_size))
+    for i, im in enumerate(images):
+        uri = im.get("uri")
+        if uri is not None and not (isinstance(uri, str) and uri.startswith("data:")):
+            raise GLTFError(f"images[{i}].uri: points outside the file (only embedded images are read)")
+        if "bufferView" in im:
+            _index(im["bufferView"], views, f"images[{i}].bufferView", "bufferViews")
+    for i, v in enumerate(views):
+        b = _index(v.get("buffer"), buffers, f"bufferViews[{i}].buffer", "buffers")
+        off = _int(v.get("byteOffset", 0), f"bufferViews[{i}].byteOffset")
+        n = _int(v.get("byteLength"), f"bufferViews[{i}].byteLength", 1)
+        if off + n > sizes[b]:
+            raise GLTFError(f"bufferViews[{i}]: bytes {off:,}..{off + n:,} run past the end of buffers[{b}] "
+                            f"({sizes[b]:,} bytes)")
+        if v.get("byteStride") is not None:
+            _int(v["byteStride"], f"bufferViews[{i}].byteStride", 4, 252)
+    for i, a in enumerate(accessors):
+        _check_accessor(a, i, views)
+    if len(nodes) > MAX_GLTF_NODES:
+        raise GLTFError(f"nodes: {len(nodes):,} nodes, beyond the bound of {MAX_GLTF_NODES:,}")
+    parent = {}
+    for i, n in enumerate(nodes):
+        children = n.get("children", [])
+        if not isinstance(children, list):
+            raise GLTFError(f"nodes[{i}].children: expected a list of node indices")
+        for c in children:
+            c = _index(c, nodes, f"nodes[{i}].children", "nodes")
+            if c == i or c in parent:
+                raise GLTFError(f"nodes[{i}].children: node {c} is {'its own child' if c == i else 'a child twice'} "
+                                f"(a node tree may not have cycles or shared children)")
+            parent[c] = i
+        if "mesh" in n:
+            _index(n["mesh"], meshes, f"nodes[{i}].mesh", "meshes")
+        if "skin" in n:
+            _index(n["skin"], skins, f"nodes[{i}].skin", "skins")
+        if "name" in n and not isinstance(n["name"], str):
+            raise GLTFError(f"nodes[{i}].name: expected a string")
+        if "matrix" in n:
+            _numbers(n["matrix"], 16, f"nodes[{i}].matrix")
+        if "translation" in n:
+            _numbers(n["translation"], 3, f"nodes[{i}].translation")
+        if "scale" in n:
+            _numbers(n["scale"], 3, f"nodes[{i}].scale")
+        if "rotation" in n and math.hypot(*_numbers(n["rotation"], 4, f"nodes[{i}].rotation", 2.0)) < 1e-6:
+            raise GLTFError(f"nodes[{i}].rotation: a zero quaternion is no rotation")
+    # Single parents and no self-children leave only closed loops: nodes no root reaches.
+    reached, stack = set(), [i for i in range(len(nodes)) if i not in parent]
+    while stack:
+        i = stack.pop()
+        reached.add(i)
+        stack.extend(nodes[i].get("children", []))
+    if len(reached) < len(nodes):
+        loop = min(set(range(len(nodes))) - reached)
+        raise GLTFError(f"nodes[{loop}]: part of a cycle of children (a node tree may not have cycles)")
+    for i, s in enumerate(skins):
+        joints = s.get("joints")
+        if not isinstance(joints, list) or not joints:
+            raise GLTFError(f"skins[{i}].joints: expected a non-empty list of node indices")
+        for j in joints:
+            _index(j, nodes, f"skins[{i}].joints", "nodes")
+        if len(set(joints)) < len(joints):
+            raise GLTFError(f"skins[{i}].joints: a node is listed twice")
+        if "skeleton" in s:
+            _index(s["skeleton"], nodes, f"skins[{i}].skeleton", "nodes")
+        if "inverseBindMatrices" in s:
+            a = accessors[_index(s["inverseBindMatrices"], accessors, f"skins[{i}].inverseBindMatrices", "accessors")]
+            if a.get("type") != "MAT4" or a.get("componentType") != 5126 or a["count"] < len(joints):
+                raise GLTFError(f"skins[{i}].inverseBindMatrices: expected {len(joints)} float MAT4 matrices")
+    for i, m in enumerate(meshes):
+        prims = m.get("primitives")
+        if not isinstance(prims, list) or not prims or not all(isinstance(p, dict) for p in prims):
+            raise GLTFError(f"meshes[{i}].primitives: expected a non-empty list of objects")
+        for k, p in enumerate(prims):
+            where = f"meshes[{i}].primitives[{k}]"
+            attrs = p.get("attributes")
+            targets = p.get("targets", [])
+            if not isinstance(attrs, dict) or not isinstance(targets, list) or not all(isinstance(t, dict)
+                                                                                     for t in targets):
+                raise GLTFError(f"{where}.attributes: expected an object of accessor indices")
+            for t, table in enumerate([attrs] + targets):
+                for name, acc in table.items():
+                    _index(acc, accessors, f"{where}.{'attributes' if t == 0 else f'targets[{t - 1}]'}.{name}",
+                           "accessors")
+            if "indices" in p:
+                _index(p["indices"], accessors, f"{where}.indices", "accessors")
+            if "material" in p:
+                _index(p["material"], materials, f"{where}.material", "materials")
+    for i, t in enumerate(textures):
+        if "source" in t:
+            _index(t["source"], images, f"textures[{i}].source", "images")
+    for i, s in enumerate(scenes):
+        for n in s.get("nodes", []) if isinstance(s.get("nodes", []), list) else [None]:
+            _index(n, nodes, f"scenes[{i}].nodes", "nodes")
+    if "scene" in doc:
+        _index(doc["scene"], scenes, "scene", "scenes")
+    for i, an in enumerate(animations):
+        samplers, channels = an.get("samplers", []), an.get("channels", [])
+        if not isinstance(samplers, list) or not isinstance(channels, list) \
+                or not all(isinstance(v, dict) for v in samplers + channels):
+            raise GLTFError(f"animations[{i}]: expected lists of samplers and channels")
+        for k, sm in enumerate(samplers):
+            _index(sm.get("input"), accessors, f"animations[{i}].samplers[{k}].input", "accessors")
+            _index(sm.get("output"), accessors, f"animations[{i}].samplers[{k}].output", "accessors")
+        for k, ch in enumerate(channels):
+            _index(ch.get("sampler"), samplers, f"animations[{i}].channels[{k}].sampler", "samplers")
+            target = ch.get("target")
+            if not isinstance(target, dict):
+                raise GLTFError(f"animations[{i}].channels[{k}].target: expected an object")
+            if "node" in target:
+                _index(target["node"], nodes, f"animations[{i}].channels[{k}].target.node", "nodes")
+
+
+def _check_accessor(a: dict, i: int, views: list) -> None:
+    where = f"accessors[{i}]"
+    if a.get("componentType") not in COMPONENT_TYPES or a.get("type") not in TYPE_WIDTHS:
+        raise GLTFError(f"{where}: unknown componentType {str(a.get('componentType'))[:20]} or type "
+                        f"{str(a.get('type'))[:20]}")
+    width = TYPE_WIDTHS[a["type"]]
+    count = _int(a.get("count"), f"{where}.count", 1, MAX_ACCESSOR_VALUES // width)
+    offset = _int(a.get("byteOffset", 0), f"{where}.byteOffset")
+    if "sparse" in a:
+        raise GLTFError(f"{where}.sparse: sparse accessors are not read")
+    if "bufferView" not in a:
+        return                       # all zeros (glTF's rule); read_accessor refuses to read one
+    v = views[_index(a["bufferView"], views, f"{where}.bufferView", "bufferViews")]
+    element = np.dtype(COMPONENT_TYPES[a["componentType"]]).itemsize * width
+    stride = v.get("byteStride") or element
+    if stride < element:
+        raise GLTFError(f"{where}: stride {stride} is shorter than one {element}-byte element")
+    end = offset + stride * (count - 1) + element
+    if end > v["byteLength"]:
+        raise GLTFError(f"{where}: {count:,} rows of {element} bytes (stride {stride}) from byte {offset:,} run past "
+                        f"the end of bufferViews[{a['bufferView']}] ({v['byteLength']:,} bytes)")
+
+
+def read_accessor(glb: GLB, i: int, name: str = "") -> np.ndarray:
+    """Accessor i of a checked GLB as float64 (count, components), normalized integers scaled to [0, 1] /
+    [-1, 1]; float accessors must hold finite values. name says what it is for in errors."""
+    doc = glb.doc
+    where = f"{glb.path}: accessors[{i}]{f' ({name})' if name else ''}"
+    a = doc["accessors"][i]
+    if "bufferView" not in a:
+        raise GLTFError(f"{where}: no bufferView (nothing to read)")
+    v = doc["bufferViews"][a["bufferView"]]
+    dt = np.dtype(COMPONENT_TYPES[a["componentType"]])
+    width = TYPE_WIDTHS[a["type"]]
+    stride = v.get("byteStride") or dt.itemsize * width
+    start = v.get("byteOffset", 0) + a.get("byteOffset", 0)
+    # np.ndarray over a buffer checks the extent again (an error, never a read past the end).
+    rows = np.ndarray((a["count"], dt.itemsize * width), np.uint8, glb.blob, start, (stride, 1))
+    out = np.ascontiguousarray(rows).view(dt).reshape(a["count"], width).astype(np.float64)
+    if a.get("normalized") and dt.kind in "ui":
+        out /= np.iinfo(dt).max
+    if not np.isfinite(out).all():
+        raise GLTFError(f"{where}: holds NaN or infinite values")
+    return out
