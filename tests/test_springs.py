@@ -5,7 +5,7 @@ import pytest
 
 from motionmatch.rotations import quat_angle, quat_from_angle_axis, quat_mul_inv, quat_normalize, quat_to_scaled_angle_axis
 from motionmatch.runtime.springs import (
-    HALF_DECAY_YT, LN2, damper_exact, damping_to_halflife, decay_spring_damper_exact,
+    HALF_DECAY_YT, LN2, damper_exact, damper_factor, damping_to_halflife, decay_spring_damper_exact,
     decay_spring_damper_exact_quat, halflife_to_damping, simple_spring_damper_exact,
     simple_spring_damper_exact_quat, spring_character_predict, spring_character_update,
 )
@@ -57,6 +57,7 @@ def test_halflife_meaning():
     assert (1 + HALF_DECAY_YT) * math.exp(-HALF_DECAY_YT) == pytest.approx(0.5, abs=1e-12)
     # The exponential damper halves exactly every halflife.
     assert damper_exact(1.0, 0.0, h, h) == pytest.approx(0.5, rel=1e-4)
+    assert damper_factor(h, h) == pytest.approx(0.5, rel=1e-12)      # the compiled damper every stage uses
     # Decay reaches (numerically) zero and never crosses it from rest.
     ts = np.linspace(0, 5 * h, 200)
     xs, _ = decay_spring_damper_exact(1.0, 0.0, h, ts)

@@ -18,7 +18,7 @@ from . import settings as S
 from .controller import PX, PZ, VX, VZ, YAW
 from .dead_blending import dead_blend_offsets, dead_blend_setup
 from .inertialization import apply_offsets, quintic_eval, quintic_setup, spring_decay, transition_offsets
-from .springs import half_damping
+from .springs import damper_factor, half_damping
 from .warping import ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
 
 _TWO_PI = 2.0 * math.pi
@@ -191,7 +191,7 @@ def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz
     goal = wt[i, ROOT_GOAL_YAW] if s[S.W_ORIENTATION] != 0.0 else ctrl[i, YAW]
     if s[S.ADJUSTMENT] != 0.0:
         dx, dz = ctrl[i, PX] - rx, ctrl[i, PZ] - rz
-        k = 1.0 - 0.5 ** (dt / max(s[S.ADJ_POS_HALFLIFE], 1e-4))
+        k = damper_factor(max(s[S.ADJ_POS_HALFLIFE], 1e-4), dt)
         sx, sz = dx * k, dz * k
         n = math.hypot(sx, sz)
         limit = s[S.ADJ_MAX_RATIO] * speed * dt
@@ -200,7 +200,7 @@ def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz
         rx += sx
         rz += sz
         dyaw = remainder_2pi(goal - root_yaw[i])
-        kr = 1.0 - 0.5 ** (dt / max(s[S.ADJ_ROT_HALFLIFE], 1e-4))
+        kr = damper_factor(max(s[S.ADJ_ROT_HALFLIFE], 1e-4), dt)
         ylimit = s[S.ADJ_MAX_RATIO] * (abs(yaw_rate) + speed) * dt
         root_yaw[i] = remainder_2pi(root_yaw[i] + max(-ylimit, min(ylimit, dyaw * kr)))
     if s[S.CLAMPING] != 0.0:

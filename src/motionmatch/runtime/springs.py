@@ -1,4 +1,5 @@
-"""Exact critically damped springs (closed forms), for trajectories, gaits and inertialization.
+"""Exact critically damped springs (closed forms) and the exponential damper, for trajectories, gaits,
+inertialization and the touch-ups' smoothing.
 
 Halflife convention (as in the reference code, seed 001): damping = 4 ln2 / halflife and the spring's
 exponential rate is y = damping / 2 = 2 ln2 / halflife. A spring released from rest with offset x0
@@ -36,6 +37,13 @@ def half_damping(halflife):
     """Half the damping (1/s) of a critically damped spring with the given halflife (s): the y of
     the closed forms below (halflife_to_damping(halflife) * 0.5, eps 1e-5)."""
     return (4.0 * LN2) / (halflife + 1e-5) * 0.5
+
+
+@numba.njit(cache=True, inline="always")
+def damper_factor(halflife, dt):
+    """The share (0..1) of its distance to the goal an exponential damper (no velocity) closes in dt
+    seconds: the distance halves every `halflife` seconds. damper(x, goal) = x + (goal - x) * this."""
+    return 1.0 - 0.5 ** (dt / halflife)
 
 
 @numba.njit(cache=True)

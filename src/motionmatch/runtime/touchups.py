@@ -17,7 +17,7 @@ from ..scalar_quat import qrot
 from . import settings as S
 from .ik import legs_pose
 from .spine import bend_spine, facing_slope, smoothed_lean
-from .springs import decay_exact, half_damping, spring_exact
+from .springs import damper_factor, decay_exact, half_damping, spring_exact
 from .terrain import height_at, normal_at
 from .warping import twist_pose, twist_split
 
@@ -29,6 +29,8 @@ LOCK_COLUMNS = 15
 GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R, LEAN, LEAN_VEL = range(9)
 HEIGHT_COLUMNS = 9
 HIPS_HALFLIFE = 0.08
+# s: a foot's slope warp blends in and out with its contact (an exponential damper).
+SLOPE_BLEND_HALFLIFE = 0.05
 
 
 @numba.njit(cache=True)
@@ -223,7 +225,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
             fk_pose_into(lp, lr, parents, gp, gr)
             drop = 0.0
         # Slope warping: planted feet tilt to the ground normal (blended in and out with contact).
-        kk = 1.0 - 0.5 ** (dt / 0.05) if dt > 0 else 1.0
+        kk = damper_factor(SLOPE_BLEND_HALFLIFE, dt) if dt > 0 else 1.0
         for leg in range(2):
             ft, toe = legs[leg, 2], legs[leg, 3]
             hs[SLOPE_L + leg] += ((1.0 if contacts[i, leg] else 0.0) - hs[SLOPE_L + leg]) * kk
