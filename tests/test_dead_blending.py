@@ -19,8 +19,8 @@ def switch_steps(db, method):
     pos, vel, switched = [], [], []
     for k, move in enumerate(STICK):
         ch.step(GamepadInput(move=move, run=k > 300))
-        pos.append(ch.crowd.local[0][0][1:].copy())
-        vel.append(ch.crowd.local[2][0][1:].copy())
+        pos.append(ch.crowd.local.pos[0][1:].copy())
+        vel.append(ch.crowd.local.vel[0][1:].copy())
         switched.append(ch.crowd.searches_last_tick > 0 and bool(ch.crowd.jumped[0]))
     pos, vel = np.array(pos), np.array(vel)
     k = np.flatnonzero(switched)

@@ -12,7 +12,7 @@ from motionmatch.kinematics import forward_kinematics
 from motionmatch.rotations import quat_between, quat_from_angle_axis, quat_mul, quat_normalize, quat_rotate
 from motionmatch.runtime.ik import (apply_leg_ik, globals_to_locals, toe_ground_fix,
                                     two_joint_ik)
-from motionmatch.runtime.touchups import LOCK_COLUMNS, LOCKED, foot_lock_update
+from motionmatch.runtime.touchups import FOOT_LOCK, foot_lock_update
 from motionmatch.skeleton import find_roles
 
 JLPM = Path("/work/shared/mocap/jlpm22-locomotion/locomotion_take1.bvh")
@@ -130,10 +130,10 @@ def test_toe_ground_fix():
 
 
 class FootLocker:
-    """One foot's lock state row driven through touchups.foot_lock_update."""
+    """One foot's lock record driven through touchups.foot_lock_update."""
 
     def __init__(self, unlock_radius, halflife, glide_halflife=0.01, relock_speed=0.0):
-        self.state = np.zeros(LOCK_COLUMNS)
+        self.state = np.zeros(1, FOOT_LOCK)[0]
         self.unlock_radius, self.halflife, self.glide_halflife = unlock_radius, halflife, glide_halflife
         self.relock_speed = relock_speed
 
@@ -141,7 +141,7 @@ class FootLocker:
         return np.array(foot_lock_update(self.state, contact, float(p[0]), float(p[1]), float(p[2]), dt,
                                          self.unlock_radius, self.halflife, self.glide_halflife, self.relock_speed))
 
-    locked = property(lambda self: self.state[LOCKED] != 0.0)
+    locked = property(lambda self: bool(self.state["locked"]))
 
 
 def test_foot_locker_holds_then_blends_out():

@@ -37,7 +37,7 @@ def test_learned_character_walks_a_scenario_without_nan(tiny_model, jlpm_db):
     # The start pose is the decompressed projection of the start frame's features, not the database's.
     x, z = inference.project(model, jlpm_db.features.raw[ch.frame])
     start = inference.decompress(model, x, z)
-    np.testing.assert_allclose(ch.crowd.local[1][0, 1:], start.rotations[1:], atol=1e-5)
+    np.testing.assert_allclose(ch.crowd.local.rot[0, 1:], start.rotations[1:], atol=1e-5)
     hips = []
     script = [GamepadInput(move=(0.0, 1.0))] * 90 + [GamepadInput(move=(1.0, 0.0))] * 60 + [GamepadInput()] * 30
     for inp in script:

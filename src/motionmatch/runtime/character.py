@@ -203,15 +203,15 @@ class Character:
         lp, lr = np.array(lp, dtype=np.float64), np.array(lr, dtype=np.float64)
         lp[0] = self.root_pos
         lr[0] = self.root_rot
-        return forward_kinematics(lp, lr, self.crowd.rig[0])[0]
+        return forward_kinematics(lp, lr, self.crowd.rig.parents)[0]
 
     def pose_before_inertialization(self) -> np.ndarray:
         """(J, 3) world joint positions of the raw database pose playing now, placed at the root."""
-        return self._placed(self.crowd.anim[0][0], self.crowd.anim[1][0])
+        return self._placed(self.crowd.anim.pos[0], self.crowd.anim.rot[0])
 
     def pose_before_touchups(self) -> np.ndarray:
         """(J, 3) world joint positions after inertialization, before warping, foot locking and IK."""
-        return self._placed(self.crowd.local[0][0], self.crowd.local[1][0])
+        return self._placed(self.crowd.local.pos[0], self.crowd.local.rot[0])
 
     def debug(self) -> dict:
         """State for overlays and HUDs (lists of floats, JSON-ready). Called every frame by the app,

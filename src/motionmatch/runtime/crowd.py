@@ -29,14 +29,16 @@ from . import learned
 from . import settings as S
 from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
                          new_state, reset_state)
-from .matching import (FORCE, SEARCH_COLUMNS, TIMER, plan_serial, plan_stage, predict_stage, query_serial,
+from .inertialization import new_offsets
+from .matching import (FORCE, SEARCH_COLUMNS, TIMER, Desired, plan_serial, plan_stage, predict_stage, query_serial,
                        query_stage, trajectory_layout)
-from .playback import playback_serial, playback_stage, transition_stage
+from .playback import Frames, Playhead, Root, Source, new_pose, playback_serial, playback_stage, transition_stage
 from .requests import Requests
 from .settings import CharacterSettings
 from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
-from .touchups import HEIGHT_COLUMNS, LOCK_COLUMNS, output_serial, output_stage
+from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, Display, Feet, Rig, Terrain, output_serial,
+                       output_stage)
 from .warping import PoseWarpRig, clip_speeds, new_warp_table
 
 
@@ -195,11 +197,12 @@ class Crowd:
         self.stop_of = shared(db, "stop_of", lambda: np.asarray(db.range_stops, dtype=np.int64)[self.range_of])
         self.clip_speed = shared(db, "clip_speed",
                                  lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
-        self.db_arrays = (np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
+        self.db_arrays = Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
         self.future_speeds = shared(db, "future_speeds", lambda: future_speeds(
             rvel, db.range_stops, horizon_frames(db.features.schema), db.fps))
         self.raw_features = np.ascontiguousarray(db.features.raw)
         self.contacts_db = np.ascontiguousarray(db.contacts)
+        self.source = Source(self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db)
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
         self.traj_times = self.traj_offsets / float(db.fps)
         self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
@@ -210,7 +213,7 @@ class Crowd:
                          for side in ("left", "right")], dtype=np.int64)
         reach = np.array([0.995 * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
                           for _, lo, ft, _ in legs])
-        self.rig = (parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
+        self.rig = Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
         self.set_terrain(None)
         # State, one row per character.
         self.ctrl = new_state(n, self.controller_settings)
@@ -220,21 +223,24 @@ class Crowd:
         self.frame_frac = np.zeros(n)
         self.rate, self.stride, self.warp_angle = np.ones(n), np.ones(n), np.zeros(n)
         self.root_pos, self.root_yaw, self.root_vel = np.zeros((n, 3)), np.zeros(n), np.zeros((n, 3))
-        self.inert = (np.zeros((n, J, 3)), np.zeros((n, J, 3)), np.zeros((n, J, 3)), np.zeros((n, J, 3)),
-                      np.zeros((n, J, 10)), np.zeros((n, J, 10)), np.zeros(n))
-        self.local = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
-        self.anim = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
-        self.scratch = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)),
-                        np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
-        self.out = (np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 4)))
+        self.play = Playhead(self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle)
+        self.root = Root(self.root_pos, self.root_yaw, self.root_vel)
+        self.inert = new_offsets(n, J)
+        self.local = new_pose(n, J)       # the shown (inertialized) pose
+        self.anim = new_pose(n, J)        # the animation's pose
+        self.scratch = (new_pose(n, J), new_pose(n, J))     # a transition's source and destination poses
         self.heights_state = np.zeros((n, HEIGHT_COLUMNS))
-        self.locks = np.zeros((n, 2, LOCK_COLUMNS))
+        self.locks = np.zeros((n, 2), dtype=FOOT_LOCK)
         self.locked = np.zeros((n, 2), dtype=np.bool_)
+        self.feet = Feet(self.heights_state, self.locks, self.locked)
         self.contacts = np.zeros((n, 2), dtype=np.bool_)
         self.global_positions = np.zeros((n, J, 3), dtype=np.float32)
         self.global_rotations = np.zeros((n, J, 4), dtype=np.float32)
+        self.out = Display(np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 4)),
+                           self.global_positions, self.global_rotations)
         self.traj_pos = np.zeros((n, len(self.traj_offsets), 3))
         self.traj_rot = np.zeros((n, len(self.traj_offsets), 4))
+        self.desired = Desired(self.traj_pos, self.traj_rot, self.traj_times, self.traj_layout)
         # The last search of each character (for debugging tools).
         self.last_query = np.zeros((n, F), dtype=np.float32)
         self.last_best = np.full(n, -1, dtype=np.int64)
@@ -285,7 +291,7 @@ class Crowd:
                 for a in self.inert:
                     a[i] = 0.0
             if not self.settings[i].foot_locking:
-                self.locks[i] = 0.0
+                self.locks[i] = 0
         # Agents searched together: same searcher, mask and bias.
         groups = {}
         for i in range(self.n):
@@ -323,12 +329,13 @@ class Crowd:
         (critically damped, `halflife` s), the leg IK puts the feet on it."""
         self.terrain_field = terrain
         if terrain is None:
-            self.terrain = (False, np.zeros((2, 2)), 0.0, 0.0, 1.0, float(halflife))
+            self.terrain = Terrain(False, np.zeros((2, 2)), 0.0, 0.0, 1.0, float(halflife))
         else:
-            self.terrain = (True, np.ascontiguousarray(terrain.heights, dtype=np.float64), float(terrain.origin[0]),
-                            float(terrain.origin[1]), float(terrain.cell), float(halflife))
+            self.terrain = Terrain(True, np.ascontiguousarray(terrain.heights, dtype=np.float64),
+                                   float(terrain.origin[0]), float(terrain.origin[1]), float(terrain.cell),
+                                   float(halflife))
         if hasattr(self, "heights_state"):
-            self.heights_state[:, 2] = 0.0     # the ground smoothing restarts from the new ground
+            self.heights_state[:, HAS_GROUND] = 0.0     # the ground smoothing restarts from the new ground
 
     def reset_agent(self, i: int, position=(0.0, 0.0, 0.0), yaw: float = 0.0, start_frame=None) -> None:
         """Agent i stands at `position` facing `yaw` (radians, 0 faces +Z, positive turns +Z toward +X),
@@ -350,13 +357,13 @@ class Crowd:
         self.root_pos[i] = [float(c) for c in position]
         self.root_yaw[i] = float(yaw)
         self.root_vel[i] = 0.0
-        lp, lr, lv, lw = self.local
-        vel, ang = self.velocities[0], self.velocities[1]
-        lp[i], lr[i], lv[i], lw[i] = db.positions[f], db.rotations[f], vel[f], ang[f]
+        frames, row = self.db_arrays, f
         if self.learned is not None:
             learned.start(self.learned, i, self.raw_features[f])
-            pose = self.learned.pose
-            lp[i], lr[i], lv[i], lw[i] = pose[0][i], pose[1][i], pose[2][i], pose[3][i]
+            frames, row = self.learned.pose, i     # its own pose row
+        local = self.local
+        local.pos[i], local.rot[i] = frames.positions[row], frames.rotations[row]
+        local.vel[i], local.angvel[i] = frames.vel[row], frames.angvel[row]
         for a in self.inert:
             a[i] = 0.0
         self.search_state[i] = 0.0
@@ -366,7 +373,7 @@ class Crowd:
         self.phase[i] = (i * 0.6180339887498949) % 1.0     # golden-ratio spread; agent 0 (a Character): 0
         self.transitions[i] = 0
         self.contacts[i] = False
-        self.locks[i] = 0.0
+        self.locks[i] = 0
         self.heights_state[i] = 0.0
         self.last_best[i], self.last_current[i] = -1, -1
         self.last_search_time[i] = np.nan
@@ -409,16 +416,15 @@ class Crowd:
         t1 = time.perf_counter()
         # The pose source: the next database frame, or the learned agents' stepped and decompressed pose.
         if L is None:
-            source = (self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db)
-            frame, frac = self.frame, self.frame_frac
-            timescale_stage(dt, self.ctrl, self.warp, self.packed, frame, *self.future_speeds, self.rate, self.stride)
+            source, play = self.source, self.play
+            timescale_stage(dt, self.ctrl, self.warp, self.packed, self.frame, *self.future_speeds, self.rate,
+                            self.stride)
         else:
             learned.advance(L, self.rate, dt)
-            source = (L.pose, L.speeds, L.stop, L.contacts)
-            frame, frac = L.frame, L.frac
-        (playback_stage if self.parallel else playback_serial)(dt, *source, self.ctrl, self.warp,
-                       self.packed, frame, frac, self.rate, self.stride, self.warp_angle, self.inert,
-                       self.local, self.root_pos, self.root_yaw, self.root_vel, self.contacts, self.anim)
+            source, play = Source(L.pose, L.speeds, L.stop, L.contacts), self._learned_play()
+        (playback_stage if self.parallel else playback_serial)(dt, source, self.ctrl, self.warp, self.packed, play,
+                                                               self.inert, self.local, self.root, self.contacts,
+                                                               self.anim)
         t2 = time.perf_counter()
         self._output(dt, self.everyone)
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
@@ -471,8 +477,8 @@ class Crowd:
         to = start + off
         if to != self.frame[i]:
             self.transitions[i] += 1
-            transition_stage(np.array([i]), np.array([to]), self.db_arrays, self.inert, self.frame, self.frame_frac,
-                             self.rate, self.packed, self.stop_of, self.scratch)
+            transition_stage(np.array([i]), np.array([to]), self.db_arrays, self.stop_of, self.inert, self.play,
+                             self.packed, self.scratch)
         self.clip_hold[i] = True
 
     def _search(self, agents: np.ndarray, predictor) -> None:
@@ -489,8 +495,9 @@ class Crowd:
         raw = np.empty((len(agents), self.raw_features.shape[1]))
         L = self.learned
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
-        (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, features, frame, self.traj_pos, self.traj_rot, self.traj_times, self.ctrl,
-                    self.warp, self.packed, self.root_pos, self.root_yaw, self.traj_layout, raw)
+        (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, features, frame, self.desired,
+                                                                        self.ctrl, self.warp, self.packed, self.root,
+                                                                        raw)
         if len(self.height_layout):
             height_query(agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
         if L is not None:
@@ -521,8 +528,8 @@ class Crowd:
         jump = (best >= 0) & (best != self.frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
-            transition_stage(agents[jump], best[jump], self.db_arrays, self.inert, self.frame, self.frame_frac,
-                             self.rate, self.packed, self.stop_of, self.scratch)
+            transition_stage(agents[jump], best[jump], self.db_arrays, self.stop_of, self.inert, self.play,
+                             self.packed, self.scratch)
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose
@@ -534,9 +541,14 @@ class Crowd:
         self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
         if jump.any():
             movers = agents[jump]
-            transition_stage(movers, self.n + movers, L.pose, self.inert, L.frame, L.frac, self.rate, self.packed,
-                             L.stop, self.scratch)
+            transition_stage(movers, self.n + movers, L.pose, L.stop, self.inert, self._learned_play(), self.packed,
+                             self.scratch)
             L.frame[movers] = movers
+
+    def _learned_play(self) -> Playhead:
+        """The playhead of learned agents: each plays its own pose row (rate, stride and warp are the crowd's)."""
+        L = self.learned
+        return self.play._replace(frame=L.frame, frac=L.frac)
 
     def _searched(self, agents, best, cost, jump) -> None:
         """Bookkeeping after a search: timers, the debugging record, transition counts."""
@@ -553,10 +565,9 @@ class Crowd:
         self.transitions[agents[jump]] += 1
 
     def _output(self, dt: float, only) -> None:
-        (output_stage if len(only) >= PARALLEL_FROM else output_serial)(only, float(dt), self.local, self.root_pos, self.root_yaw, self.warp_angle, self.stride, self.root_vel,
-                     self.contacts, self.packed, self.rig, self.terrain, self.heights_state, self.locks, self.locked,
-                     self.out, self.global_positions, self.global_rotations,
-                     0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
+        (output_stage if len(only) >= PARALLEL_FROM else output_serial)(
+            only, float(dt), self.local, self.root, self.play, self.contacts, self.packed, self.rig, self.terrain,
+            self.feet, self.out, 0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
 
     # ------------------------------------------------------------------------------------------
     # outputs
@@ -592,12 +603,19 @@ class Crowd:
 
     def state_bytes(self) -> int:
         """Bytes held by the crowd's per-character arrays (not the shared per-database ones)."""
-        total = 0
+        seen = {}
+
+        def collect(v):
+            if isinstance(v, tuple):
+                for x in v:
+                    collect(x)
+            elif isinstance(v, np.ndarray) and v.ndim and len(v) == self.n:
+                seen[id(v)] = v.nbytes     # records share the crowd's arrays: each counted once
+
         for v in vars(self).values():
-            arrays = v if isinstance(v, tuple) else (v,)
-            total += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray) and a.ndim and len(a) == self.n)
-        return int(total)
+            collect(v)
+        return int(sum(seen.values()))
 
     def local_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Agent i's output local pose (J, 3) / (J, 4), joint 0 the character root in the world (for BVH)."""
-        return self.out[0][i].copy(), self.out[1][i].copy()
+        return self.out.local_pos[i].copy(), self.out.local_rot[i].copy()

@@ -53,11 +53,13 @@ def blend_weight(t, blend_time):
 
 
 @numba.njit(cache=True)
-def dead_blend_offsets(pos_params, rot_params, t, decay_halflife, blend_time, dst_p, dst_v, dst_r, dst_w,
-                       off_p, off_v, off_r, off_w):
-    """The blend t seconds after the switch as offsets from the new animation's pose dst_* (J joints),
-    into off_* (apply_offsets shows it). All zero from blend_time on, and while no blend was set up
-    (parameters all zero, as after a reset)."""
+def dead_blend_offsets(pos_params, rot_params, t, decay_halflife, blend_time, dst, off):
+    """The blend t seconds after the switch as offsets from the new animation's pose dst = (positions,
+    velocities, rotations, angular velocities) (J joints each) into off = (the same four offsets;
+    apply_offsets shows them). All zero from blend_time on, and while no blend was set up (parameters
+    all zero, as after a reset)."""
+    dst_p, dst_v, dst_r, dst_w = dst
+    off_p, off_v, off_r, off_w = off
     a, da = blend_weight(t, blend_time)
     J = dst_p.shape[0]
     idle = rot_params[0, 0] == 0.0 and rot_params[0, 1] == 0.0 and rot_params[0, 2] == 0.0 and rot_params[0, 3] == 0.0

@@ -272,14 +272,16 @@ def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_
 
 
 @numba.njit(cache=True)
-def _solve_leg_kernel(gpos, grot, parents, up, lo, ft, toe, tx, ty, tz, has_ground, toe_ground, local):
-    """_solve_leg with a toe joint, compiled: the same arithmetic, local rotations written in place."""
+def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, local):
+    """_solve_leg with a toe joint, compiled: the same arithmetic, local rotations written in place.
+    leg: (upper leg, lower leg, foot, toe) joints; tgt (3,) the ankle target."""
+    up, lo, ft, toe = leg[0], leg[1], leg[2], leg[3]
     c = gpos[ft]
     toe_vec = np.empty(3)
     target = np.empty(3)
     for k in range(3):
         toe_vec[k] = gpos[toe, k] - c[k]
-    target[0], target[1], target[2] = tx, ty, tz
+        target[k] = tgt[k]
     out_a = np.empty(4)
     out_b = np.empty(4)
     out_c = np.empty(3)
@@ -303,15 +305,15 @@ def _solve_leg_kernel(gpos, grot, parents, up, lo, ft, toe, tx, ty, tz, has_grou
 
 
 @numba.njit(cache=True)
-def legs_pose(lpos, lrot, gpos, grot, parents, legs, ltx, lty, ltz, rtx, rty, rtz,
-                      ground_mask, left_ground, right_ground, drop):
+def legs_pose(lpos, lrot, gpos, grot, parents, legs, targets, ground_mask, grounds, drop):
+    """Both legs toward their ankle targets (2, 3) and the pose's forward kinematics (apply_leg_ik_in_place);
+    bit k of ground_mask: leg k's toe is kept above grounds[k] (m)."""
     if drop != 0.0:
         lpos[0, 1] -= drop
         fk_pose_into(lpos, lrot, parents, gpos, grot)
-    _solve_leg_kernel(gpos, grot, parents, legs[0, 0], legs[0, 1], legs[0, 2], legs[0, 3], ltx, lty, ltz,
-                      (ground_mask & 1) != 0, left_ground, lrot)
-    _solve_leg_kernel(gpos, grot, parents, legs[1, 0], legs[1, 1], legs[1, 2], legs[1, 3], rtx, rty, rtz,
-                      (ground_mask & 2) != 0, right_ground, lrot)
+    for leg in range(2):
+        _solve_leg_kernel(gpos, grot, parents, legs[leg], targets[leg], (ground_mask & (1 << leg)) != 0, grounds[leg],
+                          lrot)
     fk_pose_into(lpos, lrot, parents, gpos, grot)
 
 
@@ -336,7 +338,6 @@ def apply_leg_ik_in_place(local_pos: np.ndarray, local_rot: np.ndarray, gpos: np
     """
     lg, rg = toe_ground
     mask = (lg is not None) | ((rg is not None) << 1)
-    legs_pose(local_pos, local_rot, gpos, grot, parents, legs,
-                      float(left_target[0]), float(left_target[1]), float(left_target[2]),
-                      float(right_target[0]), float(right_target[1]), float(right_target[2]),
-                      int(mask), 0.0 if lg is None else float(lg), 0.0 if rg is None else float(rg), float(drop))
+    targets = np.array([left_target, right_target], dtype=np.float64).reshape(2, 3)
+    grounds = np.array([0.0 if lg is None else float(lg), 0.0 if rg is None else float(rg)])
+    legs_pose(local_pos, local_rot, gpos, grot, parents, legs, targets, int(mask), grounds, float(drop))

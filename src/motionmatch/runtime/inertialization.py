@@ -13,22 +13,45 @@ and are added to the new animation's pose. Two decay laws:
   offsets: the shown pose coasts on its velocity (halving every halflife) and is cross-faded to the
   new animation over blend_time.
 
-All joints are processed in one compiled loop (numba) so update costs a few microseconds. Angular
-velocities follow the convention of springs.py (q' = 1/2 w q).
+`start` (at a transition) and `step` (every tick) dispatch on the method for one character of a crowd
+(runtime/playback.py); all joints are processed in one compiled loop. Angular velocities follow the
+convention of springs.py (q' = 1/2 w q).
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
-from .springs import decay_exact, halflife_to_damping
-
 from ..scalar_quat import qexp as _qexp, qlog as _qlog, qmul as _qmul, qrot as _qrot
 from .dead_blending import dead_blend_offsets, dead_blend_setup
+from .settings import INERTIALIZATION_METHODS
+from .springs import decay_exact, half_damping
 
-METHODS = ("spring", "quintic", "dead_blending")
+# The methods as packed in a settings row (their index in settings.INERTIALIZATION_METHODS).
+SPRING, QUINTIC, OFF, DEAD_BLENDING = (INERTIALIZATION_METHODS.index(m)
+                                       for m in ("spring", "quintic", "off", "dead_blending"))
+
+
+class Offsets(NamedTuple):
+    """The running inertialization of n characters (J joints), one row each."""
+
+    pos: np.ndarray          # (n, J, 3) position offsets, m
+    vel: np.ndarray          # (n, J, 3) their velocities, m/s
+    rot: np.ndarray          # (n, J, 3) rotation offsets, scaled angle axis applied on the left
+    angvel: np.ndarray       # (n, J, 3) angular velocity offsets, rad/s
+    pos_params: np.ndarray   # (n, J, 10) quintic coefficients / dead blending start state of positions
+    rot_params: np.ndarray   # (n, J, 10) the same of rotations
+    time: np.ndarray         # (n,) seconds since the transition
+
+
+def new_offsets(n: int, num_joints: int) -> Offsets:
+    """No offsets running for n characters."""
+    J = num_joints
+    return Offsets(np.zeros((n, J, 3)), np.zeros((n, J, 3)), np.zeros((n, J, 3)), np.zeros((n, J, 3)),
+                   np.zeros((n, J, 10)), np.zeros((n, J, 10)), np.zeros(n))
 
 
 @numba.njit(cache=True)
@@ -121,101 +144,59 @@ def apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p,
 
 
 @numba.njit(cache=True)
-def _spring_update_kernel(off_p, off_v, off_r, off_w, y, dt, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
-    """Spring decay of all offsets and their application in one call (one character frame)."""
-    spring_decay(off_p, off_v, y, dt)
-    spring_decay(off_r, off_w, y, dt)
-    apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w)
+def start(off, i, method, halflife, blend_time, src, dst):
+    """A transition of character i: its offsets (Offsets) take over the difference between src, the
+    pose it was playing, and dst, the new one (row i of two playback.Pose records, both as they would
+    play now). method: SPRING, QUINTIC, OFF or DEAD_BLENDING; halflife, blend_time in seconds.
+    Dead blending overwrites src's row with the pose on screen."""
+    op, ov, orr, ow = off.pos[i], off.vel[i], off.rot[i], off.angvel[i]
+    sp, sr, sv, sw = src.pos[i], src.rot[i], src.vel[i], src.angvel[i]
+    dp, dr, dv, dw = dst.pos[i], dst.rot[i], dst.vel[i], dst.angvel[i]
+    if method == OFF:
+        op[:] = 0.0
+        ov[:] = 0.0
+        orr[:] = 0.0
+        ow[:] = 0.0
+        off.pos_params[i] = 0.0
+        off.rot_params[i] = 0.0
+    elif method == DEAD_BLENDING:
+        # The pose on screen (source + running offsets), in place of the source pose.
+        apply_offsets(op, ov, orr, ow, sp, sv, sr, sw, sp, sv, sr, sw)
+        dead_blend_setup(sp, sv, sr, sw, off.pos_params[i], off.rot_params[i])
+        dead_blend_offsets(off.pos_params[i], off.rot_params[i], 0.0, halflife, blend_time, (dp, dv, dr, dw),
+                           (op, ov, orr, ow))
+    else:
+        transition_offsets(op, ov, orr, ow, sp, sv, sr, sw, dp, dv, dr, dw)
+        if method == QUINTIC:
+            quintic_setup(op, ov, blend_time, off.pos_params[i])
+            quintic_setup(orr, ow, blend_time, off.rot_params[i])
+            quintic_eval(off.pos_params[i], 0.0, op, ov)
+            quintic_eval(off.rot_params[i], 0.0, orr, ow)
+    off.time[i] = 0.0
 
 
-class Inertializer:
-    """Per-joint inertialization of local positions, rotations and their velocities.
-
-    transition(src..., dst...) at an animation switch: src_* is the pose the source animation would
-    show now without inertialization (the raw database pose), dst_* the new animation's pose at the
-    same instant. The offsets already running are carried over, so the output continues from what
-    was on screen (with no offsets running: offsets = src - dst). Then every frame
-    update(dst..., dt) decays the offsets by dt and returns the inertialized pose
-    (pos (J,3), vel (J,3), rot (J,4), angvel (J,3), float64). update(..., dt=0) right after a
-    transition returns exactly the shown source pose.
-
-    method: "spring" (halflife, s), "quintic" (blend_time, s) or "dead_blending" (velocity decay
-    halflife and blend_time, s). Joint 0 (the simulation bone) or the
-    root can be included or left out by the caller: the arrays are used as given.
-    """
-
-    def __init__(self, num_joints: int, method: str = "spring", halflife: float = 0.1, blend_time: float = 0.3):
-        if method not in METHODS:
-            raise ValueError(f"inertialization method: expected one of {METHODS}, got {method!r}")
-        if halflife <= 0.0 or blend_time <= 0.0:
-            raise ValueError("inertialization halflife and blend_time must be positive")
-        self.num_joints = int(num_joints)
-        self.method = method
-        self.halflife = float(halflife)
-        self.blend_time = float(blend_time)
-        self.reset()
-
-    def reset(self) -> None:
-        """Drop all offsets."""
-        J = self.num_joints
-        self.off_pos = np.zeros((J, 3))
-        self.off_vel = np.zeros((J, 3))
-        self.off_rot = np.zeros((J, 3))      # scaled angle axis, applied on the left
-        self.off_angvel = np.zeros((J, 3))
-        self._pos_params = np.zeros((J, 10))
-        self._rot_params = np.zeros((J, 10))
-        self._time = 0.0
-
-    @property
-    def active(self) -> bool:
-        """Whether any offset is still noticeably non-zero."""
-        return bool(np.abs(self.off_pos).max() > 1e-6 or np.abs(self.off_rot).max() > 1e-6)
-
-    def transition(self, src_pos, src_vel, src_rot, src_angvel, dst_pos, dst_vel, dst_rot, dst_angvel) -> None:
-        """Start a transition from the source pose to the destination pose (all (J,3) / (J,4))."""
-        if self.method == "dead_blending":
-            J = self.num_joints
-            shown = (np.empty((J, 3)), np.empty((J, 3)), np.empty((J, 4)), np.empty((J, 3)))
-            apply_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
-                          *(np.asarray(a) for a in (src_pos, src_vel, src_rot, src_angvel)), *shown)
-            dead_blend_setup(*shown, self._pos_params, self._rot_params)
-            dead_blend_offsets(self._pos_params, self._rot_params, 0.0, self.halflife, self.blend_time,
-                               *(np.asarray(a) for a in (dst_pos, dst_vel, dst_rot, dst_angvel)),
-                               self.off_pos, self.off_vel, self.off_rot, self.off_angvel)
-            self._time = 0.0
-            return
-        transition_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
-                           *(np.asarray(a) for a in (src_pos, src_vel, src_rot, src_angvel,
-                                                     dst_pos, dst_vel, dst_rot, dst_angvel)))
-        if self.method == "quintic":
-            quintic_setup(self.off_pos, self.off_vel, self.blend_time, self._pos_params)
-            quintic_setup(self.off_rot, self.off_angvel, self.blend_time, self._rot_params)
-            # The offsets now hold the polynomials at t = 0 (velocity only along the offset direction).
-            quintic_eval(self._pos_params, 0.0, self.off_pos, self.off_vel)
-            quintic_eval(self._rot_params, 0.0, self.off_rot, self.off_angvel)
-        self._time = 0.0
-
-    def update(self, dst_pos, dst_vel, dst_rot, dst_angvel, dt: float):
-        """Decay the offsets by dt seconds and return the inertialized (pos, vel, rot, angvel)."""
-        dt = float(dt)
-        J = self.num_joints
-        out_p, out_v, out_w = np.empty((J, 3)), np.empty((J, 3)), np.empty((J, 3))
-        out_r = np.empty((J, 4))
-        if self.method == "spring":
-            y = halflife_to_damping(self.halflife) * 0.5
-            _spring_update_kernel(self.off_pos, self.off_vel, self.off_rot, self.off_angvel, y, dt,
-                                  np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot),
-                                  np.asarray(dst_angvel), out_p, out_v, out_r, out_w)
-            return out_p, out_v, out_r, out_w
-        self._time += dt
-        if self.method == "dead_blending":
-            dead_blend_offsets(self._pos_params, self._rot_params, self._time, self.halflife, self.blend_time,
-                               np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot),
-                               np.asarray(dst_angvel), self.off_pos, self.off_vel, self.off_rot, self.off_angvel)
-        else:
-            quintic_eval(self._pos_params, self._time, self.off_pos, self.off_vel)
-            quintic_eval(self._rot_params, self._time, self.off_rot, self.off_angvel)
-        apply_offsets(self.off_pos, self.off_vel, self.off_rot, self.off_angvel,
-                      np.asarray(dst_pos), np.asarray(dst_vel), np.asarray(dst_rot), np.asarray(dst_angvel),
-                      out_p, out_v, out_r, out_w)
-        return out_p, out_v, out_r, out_w
+@numba.njit(cache=True)
+def step(off, i, method, halflife, blend_time, dt, anim, out):
+    """Character i's offsets dt seconds on, applied to its animation pose `anim` into `out` (row i of
+    two playback.Pose records). method and times as in `start`."""
+    op, ov, orr, ow = off.pos[i], off.vel[i], off.rot[i], off.angvel[i]
+    ap, ar, av, aw = anim.pos[i], anim.rot[i], anim.vel[i], anim.angvel[i]
+    if method == OFF:
+        out.pos[i] = ap
+        out.vel[i] = av
+        out.rot[i] = ar
+        out.angvel[i] = aw
+        return
+    if method == SPRING:
+        y = half_damping(halflife)
+        spring_decay(op, ov, y, dt)
+        spring_decay(orr, ow, y, dt)
+    elif method == DEAD_BLENDING:
+        off.time[i] += dt
+        dead_blend_offsets(off.pos_params[i], off.rot_params[i], off.time[i], halflife, blend_time,
+                           (ap, av, ar, aw), (op, ov, orr, ow))
+    else:
+        off.time[i] += dt
+        quintic_eval(off.pos_params[i], off.time[i], op, ov)
+        quintic_eval(off.rot_params[i], off.time[i], orr, ow)
+    apply_offsets(op, ov, orr, ow, ap, av, ar, aw, out.pos[i], out.vel[i], out.rot[i], out.angvel[i])

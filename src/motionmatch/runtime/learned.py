@@ -19,7 +19,7 @@ from ..lmm.model import LearnedModel, check_model_fits, load_model
 from ..database import planted_toe_height_m
 from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED
 from .matching import FORCE
-from .playback import transition_stage
+from .playback import Frames, Playhead, transition_stage
 
 # m/s: the fastest decompressed toe that can be planted. The database's rule (CONTACT_SPEED, 0.4) is
 # made for captured plants; a decompressed planted toe moves faster (its velocity is a network output
@@ -46,7 +46,7 @@ class LearnedSource(NamedTuple):
     x: np.ndarray            # (n, F) float32 normalized features (the model's normalization)
     z: np.ndarray            # (n, Z) float32 latents
     raw: np.ndarray          # (n, F) float64 features of each agent's current x in database units
-    pose: tuple              # positions, rotations, velocities, angular velocities (2n, J, ...), root vel/ang (2n, 3)
+    pose: Frames             # (2n, ...) rows: each agent's pose this tick, then the poses searches projected to
     contacts: np.ndarray     # (2n, 2) bool
     speeds: np.ndarray       # (2n,) float32 horizontal root speed m/s (what stride warping compares with)
     frame: np.ndarray        # (n,) int64 the row each agent plays (its own)
@@ -73,8 +73,9 @@ def new_source(model: LearnedModel, db, n: int) -> LearnedSource:
     """Zeroed learned state for n agents, arrays typed like the database's so the stages compile once."""
     J, F = db.num_joints, model.num_features
     pos_t, rot_t = np.asarray(db.positions).dtype, np.asarray(db.rotations).dtype
-    pose = (np.zeros((2 * n, J, 3), pos_t), np.zeros((2 * n, J, 4), rot_t), np.zeros((2 * n, J, 3), np.float32),
-            np.zeros((2 * n, J, 3), np.float32), np.zeros((2 * n, 3), np.float32), np.zeros((2 * n, 3), np.float32))
+    pose = Frames(np.zeros((2 * n, J, 3), pos_t), np.zeros((2 * n, J, 4), rot_t), np.zeros((2 * n, J, 3), np.float32),
+                  np.zeros((2 * n, J, 3), np.float32), np.zeros((2 * n, 3), np.float32),
+                  np.zeros((2 * n, 3), np.float32))
     xz = F + model.latent_size
     work = (np.zeros((n, xz), np.float32), np.zeros((n, xz), np.float32),
             np.zeros((n, model.decompressor.outputs), np.float32), np.zeros((n, F), np.float32),
@@ -109,8 +110,8 @@ def _join(x, z, out):
 
 
 @numba.njit(cache=True)
-def _write_pose(rows, x, z, decompressor, work, feet, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds):
-    """Decompress (x, z) (m, ...) into pose rows `rows` (m,) of the pose arrays, contacts and speeds.
+def _write_pose(rows, x, z, decompressor, work, feet, pose, contacts, speeds):
+    """Decompress (x, z) (m, ...) into rows `rows` (m,) of `pose` (Frames), contacts and speeds.
 
     A foot is in contact when the decompressor says so or when the decompressed toe is near its floor
     (the database build's CONTACT_HEIGHT, preprocess.foot_contacts) and slower than the speed limit of
@@ -120,6 +121,7 @@ def _write_pose(rows, x, z, decompressor, work, feet, pos, rot, vel, ang, root_v
     velocity output (a finite difference between ticks measured worse: every projection jump breaks it)."""
     xz, _, y, _, a, b = work
     parents, toes, floor, toe_speed = feet
+    pos, rot, vel, ang, root_vel, root_ang = pose
     J = parents.shape[0]
     gp, gv, gw, gr = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 3)), np.zeros((J, 4))
     m = x.shape[0]
@@ -144,8 +146,8 @@ def write_pose(src: LearnedSource, rows: np.ndarray, x: np.ndarray, z: np.ndarra
     """Decompress (x, z) (len(rows), ...) into pose rows `rows`."""
     m = src.model
     _write_pose(np.asarray(rows, dtype=np.int64), np.ascontiguousarray(x, np.float32),
-                np.ascontiguousarray(z, np.float32), m.decompressor.kernel_args, src.work, contact_rule(src), *src.pose, src.contacts,
-                src.speeds)
+                np.ascontiguousarray(z, np.float32), m.decompressor.kernel_args, src.work, contact_rule(src), src.pose,
+                src.contacts, src.speeds)
 
 
 def contact_rule(src: LearnedSource) -> tuple:
@@ -209,9 +211,10 @@ def pose_features(agents, parents, channels, pos, rot, vel, ang, raw):
 
 
 @numba.njit(cache=True)
-def _search(agents, raw_queries, push, drift, projector, offset, scale, shown, moving, x, work, q, pushed, px, pz,
-            cost, current):
-    """Normalized queries q, projections (px, pz), their costs and the costs of staying of `agents`.
+def _search(agents, raw_queries, push, drift, projector, normalization, columns, x, work, results):
+    """Normalized queries q, projections (px, pz), their costs and the costs of staying of `agents`, into
+    results = (q, pushed, px, pz, cost, current); normalization = (feature offset, scale); columns = (shown,
+    moving) (LearnedSource).
 
     The projector regresses toward the data's mean: its projections fall short of what the query's
     trajectory asks (a walk start projects to poses slower than the frames they stand for, a stop to
@@ -226,6 +229,9 @@ def _search(agents, raw_queries, push, drift, projector, offset, scale, shown, m
     measure of it. The position columns are left out: counted in full with the velocities, jumps won
     too often (a walk start was re-projected to its first frames at every search). The projection
     pays the same drift, measured on its decompressed pose (search)."""
+    offset, scale = normalization
+    shown, moving = columns
+    q, pushed, px, pz, cost, current = results
     _, out, _, _, a, b = work
     m, F = raw_queries.shape
     for r in range(m):
@@ -280,8 +286,8 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
     push = np.zeros(m) if push is None else np.asarray(push, dtype=np.float64)
     drift = np.zeros(m) if drift is None else np.asarray(drift, dtype=np.float64)
     mod = src.model
-    _search(agents, raw_queries, push, drift, mod.projector.kernel_args, mod.feature_offset, mod.feature_scale,
-            src.shown, src.moving, src.x, src.work, q, pushed, px, pz, cost, current)
+    _search(agents, raw_queries, push, drift, mod.projector.kernel_args, (mod.feature_offset, mod.feature_scale),
+            (src.shown, src.moving), src.x, src.work, (q, pushed, px, pz, cost, current))
     rows = len(src.frame) + agents
     if drift.any():
         write_pose(src, rows, px, pz)
@@ -300,9 +306,11 @@ def search(src: LearnedSource, agents: np.ndarray, raw_queries: np.ndarray, bias
 
 
 @numba.njit(cache=True)
-def _advance(rate, dt, x, z, stepper, decompressor, work, feet, offset, scale, raw, rows, pos, rot, vel, ang, root_vel,
-             root_ang, contacts, speeds):
-    """x, z += dt * play rate * their stepped rates of change, raw follows; rows `rows` get the pose."""
+def _advance(rate, dt, state, stepper, decompressor, work, feet, normalization, rows, pose, contacts, speeds):
+    """x, z += dt * play rate * their stepped rates of change, raw follows (state = (x, z, raw);
+    normalization = (feature offset, scale)); rows `rows` of `pose` (Frames) get the pose."""
+    x, z, raw = state
+    offset, scale = normalization
     xz, change, _, _, a, b = work
     n, F = x.shape
     _join(x, z, xz)
@@ -314,7 +322,7 @@ def _advance(rate, dt, x, z, stepper, decompressor, work, feet, offset, scale, r
             raw[r, c] = x[r, c] * scale[c] + offset[c]
         for c in range(z.shape[1]):
             z[r, c] += h * change[r, F + c]
-    _write_pose(rows, x, z, decompressor, work, feet, pos, rot, vel, ang, root_vel, root_ang, contacts, speeds)
+    _write_pose(rows, x, z, decompressor, work, feet, pose, contacts, speeds)
 
 
 def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
@@ -323,17 +331,17 @@ def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
     On the calling thread even for a crowd: the layers run blocks of agents (inference.dense), and
     parallel regions of tuples of arrays are not available in numba."""
     m = src.model
-    _advance(rate, float(dt), src.x, src.z, m.stepper.kernel_args, m.decompressor.kernel_args, src.work, contact_rule(src),
-             m.feature_offset, m.feature_scale, src.raw, src.frame, *src.pose, src.contacts, src.speeds)
+    _advance(rate, float(dt), (src.x, src.z, src.raw), m.stepper.kernel_args, m.decompressor.kernel_args, src.work,
+             contact_rule(src), (m.feature_offset, m.feature_scale), src.frame, src.pose, src.contacts, src.speeds)
 
 
 def _cross_transition(c, i: int, src_pose, src_row: int, dst_pose, dst_row: int) -> None:
     """Agent i of crowd c moves from row src_row of one pose source to row dst_row of another, an
     inertialized transition like a search jump (the stages' transition on a two-row source)."""
-    pair = tuple(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_pose, dst_pose))
-    frame, frac = np.zeros(c.n, dtype=np.int64), np.zeros(c.n)
-    transition_stage(np.array([i]), np.array([1]), pair, c.inert, frame, frac, c.rate, c.packed,
-                     np.array([1, 2], dtype=np.int64), c.scratch)
+    pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_pose, dst_pose)))
+    play = Playhead(np.zeros(c.n, dtype=np.int64), np.zeros(c.n), c.rate, c.stride, c.warp_angle)
+    transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), c.inert, play, c.packed,
+                     c.scratch)
 
 
 def switch_mode(c, model: LearnedModel | None) -> None:

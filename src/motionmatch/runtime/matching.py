@@ -8,6 +8,7 @@ runtime/crowd.py. Conventions: metres, seconds, radians; Y up; yaw 0 faces +Z; q
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -20,6 +21,15 @@ from .warping import orientation_plan, orientation_query_rotations, query_scale
 # Search state: one row per character.
 TIMER, FORCE, HAS_LAST, LAST_VX, LAST_VZ, LAST_YAW = range(6)
 SEARCH_COLUMNS = 6
+
+
+class Desired(NamedTuple):
+    """The desired trajectories of n characters and where the query takes them."""
+
+    pos: np.ndarray            # (n, K, 3) world positions at `times`, m
+    rot: np.ndarray            # (n, K, 4) world facing rotations at `times`
+    times: np.ndarray          # (K,) seconds ahead
+    layout: np.ndarray         # (D, 3) int64 trajectory_layout: (feature column, point, component)
 
 
 @numba.njit(cache=True)
@@ -70,21 +80,22 @@ def plan_serial(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out_s
 
 
 @numba.njit(cache=True)
-def query_agent(a, agents, raw_features, frame, traj_pos, traj_rot, times, ctrl, wt, settings, root_pos, root_yaw,
-                layout, out):
+def query_agent(a, agents, raw_features, frame, desired, ctrl, wt, settings, root, out):
     """Raw queries (len(agents), F) float64 of the searching characters.
 
-    traj_pos (n, K, 3) / traj_rot (n, K, 4): the desired trajectory (world) at `times` (K,) seconds ahead.
-    layout (D, 3) int64: per trajectory feature column (column, trajectory point, component) with
-    component 0/1 the position x/z and 2/3 the facing direction x/z, in the character root's frame.
-    The other columns are the playing frame's pose features. This is row a of out, for agents[a]."""
+    desired: Desired, the trajectory (world) and the layout of its feature columns (component 0/1 the
+    position x/z and 2/3 the facing direction x/z, in the character root's frame); root:
+    playback.Root. The other columns are the playing frame's pose features. This is row a of out, for
+    agents[a]."""
+    traj_pos, times, layout = desired.pos, desired.times, desired.layout
+    root_pos, root_yaw = root.pos, root.yaw
     i = agents[a]
     s = settings[i]
     f = frame[i]
     for c in range(raw_features.shape[1]):
         out[a, c] = raw_features[f, c]
     ox, oz = ctrl[i, PX], ctrl[i, PZ]
-    rot = traj_rot[i]
+    rot = desired.rot[i]
     if s[S.W_ORIENTATION] != 0.0:
         # Strafing: ask for motion facing the travel direction; the pose warp turns it back.
         orientation_query_rotations(wt, i, traj_pos[i], rot, ox, oz, times, s[S.W_LIMIT], s[S.W_MIN_TRAVEL])
@@ -111,21 +122,17 @@ def query_agent(a, agents, raw_features, frame, traj_pos, traj_rot, times, ctrl,
 
 
 @numba.njit(cache=True, parallel=True)
-def query_stage(agents, raw_features, frame, traj_pos, traj_rot, times, ctrl, wt, settings, root_pos, root_yaw,
-                layout, out):
+def query_stage(agents, raw_features, frame, desired, ctrl, wt, settings, root, out):
     """Raw queries (len(agents), F) of the searching characters (query_agent), in parallel."""
     for a in numba.prange(agents.shape[0]):
-        query_agent(a, agents, raw_features, frame, traj_pos, traj_rot, times, ctrl, wt, settings, root_pos,
-                    root_yaw, layout, out)
+        query_agent(a, agents, raw_features, frame, desired, ctrl, wt, settings, root, out)
 
 
 @numba.njit(cache=True)
-def query_serial(agents, raw_features, frame, traj_pos, traj_rot, times, ctrl, wt, settings, root_pos, root_yaw,
-                 layout, out):
+def query_serial(agents, raw_features, frame, desired, ctrl, wt, settings, root, out):
     """query_stage on the calling thread (a few searching characters: no thread hand-off)."""
     for a in range(agents.shape[0]):
-        query_agent(a, agents, raw_features, frame, traj_pos, traj_rot, times, ctrl, wt, settings, root_pos,
-                    root_yaw, layout, out)
+        query_agent(a, agents, raw_features, frame, desired, ctrl, wt, settings, root, out)
 
 
 @numba.njit(cache=True)

@@ -11,17 +11,70 @@ velocity and angular velocity local to it (so clips far apart in the world blend
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
+import numpy as np
 
+from . import inertialization
 from . import settings as S
 from .controller import PX, PZ, VX, VZ, YAW
-from .dead_blending import dead_blend_offsets, dead_blend_setup
-from .inertialization import apply_offsets, quintic_eval, quintic_setup, spring_decay, transition_offsets
-from .springs import damper_factor, half_damping
+from .springs import damper_factor
 from .warping import ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
 
 _TWO_PI = 2.0 * math.pi
+
+
+class Frames(NamedTuple):
+    """Poses to play, one row per frame: a database's (database_velocities) or learned agents' rows."""
+
+    positions: np.ndarray      # (N, J, 3) local joint positions, m
+    rotations: np.ndarray      # (N, J, 4) local joint rotations
+    vel: np.ndarray            # (N, J, 3) local velocities, m/s
+    angvel: np.ndarray         # (N, J, 3) local angular velocities, rad/s
+    root_vel: np.ndarray       # (N, 3) the root's velocity in its own frame, m/s
+    root_angvel: np.ndarray    # (N, 3) its angular velocity in its own frame, rad/s
+
+
+class Source(NamedTuple):
+    """What playback reads per frame besides the poses."""
+
+    frames: Frames
+    speed: np.ndarray          # (N,) the clip's root speed around each frame, m/s (stride warping)
+    stop: np.ndarray           # (N,) int64 the end (exclusive) of each frame's clip
+    contacts: np.ndarray       # (N, 2) bool left, right foot contact
+
+
+class Pose(NamedTuple):
+    """Local poses of n characters, float64 (joint 0 the root: own-frame motion, or placed)."""
+
+    pos: np.ndarray            # (n, J, 3)
+    rot: np.ndarray            # (n, J, 4)
+    vel: np.ndarray            # (n, J, 3)
+    angvel: np.ndarray         # (n, J, 3)
+
+
+def new_pose(n: int, num_joints: int) -> Pose:
+    J = num_joints
+    return Pose(np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
+
+
+class Playhead(NamedTuple):
+    """Where each of n characters plays and how fast."""
+
+    frame: np.ndarray          # (n,) int64 the frame playing
+    frac: np.ndarray           # (n,) fraction (0..1) of the way to the next frame
+    rate: np.ndarray           # (n,) play rate (1: the data's speed)
+    stride: np.ndarray         # (n,) stride warping scale (1: none)
+    warp_angle: np.ndarray     # (n,) orientation warp between lower and upper body, radians
+
+
+class Root(NamedTuple):
+    """The character roots of n characters in the world."""
+
+    pos: np.ndarray            # (n, 3) m (y: the ground height under it)
+    yaw: np.ndarray            # (n,) radians, 0 faces +Z
+    vel: np.ndarray            # (n, 3) m/s
 
 
 @numba.njit(cache=True, inline="always")
@@ -45,10 +98,10 @@ def advance_frame(frame, frac, rate, stop):
 
 
 @numba.njit(cache=True)
-def frame_pose(positions, rotations, vel, angvel, root_vel, root_angvel, i, rate,
-                       out_p, out_r, out_v, out_w):
-    """One database frame as float64 with the root as its own-frame motion (position 0, identity
+def frame_pose(frames, i, rate, out_p, out_r, out_v, out_w):
+    """Frame i (of Frames) as float64 with the root as its own-frame motion (position 0, identity
     rotation, root_vel / root_angvel velocities), velocities scaled by `rate` when it is not 1."""
+    positions, rotations, vel, angvel, root_vel, root_angvel = frames
     for j in range(positions.shape[1]):
         for k in range(3):
             out_p[j, k] = positions[i, j, k]
@@ -111,13 +164,13 @@ def lerp_frames(values, i, j, t, out):
 
 
 @numba.njit(cache=True)
-def anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, f, rate, stop, out_p, out_r, out_v, out_w):
-    """Local pose at (fractional) database frame f of a clip ending at `stop` (exclusive), root as
+def anim_pose(frames, f, rate, stop, out_p, out_r, out_v, out_w):
+    """Local pose at (fractional) frame f (of Frames) of a clip ending at `stop` (exclusive), root as
     own-frame motion, velocities scaled by the play rate; into out_* (float64)."""
+    positions, rotations, vel, angvel, root_vel, root_angvel = frames
     i = int(f)
     if f == i:
-        frame_pose(positions, rotations, vel, angvel, root_vel, root_angvel, i, rate,
-                           out_p, out_r, out_v, out_w)
+        frame_pose(frames, i, rate, out_p, out_r, out_v, out_w)
         return
     i = int(math.floor(f))
     t = f - i
@@ -136,51 +189,26 @@ def anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, f, rate,
 
 
 @numba.njit(cache=True)
-def transition_agent(i, to, db, inert, frame, frame_frac, rate, method, halflife, blend_time, stop_of, scratch):
-    """Jump character i to database frame `to`: the offsets take over the difference between the pose
-    it was playing and the new one (both as they would play now), frame and fraction move to `to`.
-    method: the index in settings.INERTIALIZATION_METHODS."""
-    positions, rotations, vel, angvel, root_vel, root_angvel = db
-    off_p, off_v, off_r, off_w, pos_params, rot_params, inert_time = inert
-    sp, sr, sv, sw, dp, dr, dv, dw = scratch
-    f = frame[i]
-    anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, f + frame_frac[i], rate[i], stop_of[f],
-              sp[i], sr[i], sv[i], sw[i])
-    anim_pose(positions, rotations, vel, angvel, root_vel, root_angvel, float(to), rate[i], stop_of[to],
-              dp[i], dr[i], dv[i], dw[i])
-    if method == 2:
-        off_p[i] = 0.0
-        off_v[i] = 0.0
-        off_r[i] = 0.0
-        off_w[i] = 0.0
-        pos_params[i] = 0.0
-        rot_params[i] = 0.0
-    elif method == 3:
-        # The pose on screen (source + running offsets), in place of the source pose.
-        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i], sp[i], sv[i], sr[i], sw[i])
-        dead_blend_setup(sp[i], sv[i], sr[i], sw[i], pos_params[i], rot_params[i])
-        dead_blend_offsets(pos_params[i], rot_params[i], 0.0, halflife, blend_time, dp[i], dv[i], dr[i], dw[i],
-                           off_p[i], off_v[i], off_r[i], off_w[i])
-    else:
-        transition_offsets(off_p[i], off_v[i], off_r[i], off_w[i], sp[i], sv[i], sr[i], sw[i],
-                           dp[i], dv[i], dr[i], dw[i])
-        if method == 1:
-            quintic_setup(off_p[i], off_v[i], blend_time, pos_params[i])
-            quintic_setup(off_r[i], off_w[i], blend_time, rot_params[i])
-            quintic_eval(pos_params[i], 0.0, off_p[i], off_v[i])
-            quintic_eval(rot_params[i], 0.0, off_r[i], off_w[i])
-    inert_time[i] = 0.0
-    frame[i] = to
-    frame_frac[i] = 0.0
+def transition_agent(i, to, frames, stop_of, inert, play, s, scratch):
+    """Jump character i to frame `to` of `frames`: the offsets (inertialization.Offsets) take over the
+    difference between the pose it was playing and the new one (both as they would play now, into
+    the two Pose records of `scratch`), frame and fraction move to `to`. s: its settings row."""
+    src, dst = scratch
+    f = play.frame[i]
+    rate = play.rate[i]
+    anim_pose(frames, f + play.frac[i], rate, stop_of[f], src.pos[i], src.rot[i], src.vel[i], src.angvel[i])
+    anim_pose(frames, float(to), rate, stop_of[to], dst.pos[i], dst.rot[i], dst.vel[i], dst.angvel[i])
+    inertialization.start(inert, i, int(s[S.INERTIALIZATION]), s[S.HALFLIFE], s[S.BLEND_TIME], src, dst)
+    play.frame[i] = to
+    play.frac[i] = 0.0
 
 
 @numba.njit(cache=True)
-def transition_stage(agents, targets, db, inert, frame, frame_frac, rate, settings, stop_of, scratch):
+def transition_stage(agents, targets, frames, stop_of, inert, play, settings, scratch):
     """transition_agent for each agents[k] -> targets[k] (a few per tick: on the calling thread)."""
     for k in range(agents.shape[0]):
         i = agents[k]
-        transition_agent(i, targets[k], db, inert, frame, frame_frac, rate, int(settings[i, S.INERTIALIZATION]),
-                         settings[i, S.HALFLIFE], settings[i, S.BLEND_TIME], stop_of, scratch)
+        transition_agent(i, targets[k], frames, stop_of, inert, play, settings[i], scratch)
 
 
 @numba.njit(cache=True)
@@ -218,21 +246,20 @@ def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz
 
 
 @numba.njit(cache=True)
-def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate,
-                   stride, warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim):
+def playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim):
     """One tick of playback for character i: play rate and stride, advance, sample, inertialize,
-    integrate the root and synchronize it with the simulation, orientation twist."""
+    integrate the root and synchronize it with the simulation, orientation twist. source: Source;
+    play: Playhead; inert: inertialization.Offsets; local, anim: Pose (shown, animation); root: Root;
+    contacts (n, 2) bool out."""
     s = settings[i]
-    positions, rotations, vel, angvel, root_v, root_w = db
-    off_p, off_v, off_r, off_w, pos_params, rot_params, inert_time = inert
-    lp, lr, lv, lw = local
-    ap, ar, av, aw = anim
+    frame, frac, rate, stride = play.frame, play.frac, play.rate, play.stride
+    root_v = source.frames.root_vel
     sim_speed = math.hypot(ctrl[i, VX], ctrl[i, VZ])
     play_rate, strides = s[S.W_PLAY_RATE] != 0.0, s[S.W_STRIDE] != 0.0
     if s[S.W_TIMESCALE] != 0.0:
         pass                     # rate and stride already set by timescale.timescale_stage
     elif play_rate or strides:
-        anim_speed, halflife = float(clip_speed[frame[i]]), s[S.W_SPEED_HALFLIFE]
+        anim_speed, halflife = float(source.speed[frame[i]]), s[S.W_SPEED_HALFLIFE]
         stride_min, stride_max = s[S.W_STRIDE_MIN], s[S.W_STRIDE_MAX]
         if s[S.W_ORIENTATION] != 0.0:
             anim_speed, halflife, stride_min, stride_max = stride_reference(
@@ -244,31 +271,13 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
     else:
         rate[i] = 1.0
         stride[i] = 1.0
-    stop = stop_of[frame[i]]
-    frame[i], frame_frac[i] = advance_frame(frame[i], frame_frac[i], rate[i], stop)
-    anim_pose(positions, rotations, vel, angvel, root_v, root_w, frame[i] + frame_frac[i], rate[i], stop,
-              ap[i], ar[i], av[i], aw[i])
-    method = int(s[S.INERTIALIZATION])
-    if method == 2:
-        lp[i] = ap[i]
-        lv[i] = av[i]
-        lr[i] = ar[i]
-        lw[i] = aw[i]
-    elif method == 0:
-        y = half_damping(s[S.HALFLIFE])
-        spring_decay(off_p[i], off_v[i], y, dt)
-        spring_decay(off_r[i], off_w[i], y, dt)
-        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
-    elif method == 3:
-        inert_time[i] += dt
-        dead_blend_offsets(pos_params[i], rot_params[i], inert_time[i], s[S.HALFLIFE], s[S.BLEND_TIME], ap[i], av[i],
-                           ar[i], aw[i], off_p[i], off_v[i], off_r[i], off_w[i])
-        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
-    else:
-        inert_time[i] += dt
-        quintic_eval(pos_params[i], inert_time[i], off_p[i], off_v[i])
-        quintic_eval(rot_params[i], inert_time[i], off_r[i], off_w[i])
-        apply_offsets(off_p[i], off_v[i], off_r[i], off_w[i], ap[i], av[i], ar[i], aw[i], lp[i], lv[i], lr[i], lw[i])
+    stop = source.stop[frame[i]]
+    frame[i], frac[i] = advance_frame(frame[i], frac[i], rate[i], stop)
+    anim_pose(source.frames, frame[i] + frac[i], rate[i], stop, anim.pos[i], anim.rot[i], anim.vel[i],
+              anim.angvel[i])
+    inertialization.step(inert, i, int(s[S.INERTIALIZATION]), s[S.HALFLIFE], s[S.BLEND_TIME], dt, anim, local)
+    lv, lw = local.vel, local.angvel
+    root_pos, root_yaw, root_vel = root
 
     # Root: integrate the animation's own root motion from the character's current transform.
     c, sn = math.cos(root_yaw[i]), math.sin(root_yaw[i])
@@ -282,26 +291,22 @@ def playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settin
     rx, rz = _synchronize(i, ctrl, root_pos, root_yaw, wt, s, math.hypot(vx, vz), yaw_rate, dt, rx, rz)
     root_pos[i, 0], root_pos[i, 2] = rx, rz
     if s[S.W_ORIENTATION] != 0.0:
-        warp_angle[i] = orientation_update(wt, i, ctrl[i, YAW], root_yaw[i], sim_speed, dt, s[S.W_LIMIT],
-                                           s[S.W_MIN_TRAVEL], s[S.W_ORIENT_HALFLIFE])
+        play.warp_angle[i] = orientation_update(wt, i, ctrl[i, YAW], root_yaw[i], sim_speed, dt, s[S.W_LIMIT],
+                                                s[S.W_MIN_TRAVEL], s[S.W_ORIENT_HALFLIFE])
     else:
-        warp_angle[i] = 0.0
-    contacts[i, 0], contacts[i, 1] = contacts_db[frame[i], 0], contacts_db[frame[i], 1]
+        play.warp_angle[i] = 0.0
+    contacts[i, 0], contacts[i, 1] = source.contacts[frame[i], 0], source.contacts[frame[i], 1]
 
 
 @numba.njit(cache=True, parallel=True)
-def playback_stage(dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate, stride,
-                   warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim):
+def playback_stage(dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim):
     """playback_agent for every character."""
-    for i in numba.prange(frame.shape[0]):
-        playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate,
-                       stride, warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim)
+    for i in numba.prange(play.frame.shape[0]):
+        playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim)
 
 
 @numba.njit(cache=True)
-def playback_serial(dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate, stride,
-                    warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim):
+def playback_serial(dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim):
     """playback_agent for every character on the calling thread (small crowds: no thread hand-off)."""
-    for i in range(frame.shape[0]):
-        playback_agent(i, dt, db, clip_speed, stop_of, contacts_db, ctrl, wt, settings, frame, frame_frac, rate,
-                       stride, warp_angle, inert, local, root_pos, root_yaw, root_vel, contacts, anim)
+    for i in range(play.frame.shape[0]):
+        playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim)

@@ -8,6 +8,7 @@ Conventions: metres, seconds, radians; Y up; yaw 0 faces +Z; quaternions (w, x, 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -22,40 +23,91 @@ from .terrain import height_at, normal_at
 from .warping import twist_pose, twist_split
 
 
-# Foot lock state: (n, 2 legs, columns).
-LOCKED, BLOCKED, LOCK_X, OFF_X, OFFV_X, PREV_X, HAS_PREV = 0, 1, 2, 5, 8, 11, 14
-LOCK_COLUMNS = 15
+# One foot's lock (foot_lock_update), a record per leg: locks (n, 2) of this dtype.
+FOOT_LOCK = np.dtype([
+    ("locked", np.bool_),         # held at `point`
+    ("blocked", np.bool_),        # unlocked by drifting: stays free until its contact ends (or it relocks)
+    ("point", np.float64, 3),     # the lock point, world m
+    ("offset", np.float64, 3),    # offset of the shown toe from its reference (lock point or animated toe), m
+    ("offset_vel", np.float64, 3),  # its velocity, m/s
+    ("prev", np.float64, 3),      # the animated toe last tick, world m
+    ("has_prev", np.bool_),       # prev is set
+])
 # Smoothed heights: ground under the root and hips drop, (n, columns).
 GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R, LEAN, LEAN_VEL = range(9)
 HEIGHT_COLUMNS = 9
 HIPS_HALFLIFE = 0.08
+
+
+class Rig(NamedTuple):
+    """The joints the output stage works on (one skeleton for the crowd)."""
+
+    parents: np.ndarray        # (J,) int64
+    pelvis: int                # the pelvis joint (orientation warp)
+    upper_legs: np.ndarray     # (2,) int64 left, right hip joints (fewer: the spine takes the whole warp)
+    chain: np.ndarray          # (K,) int64 spine joints, pelvis up
+    legs: np.ndarray           # (2, 4) int64 upper leg, lower leg, foot, toe of the left and right legs
+    reach: np.ndarray          # (2,) m: the longest hip-to-ankle distance IK may ask of each leg
+
+
+class Terrain(NamedTuple):
+    """The ground under every agent (a Heightfield's grid, or flat)."""
+
+    has: bool                  # False: flat ground at y = 0 (heights unused)
+    heights: np.ndarray        # (H, W) m
+    origin_x: float            # world x of column 0, m
+    origin_z: float            # world z of row 0, m
+    cell: float                # grid spacing, m
+    halflife: float            # smoothing of the root's height (and the spine's lean), s
+
+
+class Feet(NamedTuple):
+    """Touch-up state of n characters."""
+
+    heights: np.ndarray        # (n, HEIGHT_COLUMNS) smoothed ground, hips drop, slope blends, lean
+    locks: np.ndarray          # (n, 2) FOOT_LOCK
+    locked: np.ndarray         # (n, 2) bool: left, right foot locked this tick
+
+
+class Display(NamedTuple):
+    """The displayed poses of n characters."""
+
+    local_pos: np.ndarray      # (n, J, 3) joint 0 the root placed in the world, float64
+    local_rot: np.ndarray      # (n, J, 4)
+    pos: np.ndarray            # (n, J, 3) world joint positions, float64
+    rot: np.ndarray            # (n, J, 4) world joint rotations
+    positions: np.ndarray      # (n, J, 3) float32 copy of pos (the crowd's output)
+    rotations: np.ndarray      # (n, J, 4) float32 copy of rot
 # s: a foot's slope warp blends in and out with its contact (an exponential damper).
 SLOPE_BLEND_HALFLIFE = 0.05
 
 
 @numba.njit(cache=True)
-def place_pose(local_pos, local_rot, rx, ry, rz, qw, qy, warp, angle, hips, spine, pelvis, upper_legs, chain,
-               parents, lp, lr, gp, gr):
-    """A character's displayed pose in one call: the root placed at (rx, ry, rz) with the yaw rotation
-    (qw, 0, qy, 0), the orientation warp by `angle` split into (hips, spine) when `warp` (as
-    warp_pose_orientation), then forward kinematics into gp / gr."""
+def place_pose(i, local, root_pos, half_yaw, angle, hips, spine, rig, out):
+    """Character i's displayed pose in one call (into Display `out`, float64): its local pose (Pose)
+    with the root placed at root_pos[i] with the yaw rotation (cos half_yaw, 0, sin half_yaw, 0), the
+    orientation warp by `angle` split into (hips, spine) when it is not 0 (as warp_pose_orientation),
+    then forward kinematics."""
+    local_pos, local_rot = local.pos[i], local.rot[i]
+    lp, lr, gp, gr = out.local_pos[i], out.local_rot[i], out.pos[i], out.rot[i]
+    qw, qy = math.cos(half_yaw), math.sin(half_yaw)
     for j in range(local_pos.shape[0]):
         for k in range(3):
             lp[j, k] = local_pos[j, k]
-    lp[0, 0], lp[0, 1], lp[0, 2] = rx, ry, rz
-    if warp:
+    lp[0, 0], lp[0, 1], lp[0, 2] = root_pos[i, 0], root_pos[i, 1], root_pos[i, 2]
+    if angle != 0.0:
         src = np.empty_like(lr)
         for j in range(local_rot.shape[0]):
             for k in range(4):
                 src[j, k] = local_rot[j, k]
         src[0, 0], src[0, 1], src[0, 2], src[0, 3] = qw, 0.0, qy, 0.0
-        twist_pose(src, parents, pelvis, upper_legs, chain, angle, hips, spine, lr)
+        twist_pose(src, rig.parents, rig.pelvis, rig.upper_legs, rig.chain, angle, hips, spine, lr)
     else:
         for j in range(local_rot.shape[0]):
             for k in range(4):
                 lr[j, k] = local_rot[j, k]
         lr[0, 0], lr[0, 1], lr[0, 2], lr[0, 3] = qw, 0.0, qy, 0.0
-    fk_pose_into(lp, lr, parents, gp, gr)
+    fk_pose_into(lp, lr, rig.parents, gp, gr)
 
 
 @numba.njit(cache=True)
@@ -77,7 +129,7 @@ def slope_warp_into(q, nx, ny, nz, weight, max_angle):
 
 @numba.njit(cache=True)
 def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide_halflife, relock_speed=0.0):
-    """One foot's lock (fl: its LOCK_COLUMNS state row): the target (x, y, z) for the animated toe at
+    """One foot's lock (fl: its FOOT_LOCK record): the target (x, y, z) for the animated toe at
     (ax, ay, az). On contact the foot locks: the displayed foot keeps the velocity it arrives with,
     which decays exponentially (the rate of a `glide_halflife` spring), and it comes to rest at the
     lock point, where that decay stops it (no overshoot, no coming back). It unlocks when the contact
@@ -85,60 +137,59 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide
     spring (`halflife`), so position and velocity stay continuous. A foot unlocked by drifting stays
     free until its contact ends, or, with relock_speed > 0 (m/s), until the animated toe moves slower
     than that on the ground plane: contacts held through a whole step (a learned model's) lock again."""
-    if fl[HAS_PREV] == 0.0 or dt <= 0.0:
+    if not fl.has_prev or dt <= 0.0:
         vx = vy = vz = 0.0
     else:
-        vx, vy, vz = (ax - fl[PREV_X]) / dt, (ay - fl[PREV_X + 1]) / dt, (az - fl[PREV_X + 2]) / dt
-    fl[PREV_X], fl[PREV_X + 1], fl[PREV_X + 2], fl[HAS_PREV] = ax, ay, az, 1.0
+        vx, vy, vz = (ax - fl.prev[0]) / dt, (ay - fl.prev[1]) / dt, (az - fl.prev[2]) / dt
+    fl.prev[0], fl.prev[1], fl.prev[2], fl.has_prev = ax, ay, az, True
     if not contact or (relock_speed > 0.0 and vx * vx + vz * vz < relock_speed * relock_speed):
-        fl[BLOCKED] = 0.0
+        fl.blocked = False
     glide = half_damping(glide_halflife)
     just_locked = False
-    if fl[LOCKED] != 0.0:
-        dx, dy, dz = ax - fl[LOCK_X], ay - fl[LOCK_X + 1], az - fl[LOCK_X + 2]
+    if fl.locked:
+        dx, dy, dz = ax - fl.point[0], ay - fl.point[1], az - fl.point[2]
         drift = math.sqrt(dx * dx + dy * dy + dz * dz)
         if not contact or drift > unlock_radius:
             # Reference jumps from the lock point to the animated foot, velocity from 0 to v.
-            fl[LOCKED] = 0.0
-            fl[BLOCKED] = 1.0 if contact else 0.0
-            fl[OFF_X] += fl[LOCK_X] - ax
-            fl[OFF_X + 1] += fl[LOCK_X + 1] - ay
-            fl[OFF_X + 2] += fl[LOCK_X + 2] - az
-            fl[OFFV_X] -= vx
-            fl[OFFV_X + 1] -= vy
-            fl[OFFV_X + 2] -= vz
-    elif contact and fl[BLOCKED] == 0.0:
+            fl.locked = False
+            fl.blocked = contact
+            fl.offset[0] += fl.point[0] - ax
+            fl.offset[1] += fl.point[1] - ay
+            fl.offset[2] += fl.point[2] - az
+            fl.offset_vel[0] -= vx
+            fl.offset_vel[1] -= vy
+            fl.offset_vel[2] -= vz
+    elif contact and not fl.blocked:
         # The displayed foot (animated + offset) moves at w. Offset -w / y with velocity w decays
         # as w e^(-y t): the foot glides w / y further along the ground and rests there, the lock
         # point. Vertically it locks at its height (offset 0, velocity w_y: a dip of |w_y| / (e y)).
-        wx, wy, wz = vx + fl[OFFV_X], vy + fl[OFFV_X + 1], vz + fl[OFFV_X + 2]
-        fl[LOCKED] = 1.0
-        fl[LOCK_X] = ax + fl[OFF_X] + wx / glide
-        fl[LOCK_X + 1] = ay + fl[OFF_X + 1]
-        fl[LOCK_X + 2] = az + fl[OFF_X + 2] + wz / glide
-        fl[OFF_X], fl[OFF_X + 1], fl[OFF_X + 2] = -wx / glide, 0.0, -wz / glide
-        fl[OFFV_X], fl[OFFV_X + 1], fl[OFFV_X + 2] = wx, wy, wz
+        wx, wy, wz = vx + fl.offset_vel[0], vy + fl.offset_vel[1], vz + fl.offset_vel[2]
+        fl.locked = True
+        fl.point[0] = ax + fl.offset[0] + wx / glide
+        fl.point[1] = ay + fl.offset[1]
+        fl.point[2] = az + fl.offset[2] + wz / glide
+        fl.offset[0], fl.offset[1], fl.offset[2] = -wx / glide, 0.0, -wz / glide
+        fl.offset_vel[0], fl.offset_vel[1], fl.offset_vel[2] = wx, wy, wz
         just_locked = True      # shown where it is this frame: the glide starts from here
     if dt > 0.0 and not just_locked:
-        y = glide if fl[LOCKED] != 0.0 else half_damping(halflife)
+        y = glide if fl.locked else half_damping(halflife)
         for k in range(3):
-            fl[OFF_X + k], fl[OFFV_X + k] = decay_exact(fl[OFF_X + k], fl[OFFV_X + k], y, dt)
-    if fl[LOCKED] != 0.0:
-        return fl[LOCK_X] + fl[OFF_X], fl[LOCK_X + 1] + fl[OFF_X + 1], fl[LOCK_X + 2] + fl[OFF_X + 2]
-    return ax + fl[OFF_X], ay + fl[OFF_X + 1], az + fl[OFF_X + 2]
+            fl.offset[k], fl.offset_vel[k] = decay_exact(fl.offset[k], fl.offset_vel[k], y, dt)
+    if fl.locked:
+        return fl.point[0] + fl.offset[0], fl.point[1] + fl.offset[1], fl.point[2] + fl.offset[2]
+    return ax + fl.offset[0], ay + fl.offset[1], az + fl.offset[2]
 
 
 @numba.njit(cache=True)
-def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig, terrain,
-                 heights_state, locks, locked, out, relock_speed):
-    """The displayed pose of character i into out = (lp, lr, gp, gr) (local and world, float64).
-    relock_speed: foot_lock_update's (0 for database contacts).
-
-    rig = (parents, pelvis, upper legs (2,), spine chain, leg chains (2, 4), leg reaches (2,)); terrain =
-    (has, heights, origin x, origin z, cell, ground halflife)."""
-    lpos, lrot = local[0][i], local[1][i]
-    lp, lr, gp, gr = out[0][i], out[1][i], out[2][i], out[3][i]
-    parents, pelvis, upper_legs, chain, legs, reach = rig
+def output_agent(i, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
+    """The displayed pose of character i into Display `out` (local and world, float64) from its shown
+    local pose (playback.Pose `local`), Root and Playhead (stride, warp angle); contacts (n, 2) bool;
+    feet: Feet (touch-up state); relock_speed: foot_lock_update's (0 for database contacts)."""
+    root_pos, root_yaw, root_vel = root
+    stride = play.stride
+    heights_state, locks, locked = feet
+    lp, lr, gp, gr = out.local_pos[i], out.local_rot[i], out.pos[i], out.rot[i]
+    parents, chain, legs, reach = rig.parents, rig.chain, rig.legs, rig.reach
     has_terrain, heights, ox, oz, cell, ground_halflife = terrain
     s = settings[i]
     hs = heights_state[i]
@@ -150,15 +201,14 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
         else:
             hs[GROUND], hs[GROUND_VEL] = spring_exact(hs[GROUND], hs[GROUND_VEL], g, ground_halflife, dt)
         root_pos[i, 1] = hs[GROUND]
-    angle = warp_angle[i]
+    angle = play.warp_angle[i]
     yaw = root_yaw[i]
     # Orientation warp: the lower body turns to the displayed facing + travel offset; the hip joints
     # and then the spine give it back within human ranges so the upper body keeps the desired facing
     # (what they cannot give back shows as the facing lagging toward the travel).
     half = 0.5 * (yaw + angle) if angle != 0.0 else 0.5 * yaw
     hips, spine = twist_split(-angle, s[S.W_HIP_LIMIT], s[S.W_SPINE_LIMIT])
-    place_pose(lpos, lrot, root_pos[i, 0], root_pos[i, 1], root_pos[i, 2], math.cos(half), math.sin(half),
-               angle != 0.0, -angle, hips, spine, pelvis, upper_legs, chain, parents, lp, lr, gp, gr)
+    place_pose(i, local, root_pos, half, -angle, hips, spine, rig, out)
     if has_terrain and s[S.W_SPINE_PITCH] != 0.0:
         # Spine pitch bending: the upper body leans with the ground's slope, smoothed like the root's height.
         lim = s[S.W_SPINE_PITCH_MAX]
@@ -204,7 +254,7 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
         if locking:
             lx, ly, lz = foot_lock_update(locks[i, leg], contacts[i, leg], tx, ty, tz, dt, s[S.UNLOCK_RADIUS],
                                           s[S.LOCK_HALFLIFE], s[S.LOCK_GLIDE_HALFLIFE], relock_speed)
-            locked[i, leg] = locks[i, leg, LOCKED] != 0.0
+            locked[i, leg] = locks[i, leg].locked
             dx, dy, dz = lx - ax, ly - ay, lz - az
         else:
             dx, dy, dz = sx, ty - ay, sz
@@ -236,36 +286,29 @@ def output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel,
             targets[leg, 0] = (targets[leg, 0] + (gp[toe, 0] - gp[ft, 0])) - rx
             targets[leg, 1] = (targets[leg, 1] + (gp[toe, 1] - gp[ft, 1])) - ry
             targets[leg, 2] = (targets[leg, 2] + (gp[toe, 2] - gp[ft, 2])) - rz
-    mask = 3 if has_terrain else 0
-    legs_pose(lp, lr, gp, gr, parents, legs, targets[0, 0], targets[0, 1], targets[0, 2],
-                      targets[1, 0], targets[1, 1], targets[1, 2], mask, grounds[0], grounds[1], drop)
+    legs_pose(lp, lr, gp, gr, parents, legs, targets, 3 if has_terrain else 0, grounds, drop)
 
 
 @numba.njit(cache=True, parallel=True)
-def output_stage(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
-                 terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed):
+def output_stage(agents, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
     """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
-    float32 outputs."""
+    float32 outputs (out.positions, out.rotations)."""
     for a in numba.prange(agents.shape[0]):
-        _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
-                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed)
+        _output_and_copy(agents[a], dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed)
 
 
 @numba.njit(cache=True)
-def output_serial(agents, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
-                  terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed):
+def output_serial(agents, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
     """output_stage on the calling thread (small crowds: no thread hand-off)."""
     for a in range(agents.shape[0]):
-        _output_and_copy(agents[a], dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings,
-                         rig, terrain, heights_state, locks, locked, out, out_positions, out_rotations, relock_speed)
+        _output_and_copy(agents[a], dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed)
 
 
 @numba.njit(cache=True)
-def _output_and_copy(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig, terrain,
-                     heights_state, locks, locked, out, out_positions, out_rotations, relock_speed):
-    output_agent(i, dt, local, root_pos, root_yaw, warp_angle, stride, root_vel, contacts, settings, rig,
-                 terrain, heights_state, locks, locked, out, relock_speed)
-    gp, gr = out[2][i], out[3][i]
+def _output_and_copy(i, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
+    output_agent(i, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed)
+    gp, gr = out.pos[i], out.rot[i]
+    out_positions, out_rotations = out.positions, out.rotations
     for j in range(gp.shape[0]):
         for k in range(3):
             out_positions[i, j, k] = gp[j, k]

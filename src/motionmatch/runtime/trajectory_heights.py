@@ -26,7 +26,7 @@ def height_layout(schema, slices, offsets) -> np.ndarray:
 def height_query(agents, traj_pos, root_pos, terrain, layout, out):
     """Fill the trajectory_height columns of the raw queries out (len(agents), F) in place: the terrain
     height at each predicted point traj_pos (n, K, 3) minus the height under the root. terrain: the
-    crowd's tuple (has, heights, origin x, origin z, cell, halflife)."""
+    crowd's touchups.Terrain."""
     has, heights, ox, oz, cell, _ = terrain
     for a in range(agents.shape[0]):
         i = agents[a]
