@@ -5,9 +5,8 @@ import pytest
 
 from motionmatch.rotations import quat_angle, quat_from_angle_axis, quat_mul_inv, quat_normalize, quat_to_scaled_angle_axis
 from motionmatch.runtime.springs import (
-    HALF_DECAY_YT, LN2, damper_exact, damper_factor, damping_to_halflife, decay_spring_damper_exact,
-    decay_spring_damper_exact_quat, halflife_to_damping, simple_spring_damper_exact,
-    simple_spring_damper_exact_quat, spring_character_predict, spring_character_update,
+    HALF_DECAY_YT, LN2, character_spring, damper_factor, decay_exact, half_damping, halflife_to_damping,
+    simple_spring_damper_exact, simple_spring_damper_exact_quat, spring_exact,
 )
 
 
@@ -22,9 +21,9 @@ def integrate(x, v, goal, halflife, T, n=20000):
     return x, v
 
 
-def test_halflife_damping_roundtrip():
+def test_halflife_damping():
     for h in (0.05, 0.27, 1.3):
-        assert damping_to_halflife(halflife_to_damping(h)) == pytest.approx(h, rel=1e-9)
+        assert half_damping(h) == halflife_to_damping(h) * 0.5
     assert halflife_to_damping(1.0) == pytest.approx(4 * LN2, rel=1e-4)
 
 
@@ -48,23 +47,23 @@ def test_spring_is_timestep_independent_and_vectorized():
 def test_halflife_meaning():
     h = 0.4
     # Released from rest, the offset is (1 + 2 ln2) / 4 of the start after one halflife ...
-    x, _ = decay_spring_damper_exact(1.0, 0.0, h, h)
+    x, _ = decay_exact(1.0, 0.0, half_damping(h), h)
     assert x == pytest.approx((1 + 2 * LN2) / 4, rel=1e-4)
     # ... and exactly half when y t = HALF_DECAY_YT, y = 2 ln2 / halflife.
     t_half = HALF_DECAY_YT / (0.5 * halflife_to_damping(h))
-    x, _ = decay_spring_damper_exact(1.0, 0.0, h, t_half)
+    x, _ = decay_exact(1.0, 0.0, half_damping(h), t_half)
     assert x == pytest.approx(0.5, abs=1e-9)
     assert (1 + HALF_DECAY_YT) * math.exp(-HALF_DECAY_YT) == pytest.approx(0.5, abs=1e-12)
     # The exponential damper halves exactly every halflife.
-    assert damper_exact(1.0, 0.0, h, h) == pytest.approx(0.5, rel=1e-4)
-    assert damper_factor(h, h) == pytest.approx(0.5, rel=1e-12)      # the compiled damper every stage uses
+    assert damper_factor(h, h) == pytest.approx(0.5, rel=1e-12)
+    assert damper_factor(h, 3 * h) == pytest.approx(1 - 0.5 ** 3, rel=1e-12)
     # Decay reaches (numerically) zero and never crosses it from rest.
     ts = np.linspace(0, 5 * h, 200)
-    xs, _ = decay_spring_damper_exact(1.0, 0.0, h, ts)
+    xs = np.array([decay_exact(1.0, 0.0, half_damping(h), t)[0] for t in ts])
     assert np.all(xs > 0) and np.all(np.diff(xs) < 0) and xs[-1] < 0.01
 
 
-def test_character_spring_matches_integration_and_predict():
+def test_character_spring_matches_integration():
     x, v, a, g = np.array([0.0, 0.0]), np.array([1.0, 0.0]), np.array([0.0, 2.0]), np.array([-1.0, 3.0])
     h, T = 0.27, 0.9
     n = 20000
@@ -75,23 +74,18 @@ def test_character_spring_matches_integration_and_predict():
         an = an + dt * (-d * an - (d / 2) ** 2 * (vn - g))
         vn = vn + dt * an
         xn = xn + dt * vn
-    x1, v1, a1 = spring_character_update(x, v, a, g, h, T)
+    x1, v1, a1 = np.array([character_spring(*c, h, T) for c in zip(x, v, a, g)]).T
     np.testing.assert_allclose(x1, xn, atol=1e-3)
     np.testing.assert_allclose(v1, vn, atol=1e-3)
     np.testing.assert_allclose(a1, an, atol=2e-2)
-    xs, vs, as_ = spring_character_predict(x, v, a, g, h, [0.3, T])
-    assert xs.shape == (2, 2)
-    np.testing.assert_allclose(xs[1], x1, atol=1e-12)
-    np.testing.assert_allclose(vs[1], v1, atol=1e-12)
+    # Timestep independent: 30 short steps land where one long one does.
+    xs, vs, as_ = 0.0, 1.0, 2.0
+    for _ in range(30):
+        xs, vs, as_ = character_spring(xs, vs, as_, 3.0, h, T / 30)
+    np.testing.assert_allclose((xs, vs, as_), character_spring(0.0, 1.0, 2.0, 3.0, h, T), atol=1e-12)
     # Long run: velocity reaches the goal, acceleration dies out.
-    _, v_inf, a_inf = spring_character_update(x, v, a, g, h, 20 * h)
-    np.testing.assert_allclose(v_inf, g, atol=1e-6)
-    np.testing.assert_allclose(a_inf, 0, atol=1e-5)
-
-
-def test_character_spring_scalar_floats():
-    x, v, a = spring_character_update(0.0, 0.0, 0.0, 1.3, 0.27, 1 / 60)
-    assert isinstance(x, float) and 0 < v < 1.3 and a > 0
+    _, v_inf, a_inf = character_spring(0.0, 1.0, 2.0, 3.0, h, 20 * h)
+    assert v_inf == pytest.approx(3.0, abs=1e-6) and a_inf == pytest.approx(0.0, abs=1e-5)
 
 
 def test_quat_spring_matches_scalar_spring_about_fixed_axis():
@@ -119,24 +113,13 @@ def test_quat_spring_batched_converges_short_way():
     assert quat_angle(quat_mul_inv(qt[2], g[0])) < 1e-6
 
 
-def test_decay_quat_equals_vector_decay_of_log():
-    r = np.array([[0.5, -0.2, 0.1], [0.0, 0.0, 0.0]]); w = np.array([[1.0, 0.0, -2.0], [0.3, 0.3, 0.3]])
-    from motionmatch.rotations import quat_from_scaled_angle_axis
-    q1, w1 = decay_spring_damper_exact_quat(quat_from_scaled_angle_axis(r), w, 0.1, 0.05)
-    r2, w2 = decay_spring_damper_exact(r, w, 0.1, 0.05)
-    np.testing.assert_allclose(quat_to_scaled_angle_axis(q1), r2, atol=1e-9)
-    np.testing.assert_allclose(w1, w2, atol=1e-12)
-
-
-def test_compiled_springs_are_the_tested_closed_forms():
-    """The compiled scalar springs every runtime stage uses agree with the closed forms above."""
-    from motionmatch.runtime.springs import (character_spring, decay_exact, half_damping, simple_spring_damper_exact,
-                                             decay_spring_damper_exact, spring_character_update, spring_exact)
+def test_compiled_spring_is_the_array_closed_form():
+    """spring_exact (every runtime stage) and simple_spring_damper_exact (the VR driver's vectors) agree."""
     rng = np.random.default_rng(4)
-    for row in rng.uniform(-2.0, 2.0, (200, 6)).tolist():
-        x, v, a, g, hl, dt = row
+    for row in rng.uniform(-2.0, 2.0, (200, 5)).tolist():
+        x, v, g, hl, dt = row
         hl, dt = abs(hl) + 0.01, abs(dt) * 0.1
         assert spring_exact(x, v, g, hl, dt) == simple_spring_damper_exact(x, v, g, hl, dt)
-        assert decay_exact(x, v, half_damping(hl), dt) == decay_spring_damper_exact(x, v, hl, dt)
-        np.testing.assert_allclose(character_spring(x, v, a, g, hl, dt), spring_character_update(x, v, a, g, hl, dt),
+        # An offset decaying to zero is the spring with goal 0.
+        np.testing.assert_allclose(decay_exact(x, v, half_damping(hl), dt), spring_exact(x, v, 0.0, hl, dt),
                                    rtol=1e-12, atol=1e-12)

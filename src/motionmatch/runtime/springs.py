@@ -7,8 +7,9 @@ therefore sits at (1 + 2 ln2) / 4 ~ 0.60 x0 after one halflife, 0.5 x0 after ~1.
 exponential envelope e^(-y t) halves every halflife / 2. Tuned values in the references (e.g. 0.27 s for
 the simulation velocity) assume this convention.
 
-Every function works on Python floats (cheap, plain math) and on numpy arrays that broadcast; dt is a
-scalar except in the *_predict functions. Angular velocities are rotation vectors per second in the
+The compiled scalar forms (half_damping, damper_factor, spring_exact, decay_exact, character_spring) are
+what every runtime stage uses; simple_spring_damper_exact(_quat) work on numpy arrays that broadcast (the
+VR driver's vectors and rotations). Angular velocities are rotation vectors per second in the
 frame the quaternions are expressed in (q' = 1/2 w q), as log(q[t+1] q[t]^-1) / dt gives them.
 """
 from __future__ import annotations
@@ -60,7 +61,7 @@ def spring_exact(x, v, goal, halflife, dt):
 @numba.njit(cache=True)
 def decay_exact(x, v, y, dt):
     """Critically damped decay of an offset x (velocity v) to zero with half damping y (see
-    half_damping); (x, v) after dt seconds (decay_spring_damper_exact, compiled)."""
+    half_damping); (x, v) after dt seconds."""
     j1 = v + x * y
     e = math.exp(-y * dt)
     return e * (x + j1 * dt), e * (v - j1 * y * dt)
@@ -68,8 +69,8 @@ def decay_exact(x, v, y, dt):
 
 @numba.njit(cache=True)
 def character_spring(x, v, a, v_goal, halflife, dt):
-    """Character spring on velocity (spring_character_update, compiled): v tends to v_goal critically
-    damped, x integrates it exactly; (x, v, a) after dt seconds."""
+    """Character spring on velocity: v tends to v_goal critically damped, x integrates it exactly;
+    (x, v, a) after dt seconds (metres, m/s, m/s^2 or any consistent units)."""
     y = half_damping(halflife)
     e = math.exp(-y * dt)
     iy, iy2 = 1.0 / y, 1.0 / (y * y)
@@ -84,21 +85,11 @@ def halflife_to_damping(halflife, eps: float = 1e-5):
     return (4.0 * LN2) / (halflife + eps)
 
 
-def damping_to_halflife(damping, eps: float = 1e-5):
-    """Inverse of halflife_to_damping (same eps)."""
-    return (4.0 * LN2) / damping - eps
-
-
 def _negexp(x):
     # math.exp is ~20x cheaper than np.exp on a Python float; arrays go through numpy.
     if type(x) is float:
         return math.exp(-x)
     return np.exp(-x)
-
-
-def damper_exact(x, x_goal, halflife, dt, eps: float = 1e-5):
-    """Exponential damper (no velocity): the offset to the goal halves exactly every halflife."""
-    return x + (x_goal - x) * (1.0 - _negexp(LN2 * dt / (halflife + eps)))
 
 
 def simple_spring_damper_exact(x, v, x_goal, halflife, dt):
@@ -108,41 +99,6 @@ def simple_spring_damper_exact(x, v, x_goal, halflife, dt):
     j1 = v + j0 * y
     eydt = _negexp(y * dt)
     return eydt * (j0 + j1 * dt) + x_goal, eydt * (v - j1 * y * dt)
-
-
-def decay_spring_damper_exact(x, v, halflife, dt):
-    """Critically damped spring decaying an offset x (velocity v) to zero; returns (x, v)."""
-    y = halflife_to_damping(halflife) * 0.5
-    j1 = v + x * y
-    eydt = _negexp(y * dt)
-    return eydt * (x + j1 * dt), eydt * (v - j1 * y * dt)
-
-
-def spring_character_update(x, v, a, v_goal, halflife, dt):
-    """Character spring on velocity: v tends to v_goal critically damped, x integrates it exactly.
-
-    Returns (x, v, a) after dt seconds (metres, m/s, m/s^2 or any consistent units).
-    """
-    y = halflife_to_damping(halflife) * 0.5
-    j0 = v - v_goal
-    j1 = a + j0 * y
-    eydt = _negexp(y * dt)
-    x_next = eydt * (-j1 / (y * y) + (-j0 - j1 * dt) / y) + j1 / (y * y) + j0 / y + v_goal * dt + x
-    v_next = eydt * (j0 + j1 * dt) + v_goal
-    a_next = eydt * (a - j1 * y * dt)
-    return x_next, v_next, a_next
-
-
-def spring_character_predict(x, v, a, v_goal, halflife, dts):
-    """spring_character_update evaluated at several future times dts (K,) at once, constant goal.
-
-    x, v, a, v_goal: floats or arrays of one shape S; returns three arrays of shape (K,) + S.
-    """
-    dts = np.asarray(dts, dtype=np.float64)
-    x = np.asarray(x, dtype=np.float64)
-    dts = dts.reshape(dts.shape + (1,) * x.ndim)
-    return spring_character_update(x, np.asarray(v, np.float64), np.asarray(a, np.float64),
-                                   np.asarray(v_goal, np.float64), halflife, dts)
 
 
 def simple_spring_damper_exact_quat(q, w, q_goal, halflife, dt):
@@ -156,17 +112,3 @@ def simple_spring_damper_exact_quat(q, w, q_goal, halflife, dt):
     eydt = _negexp(float(y * dt) if np.isscalar(dt) else y * dt)
     q_next = quat_mul(quat_from_scaled_angle_axis(eydt * (j0 + j1 * dt)), q_goal)
     return quat_normalize(q_next), eydt * (w - j1 * y * dt)
-
-
-def decay_spring_damper_exact_quat(q, w, halflife, dt):
-    """Decay a rotation offset q (..., 4) with angular velocity w (..., 3) to the identity.
-
-    Equivalent to decay_spring_damper_exact on the scaled-angle-axis offset log(q) (which is how
-    the Inertializer stores rotation offsets, saving the log/exp per frame)."""
-    y = halflife_to_damping(halflife) * 0.5
-    j0 = quat_to_scaled_angle_axis(q)
-    j1 = w + j0 * y
-    if not np.isscalar(dt):
-        dt = np.asarray(dt, dtype=np.float64)[..., None]  # several times at once: (..., 1)
-    eydt = _negexp(float(y * dt) if np.isscalar(dt) else y * dt)
-    return quat_from_scaled_angle_axis(eydt * (j0 + j1 * dt)), eydt * (w - j1 * y * dt)
