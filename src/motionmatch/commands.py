@@ -27,6 +27,7 @@ def print_summary(s: dict, file=None) -> None:
     print(f"features:   {s['features']} ({', '.join(s['feature_channels'])})", file=file)
     tags = s["tags"]
     print(f"tags:       {len(tags)}: {' '.join(tags[:30])}{' ...' if len(tags) > 30 else ''}", file=file)
+    print(f"style tags: {len(s['style_tags'])}: {' '.join(s['style_tags']) or '(none)'}", file=file)
     ev = s.get("events") or {}
     print(f"events:     {sum(ev.values())}" + (": " + ", ".join(f"{k} {v}" for k, v in ev.items()) if ev else ""),
           file=file)
@@ -63,6 +64,9 @@ def _add_build(sub):
     p.add_argument("--map", dest="mapping", help="role mapping TOML for an unknown skeleton")
     p.add_argument("--tag", action="append", default=[], metavar="TAG[=GLOB]",
                    help="add a user tag to clips whose file name matches GLOB (default all)")
+    p.add_argument("--style-tags", default=None, metavar="TAG,...",
+                   help="the tags that name a style (metrics.json `style`; default: every source:NAME tag and "
+                        "the Bandai-Namco styles of the file names; '' for none)")
     p.add_argument("--strict", action="store_true", help="fail on the first bad file instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     one = p.add_mutually_exclusive_group()
@@ -94,8 +98,11 @@ def run_build(args) -> int:
     from .datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
     from .features import default_schema, load_schema
     from .skeleton import load_mapping
+    from .styles import parse_style_tags
 
     t0 = time.perf_counter()
+    if args.default and args.style_tags is not None:
+        raise ValueError("--style-tags: not with --default (a default database takes the default style tags)")
     if args.default:
         from .database import build_default_database, load_database
         with _build_map(args) as map_chunks:
@@ -134,7 +141,8 @@ def run_build(args) -> int:
         user_tags.append((tag, pat or "*"))
     settings = BuildSettings(fps=args.fps, mirror=not args.no_mirror, unit=args.unit, strict=args.strict,
                              role_mapping=load_mapping(args.mapping) if args.mapping else None,
-                             user_tags=user_tags, skeleton=skeleton, file_tags=file_tags, events=args.events)
+                             user_tags=user_tags, skeleton=skeleton, file_tags=file_tags, events=args.events,
+                             style_tags=None if args.style_tags is None else parse_style_tags(args.style_tags))
     mixed = not args.data and not args.jlpm22_only    # the mixed default set: its tuned weights
     kind = "mixed" if mixed else None
     schema = load_schema(args.schema) if args.schema else default_schema().with_weights(default_weights(kind))

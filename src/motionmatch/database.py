@@ -30,7 +30,9 @@ from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, 
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename, toe_floor_height)
 from .retarget import RetargetError, bind_pose_of, foot_floor, retarget_onto
+from .posture import source_posture
 from .skeleton import SkeletonError, find_roles, mirror_pairs
+from .styles import check_style_tags, default_style_tags
 
 FORMAT_VERSION = 1
 
@@ -89,8 +91,14 @@ class Database:
     features: FeatureSet
     meta: dict = field(default_factory=dict)
     events: EventMarks = field(default_factory=EventMarks)   # event marks (events.py)
+    # Tags that name a style (styles.py); None: the default for these clips (styles.default_style_tags).
+    style_tags: list[str] | None = None
     # The runtime's per-database cache (runtime.character looks it up under this name), bounded.
     runtime_cache: SharedCache = field(default_factory=SharedCache, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.style_tags is None:
+            self.style_tags = default_style_tags(self.range_names, self.range_tags)
 
     @property
     def num_frames(self) -> int:
@@ -130,6 +138,7 @@ class Database:
             "features": self.features.raw.shape[1],
             "feature_channels": self.features.schema.names,
             "tags": sorted(self.known_tags),
+            "style_tags": list(self.style_tags),
             "events": self.events.counts(),
             "bytes": self.meta.get("bytes"),
             "build_seconds": self.meta.get("build_seconds"),
@@ -157,11 +166,19 @@ class BuildSettings:
     skeleton: str | None = None
     file_tags: dict[str, list[str]] = field(default_factory=dict)    # file path -> extra tags (sources)
     events: str | None = None        # annotation sidecar of event marks (events.load_sidecar)
+    style_tags: list[str] | None = None   # tags naming a style (styles.py); None: the default
 
     def to_dict(self) -> dict:
         return {"fps": self.fps, "mirror": self.mirror, "unit": self.unit,
                 "contact_height": self.contact_height, "contact_speed": self.contact_speed,
-                "user_tags": [list(t) for t in self.user_tags], "skeleton": self.skeleton, "events": self.events}
+                "user_tags": [list(t) for t in self.user_tags], "skeleton": self.skeleton, "events": self.events,
+                "style_tags": self.style_tags}
+
+
+def file_tags(path: Path, settings: BuildSettings) -> list[str]:
+    """Tags of the clip built from file `path`: from its name, the user tags matching it, its file tags."""
+    return (tags_from_filename(path) + [t for t, pat in settings.user_tags if fnmatch.fnmatch(path.name, pat)]
+            + settings.file_tags.get(str(path), []))
 
 
 def _same_skeleton(a: Skeleton, b: Skeleton) -> bool:
@@ -246,8 +263,7 @@ def _preprocess_file(path: Path, anim: Animation, ctx: dict):
             anim = retarget_onto(anim, ctx["target"], ctx["floor"])
         except RetargetError as e:
             return f"{path}: cannot retarget onto {s.skeleton}: {e}"
-    anim.tags = (tags_from_filename(path) + [t for t, pat in s.user_tags if fnmatch.fnmatch(path.name, pat)]
-                 + s.file_tags.get(str(path), []))
+    anim.tags = file_tags(path, s)
     anim = resample(anim, s.fps)
     if anim.num_frames < 2:
         return f"{path}: fewer than 2 frames after resampling"
@@ -292,6 +308,9 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     files = [Path(f) for f in files]
     if not files:
         raise DatabaseError("no BVH files to build from (check the data path and --include/--exclude)")
+    if settings.style_tags is not None:   # before the work: the tags every file will give its clips
+        check_style_tags(settings.style_tags, [file_tags(p, settings) + ["mirrored"] * settings.mirror
+                                               for p in files])
 
     # The first readable file fixes the skeleton, its roles, the hips' forward axis and the mirror
     # corrections: properties of the skeleton, derived once.
@@ -394,12 +413,14 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "hips_forward_axis": fwd_axis.tolist(),
         # Where the toe joints sit when planted (metres above the floor; planted_toe_height_m).
         "toe_floor_m": round(toe_floor, 4),
-        "build_seconds": round(time.perf_counter() - t0, 3),
     }
-    return Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
-                    rotations=rotations, contacts=contacts, range_starts=range_starts,
-                    range_stops=range_stops, range_names=names, range_tags=tags, features=fs, meta=meta,
-                    events=events)
+    db = Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
+                  rotations=rotations, contacts=contacts, range_starts=range_starts,
+                  range_stops=range_stops, range_names=names, range_tags=tags, features=fs, meta=meta,
+                  events=events, style_tags=settings.style_tags)
+    source_posture(db)      # the main actor's posture figures, stored in meta with the database
+    db.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
+    return db
 
 
 def fill_time_to_event(raw: np.ndarray, schema: FeatureSchema, events: EventMarks, range_starts, range_stops,
@@ -433,6 +454,7 @@ def save_database(db: Database, path) -> int:
         "roles": db.roles,
         "range_names": db.range_names,
         "range_tags": db.range_tags,
+        "style_tags": db.style_tags,
         "schema": db.features.schema.to_dict(),
         "meta": db.meta,
         "events": db.events.to_dict(),
@@ -572,6 +594,9 @@ def _checked_database(path: Path, z: dict, header: dict) -> Database:
                              "tag lists")
     if len(range_names) != R or len(range_tags) != R:
         fail("header.range_names/range_tags", f"expected {R} entries (one per clip range)")
+    style_tags = header.get("style_tags")     # absent in files saved before style tags: the default
+    if style_tags is not None and not (isinstance(style_tags, list) and all(isinstance(t, str) for t in style_tags)):
+        fail("header.style_tags", "expected a list of tag names")
     roles = header.get("roles")
     if not isinstance(roles, dict) or not all(
             isinstance(k, str) and type(v) is int and 0 <= v < J for k, v in roles.items()):
@@ -629,7 +654,7 @@ def _checked_database(path: Path, z: dict, header: dict) -> Database:
     return Database(skeleton=skel, roles=roles, fps=float(fps), positions=positions,
                     rotations=rotations, contacts=contacts, range_starts=np.asarray(range_starts, dtype=np.int64),
                     range_stops=np.asarray(range_stops, dtype=np.int64), range_names=range_names,
-                    range_tags=range_tags, features=fs, meta=meta, events=events)
+                    range_tags=range_tags, features=fs, meta=meta, events=events, style_tags=style_tags)
 
 
 def default_database_path(mixed: bool = False, kind: str | None = None) -> Path:
@@ -684,14 +709,19 @@ def refresh_default_weights(path, weights: dict) -> bool:
     """Give the cached default database at `path` the default channel `weights` (name -> weight) where
     its own differ (the defaults are tuned, docs/tuning.md; a cache built before a change kept the old
     ones), and save it; channels not in `weights` (an action database's time-to-event) are left alone.
-    Raw features are stored, so this is a re-weighting, not a rebuild. True when it changed the file.
+    Raw features are stored, so this is a re-weighting, not a rebuild. A file without the main actor's
+    posture figures (built before they were stored) gets them (posture.source_posture). True when it
+    changed the file.
     DatabaseError when the file does not load."""
     db = load_database(path)
     have = {c.name: c.weight for c in db.features.schema.channels}
     stale = {n: w for n, w in weights.items() if n in have and have[n] != w}
-    if not stale:
+    # A cache built before the main actor's posture was stored gets it too: measured once, not per run.
+    stored = db.meta.get("posture_source")
+    if not stale and source_posture(db) is stored:
         return False
-    db.features.set_weights(stale)
+    if stale:
+        db.features.set_weights(stale)
     save_database(db, path)
     return True
 

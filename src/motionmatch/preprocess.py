@@ -337,15 +337,25 @@ def toe_floor_height(gpos: np.ndarray, toe_joints: list[int]) -> float:
 _BANDAI = re.compile(r"^(dataset-\d+)_(.+?)_([^_]+?)_(\d+)$")
 
 
+def _bandai_match(name: str):
+    stem = name
+    for suf in (".gz", ".bvh"):
+        if stem.endswith(suf):
+            stem = stem[: -len(suf)]
+    return _BANDAI.match(stem)
+
+
+def bandai_style(name: str) -> str | None:
+    """The style of a Bandai-Namco file name (`dataset-1_walk-left_happy_003.bvh` -> happy), else None."""
+    m = _bandai_match(name)
+    return m.group(3) if m else None
+
+
 def tags_from_filename(path: str | Path) -> list[str]:
     """Tags parsed from a file name: dataset, content and style for Bandai-Namco names
     (`dataset-1_walk-left_happy_003.bvh` -> dataset-1, walk-left, happy); otherwise the parent folder."""
     p = Path(path)
-    stem = p.name
-    for suf in (".gz", ".bvh"):
-        if stem.endswith(suf):
-            stem = stem[: -len(suf)]
-    m = _BANDAI.match(stem)
+    m = _bandai_match(p.name)
     if m:
         dataset, content, style, _ = m.groups()
         tags = [dataset, content, style]

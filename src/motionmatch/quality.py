@@ -70,7 +70,7 @@ def source_baselines(db, style: str | None) -> tuple[float, float]:
 
 def scenario_metrics(db, scenario, settings: RuntimeSettings | None = None) -> dict:
     """Run a Scenario with the settings (copied: the run sets the tag filter) and return its metrics."""
-    from .synth import change_frames, run_scenario
+    from .synth import appearance_metrics, change_frames, run_scenario
 
     rs = copy.deepcopy(settings) if settings is not None else settings_from_dict({})
     terrain = None
@@ -80,6 +80,7 @@ def scenario_metrics(db, scenario, settings: RuntimeSettings | None = None) -> d
     rec = run_scenario(db, scenario, rs.character, terrain=terrain, controller_settings=rs.controller)
     sliding, acc_src = source_baselines(db, scenario.style)
     m = compute_metrics(rec, db.fps, sliding, change_frames(scenario, db.fps))
+    m.update(appearance_metrics(db, rec))
     window = np.arange(int(round(POP_WINDOW_S * db.fps)))
     acc = joint_acceleration_p99(rec["global_positions"], db.fps,
                                  (np.asarray(rec["transition_frames"])[:, None] + window).ravel())

@@ -12,11 +12,14 @@ import numpy as np
 
 from .animation import Animation
 from .io.bvh import BVHWriter, write_bvh
+from .idle import idle_figures
 from .metrics import compute_metrics, source_foot_sliding_cm_s, toe_floor_m
+from .posture import planted_toe_heights_cm, posture_figures, posture_joints, source_posture
 from .preprocess import remove_simulation_bone
 from .runtime.character import Character, CharacterSettings
 from .scenario import Scenario, load_scenario, parse_scenario
 from .skeleton import shoulder_joints
+from .styles import clip_styles, style_figures
 
 
 POSE_CHUNK = 1024  # frames of poses buffered between hand-offs to a pose sink
@@ -28,7 +31,8 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     """Simulate a scenario at the database rate; returns a record of per-frame arrays.
 
     The record always holds the light per-frame arrays the metrics need (root and simulation
-    positions, yaws, velocities, timings, `toe_positions` (F, 2, 3) m, `nan` (F,) bool). Poses: with
+    positions, yaws, velocities, timings, `toe_positions` (F, 2, 3) m, `posture_positions` (F, K, 3) m of
+    posture.POSTURE_ROLES, `nan` (F,) bool). Poses: with
     pose_sink None the record also holds `global_positions`, `local_pos` and `local_rot` (F, J, ...);
     otherwise pose_sink(local_pos (n, J, 3), local_rot (n, J, 4)) receives them in order, in chunks of
     POSE_CHUNK frames, and they are not kept: memory stays flat in the run's length.
@@ -56,11 +60,13 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     # hips then shoulders: the twist and shoulder-facing metrics need only these four joints per frame
     body_joints = [db.roles["left_upper_leg"], db.roles["right_upper_leg"],
                    *shoulder_joints(db.skeleton.parents, db.roles)]
+    posture = posture_joints(db.roles)
     rec = {k: np.zeros((F, 3)) for k in ("root_pos", "sim_pos", "desired_vel", "root_vel")}
     rec.update(root_yaw=np.zeros(F), sim_yaw=np.zeros(F), desired_yaw=np.zeros(F), frame_us=np.zeros(F),
                frames=np.zeros(F, dtype=np.int64), contacts=np.zeros((F, 2), dtype=bool),
                locked=np.zeros((F, 2), dtype=bool), timing=np.zeros((F, 4)),
                toe_positions=np.zeros((F, 2, 3)), body_positions=np.zeros((F, 4, 3)),
+               posture_positions=np.zeros((F, len(posture), 3)),
                nan=np.zeros(F, dtype=bool))
     if pose_sink is None:
         rec.update(global_positions=np.zeros((F, J, 3)), local_pos=np.zeros((F, J, 3)),
@@ -93,6 +99,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         rec["timing"][k] = (ch.t_controller_us, ch.t_search_us, ch.t_inertialize_us, ch.t_output_us)
         rec["toe_positions"][k] = gp[toe_joints]
         rec["body_positions"][k] = gp[body_joints]
+        rec["posture_positions"][k] = gp[posture]
         rec["nan"][k] = not np.isfinite(gp).all()
         if pose_sink is None:
             rec["global_positions"][k] = gp
@@ -115,6 +122,20 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         rec["toe_floor_m"] = toe_floor_m(db)
     rec["character"] = ch
     return rec
+
+
+def appearance_metrics(db, rec: dict) -> dict:
+    """"posture", "posture_source", "style" and "idle" of metrics.json (README, section "Metrics") from a
+    run record (run_scenario's light per-frame arrays) on database `db`."""
+    toes = [rec["toe_positions"][:, i] for i in range(2)]
+    root_speed = np.linalg.norm(rec["root_vel"][:, [0, 2]], axis=1)
+    source = source_posture(db)
+    return {"posture": posture_figures(rec["posture_positions"], root_speed,
+                                       planted_toe_heights_cm(toes, db.fps, rec.get("toe_ground")), source["bounds"]),
+            "posture_source": dict(source["figures"]),
+            "style": style_figures(rec["frames"], db.range_stops, clip_styles(db.range_tags, db.style_tags), db.fps),
+            "idle": idle_figures(rec["desired_vel"], rec["desired_yaw"], rec["root_vel"], rec["root_pos"],
+                                 rec["posture_positions"], db.fps)}
 
 
 def request_player(ch: Character, scenario: Scenario):
@@ -234,6 +255,7 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
         allowed = np.flatnonzero(range_mask(scenario.style, db.range_tags))
     src = source_foot_sliding_cm_s(db, allowed_ranges=allowed)
     metrics = compute_metrics(rec, db.fps, src, change_frames(scenario, db.fps))
+    metrics.update(appearance_metrics(db, rec))
     if terrain is not None:
         terrain.save(out / "terrain.npy")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

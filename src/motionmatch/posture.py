@@ -1,0 +1,154 @@
+"""Posture of a motion: knee angle, trunk lean, hand spread and planted toe height, of a synthesized run
+and of the clips of the database's main actor (the person the output should look like).
+
+Definitions (README, section "Metrics"): the knee angle is the angle at the knee joint between the thigh
+(knee to upper-leg joint) and the shin (knee to foot joint), 180 degrees = straight; the trunk lean is the
+angle between world up and the line from the hips joint to the head joint (0 = upright, any direction);
+the hand spread is the distance between the two hand joints along the body's left-right axis (the
+horizontal direction of the line between the upper-leg joints), in cm; a planted toe's height is the toe
+joint's height above the floor (the terrain under it on terrain) on the frames it moves slower than the
+foot-sliding metric's contact speed (0.5 m/s horizontally).
+
+Inputs are the positions of POSTURE_ROLES per frame (F, K, 3), metres, Y up.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .metrics import CONTACT_SPEED
+
+# Joints a run records for the posture and idle figures (synth.run_scenario), in this order.
+POSTURE_ROLES = ("hips", "head", "left_upper_leg", "left_lower_leg", "left_foot", "right_upper_leg",
+                 "right_lower_leg", "right_foot", "left_hand", "right_hand")
+_HIPS, _HEAD, _LUL, _LLL, _LF, _RUL, _RLL, _RF, _LH, _RH = range(len(POSTURE_ROLES))
+MOVING_SPEED = 0.5            # m/s: the knee figure counts frames whose root is faster
+OUTSIDE_PERCENTILES = (1.0, 99.0)
+SOURCE_MAX_CLIPS = 60
+# Bumped when a definition above changes: a database's stored source figures are then recomputed.
+SOURCE_VERSION = 1
+POSTURE_KEYS = ("knee_deg", "planted_toe_cm", "trunk_lean_deg", "outside_source")
+
+
+def posture_joints(roles: dict[str, int]) -> list[int]:
+    """Joint indices of POSTURE_ROLES in a database with these roles."""
+    return [roles[r] for r in POSTURE_ROLES]
+
+
+def _angle_deg(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    c = (u * v).sum(-1) / np.maximum(np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1), 1e-12)
+    return np.degrees(np.arccos(np.clip(c, -1.0, 1.0)))
+
+
+def knee_angles_deg(p: np.ndarray) -> np.ndarray:
+    """(F, 2) left and right knee angles (degrees, 180 = straight leg) from posture positions (F, K, 3)."""
+    return np.stack([_angle_deg(p[:, hip] - p[:, knee], p[:, foot] - p[:, knee])
+                     for hip, knee, foot in ((_LUL, _LLL, _LF), (_RUL, _RLL, _RF))], axis=1)
+
+
+def trunk_lean_deg(p: np.ndarray) -> np.ndarray:
+    """(F,) angle (degrees) between world up and the hips-to-head line; 0 = upright."""
+    return _angle_deg(p[:, _HEAD] - p[:, _HIPS], np.array([0.0, 1.0, 0.0]))
+
+
+def hand_spread_cm(p: np.ndarray) -> np.ndarray:
+    """(F,) distance (cm) between the hands along the body's left-right axis (the horizontal direction
+    from the right to the left upper-leg joint); negative when the hands cross."""
+    across = (p[:, _LUL] - p[:, _RUL]) * np.array([1.0, 0.0, 1.0])
+    across /= np.maximum(np.linalg.norm(across, axis=1, keepdims=True), 1e-12)
+    return ((p[:, _LH] - p[:, _RH]) * across).sum(1) * 100.0
+
+
+def planted_toe_heights_cm(toes: list[np.ndarray], fps: float, floors=None) -> np.ndarray:
+    """Heights (cm) of the toes (each (F, 3)) above the floor over the frames they are planted: slower
+    than metrics.CONTACT_SPEED horizontally (foot sliding's contact speed; its height test, against a floor
+    estimated from the motion, would hide a hovering foot). floors: per toe the floor height (F,) under
+    it (the terrain), None for y = 0."""
+    out = []
+    for i, t in enumerate(toes):
+        planted = np.linalg.norm(np.diff(t[:, [0, 2]], axis=0), axis=1) * fps < CONTACT_SPEED
+        floor = 0.0 if floors is None else np.asarray(floors[i])[1:][planted]
+        out.append((t[1:, 1][planted] - floor) * 100.0)
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _median(x) -> float | None:
+    return round(float(np.median(x)), 3) if len(x) else None
+
+
+def posture_figures(p: np.ndarray, root_speed: np.ndarray, toe_heights_cm: np.ndarray, bounds: dict) -> dict:
+    """The `posture` dictionary of metrics.json: p (F, K, 3) posture positions, root_speed (F,) m/s
+    horizontal, toe_heights_cm from planted_toe_heights_cm, bounds the source's
+    {"trunk_lean_deg": (lo, hi), "hand_spread_cm": (lo, hi)} (source_posture). A figure with no frame to
+    take it from (no moving frame, no contact) is None."""
+    knees = knee_angles_deg(p)[np.asarray(root_speed) > MOVING_SPEED]
+    lean = trunk_lean_deg(p)
+    spread = hand_spread_cm(p)
+    lo, hi = bounds["trunk_lean_deg"]
+    slo, shi = bounds["hand_spread_cm"]
+    outside = (lean < lo) | (lean > hi) | (spread < slo) | (spread > shi)
+    return {"knee_deg": _median(knees.ravel()),
+            "planted_toe_cm": _median(toe_heights_cm),
+            "trunk_lean_deg": {"median": _median(lean), "p95": round(float(np.percentile(lean, 95)), 3)},
+            "outside_source": round(float(outside.mean()), 4) if len(outside) else None}
+
+
+def main_actor_ranges(db) -> np.ndarray:
+    """Clip ranges of the database's main actor: the clips sharing the `source:` tag of the clip built
+    from the skeleton file (the mixed default database: the jlpm22 takes), else, with several sources,
+    of the source with the most frames; every clip when the database has one source or none."""
+    sources = [next((t for t in tags if t.startswith("source:")), None) for tags in db.range_tags]
+    names = set(sources) - {None}
+    if len(names) <= 1:
+        return np.arange(len(db.range_starts))
+    skeleton = (db.meta.get("settings") or {}).get("skeleton")
+    main = None
+    if skeleton:
+        stem = skeleton.replace("\\", "/").rsplit("/", 1)[-1]
+        main = next((s for n, s in zip(db.range_names, sources) if n == stem), None)
+    if main is None:
+        lengths = db.range_stops - db.range_starts
+        main = max(sorted(names), key=lambda s: sum(int(n) for n, t in zip(lengths, sources) if t == s))
+    return np.flatnonzero([s == main for s in sources])
+
+
+def _measure_source(db) -> dict:
+    ranges = main_actor_ranges(db)
+    if len(ranges) > SOURCE_MAX_CLIPS:
+        ranges = ranges[np.linspace(0, len(ranges) - 1, SOURCE_MAX_CLIPS).round().astype(int)]
+    joints = posture_joints(db.roles)
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    ps, speeds, heights = [], [], []
+    for r in ranges:
+        gp, _ = db.global_transforms(slice(int(db.range_starts[r]), int(db.range_stops[r])))
+        ps.append(gp[:, joints])
+        v = np.linalg.norm(np.diff(gp[:, 0, [0, 2]], axis=0), axis=1) * db.fps
+        speeds.append(np.r_[v[:1], v])
+        heights.append(planted_toe_heights_cm([gp[:, t] for t in toes], db.fps))
+    p = np.concatenate(ps)
+    lean, spread = trunk_lean_deg(p), hand_spread_cm(p)
+    bounds = {"trunk_lean_deg": [float(x) for x in np.percentile(lean, OUTSIDE_PERCENTILES)],
+              "hand_spread_cm": [float(x) for x in np.percentile(spread, OUTSIDE_PERCENTILES)]}
+    clips = sorted({t for r in ranges for t in db.range_tags[r] if t.startswith("source:")})
+    return {"version": SOURCE_VERSION, "clips": clips or ["all"], "bounds": bounds,
+            "figures": posture_figures(p, np.concatenate(speeds), np.concatenate(heights), bounds)}
+
+
+def source_posture(db) -> dict:
+    """{"figures": the main actor's `posture_source` dictionary, "bounds": its 1st-99th percentile ranges
+    of trunk lean and hand spread, "clips": the source tags measured}. Stored at build (meta
+    "posture_source"); measured here, on up to 60 of the main actor's clips, for a database built before
+    that or before the definitions last changed (and kept in db.meta)."""
+    if not _well_formed(db.meta.get("posture_source")):
+        db.meta["posture_source"] = _measure_source(db)
+    return db.meta["posture_source"]
+
+
+def _well_formed(got) -> bool:
+    """A stored entry of this version whose bounds are two finite numbers each (a file's meta is not
+    trusted: anything else is measured again)."""
+    try:
+        return got["version"] == SOURCE_VERSION and set(got["figures"]) == set(POSTURE_KEYS) and all(
+            len(got["bounds"][k]) == 2 and np.isfinite(np.asarray(got["bounds"][k], dtype=float)).all()
+            for k in ("trunk_lean_deg", "hand_spread_cm"))
+    except (KeyError, TypeError, ValueError):
+        return False
