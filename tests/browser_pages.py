@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from motionmatch.app.server import find_three
+from motionmatch.app.assets import find_three
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWSER = ROOT / "tests" / "browser"

@@ -252,15 +252,17 @@ def test_unknown_action_in_a_scenario_names_the_request(action_db):
 
 
 def test_app_action_key_message(action_db):
+    from motionmatch.app import backend as app_backend
+    from motionmatch.app import messages
     from motionmatch.app import server as srv
     from test_app import Client, ServerThread, run
     import aiohttp
 
-    assert srv.parse_message('{"type":"action","event":"bow","event_in":0.8}') == (
+    assert messages.parse_message('{"type":"action","event":"bow","event_in":0.8}') == (
         "action", {"event": "bow", "event_in": 0.8})
-    with pytest.raises(srv.MessageError, match="event_in"):
-        srv.parse_message('{"type":"action","event":"bow","event_in":-1}')
-    server = ServerThread(srv.make_app(srv.runtime_backend(action_db)))
+    with pytest.raises(messages.MessageError, match="event_in"):
+        messages.parse_message('{"type":"action","event":"bow","event_in":-1}')
+    server = ServerThread(srv.make_app(app_backend.runtime_backend(action_db)))
 
     async def go():
         async with aiohttp.ClientSession() as s:

@@ -21,21 +21,27 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
+from motionmatch.app import assets
+from motionmatch.app import backend as app_backend
+from motionmatch.app import messages
 from motionmatch.app import server as srv
+from motionmatch.app import session as app_session
+from motionmatch.app import websocket as app_websocket
+from motionmatch.app.state import STATE
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWSER_SCRIPT = ROOT / "tests" / "browser" / "app_test.mjs"
 
 
-def _backend() -> srv.Backend:
+def _backend() -> app_backend.Backend:
     try:
         from motionmatch.runtime.character import Character  # noqa: F401
         from motionmatch.runtime.controller import GamepadInput  # noqa: F401
         from motionmatch import database
     except ImportError:
-        return srv.standin_backend()
+        return app_backend.standin_backend()
     path = os.environ.get("MOTIONMATCH_TEST_DB") or database.build_default_database(progress=False)
-    return srv.runtime_backend(database.load_database(path))
+    return app_backend.runtime_backend(database.load_database(path))
 
 
 class ServerThread:
@@ -134,8 +140,8 @@ class Client:
 
     def debug(self, frame: bytes) -> dict:
         J = len(self.hello["names"])
-        _, _, n = srv.FRAME_HEADER.unpack_from(frame)
-        start = srv.FRAME_HEADER.size + 12 * J
+        _, _, n = app_session.FRAME_HEADER.unpack_from(frame)
+        start = app_session.FRAME_HEADER.size + 12 * J
         return json.loads(frame[start:start + n])
 
 
@@ -144,9 +150,9 @@ class Client:
 
 
 def test_parse_message_rejects_bad_input():
-    ok = srv.parse_message('{"type":"input","move":[0.6,-0.8],"run":true}')
+    ok = messages.parse_message('{"type":"input","move":[0.6,-0.8],"run":true}')
     assert ok == ("input", {"move": (0.6, -0.8), "run": True})
-    kind, f = srv.parse_message('{"type":"input","move":[1,-1]}')       # a gamepad's corner: clamped to 1
+    kind, f = messages.parse_message('{"type":"input","move":[1,-1]}')       # a gamepad's corner: clamped to 1
     assert f["move"] == pytest.approx((math.sqrt(0.5), -math.sqrt(0.5)))
     bad = ['{"type":"input","move":[2,0]}', '{"type":"input","move":[0]}', '{"type":"input","move":"up"}',
            '{"type":"input","move":[0,0],"run":1}', '{"type":"input","move":[NaN,0]}',
@@ -154,8 +160,8 @@ def test_parse_message_rejects_bad_input():
            '{"type":"settings","inertialization":"cubic"}', '{"type":"pause"}', "{", b"\x00\x01",
            '{"type":"settings","halflife":1e999}', " " * 5000]
     for text in bad:
-        with pytest.raises(srv.MessageError):
-            srv.parse_message(text)
+        with pytest.raises(messages.MessageError):
+            messages.parse_message(text)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -169,7 +175,7 @@ def test_page_static_vendor_and_traversal(server):
                 assert r.status == 200 and "importmap" in await r.text()
             async with s.get(server.url + "/static/app.js") as r:
                 assert r.status == 200 and "window.motionmatch" in await r.text()
-            three = server.app[srv.THREE_DIR] is not None
+            three = server.app[STATE].three_dir is not None
             async with s.get(server.url + "/vendor/three/build/three.module.js") as r:
                 assert r.status == (200 if three else 503)
                 if three:
@@ -220,7 +226,7 @@ def test_malformed_messages_leave_server_and_other_clients_running(server):
             warning = await a.next_text("warning")
             assert "messages/s" in warning["message"]
             # An oversize frame beyond the hard limit closes only that connection.
-            await a.ws.send_str("y" * (srv.MAX_FRAME_BYTES + 10))
+            await a.ws.send_str("y" * (app_websocket.MAX_FRAME_BYTES + 10))
             await a.pump(2.0)
             # 1009 (message too big) when the close frame arrives; 1006 when the server drops the
             # transport first under load. Either way only this connection ends.
@@ -327,7 +333,7 @@ def test_scenario_upload_plays_and_bad_one_is_refused(server):
 def _browser_tools():
     node = shutil.which("node")
     chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    nm = srv.find_three()
+    nm = assets.find_three()
     pw = nm.parent / "playwright-core" / "index.mjs" if nm else None
     missing = [what for what, ok in (("node", node), (f"chromium ({chromium}; `make browser-deps`)",
                os.path.exists(chromium)), ("node_modules with three and playwright-core (`make node_modules`)",

@@ -11,6 +11,7 @@ import aiohttp
 import numpy as np
 import pytest
 
+from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
 from motionmatch.app.crowd import CROWD_HEADER, bytes_per_frame, crowd_world, frame_bytes, setup_crowd, step_world
 from test_app import ServerThread, _browser_tools
@@ -59,7 +60,7 @@ def test_agents_roam_to_new_goals_and_keep_clear_of_a_user(jlpm_db):
 
 @pytest.fixture(scope="module")
 def crowd_server(jlpm_db):
-    app = srv.make_app(srv.runtime_backend(jlpm_db))
+    app = srv.make_app(app_backend.runtime_backend(jlpm_db))
     setup_crowd(app, jlpm_db, 50)
     s = ServerThread(app)
     yield s
@@ -105,7 +106,7 @@ def test_no_crowd_mode_answers_n_zero(jlpm_db):
         async with aiohttp.ClientSession() as http:
             async with http.get(url + "/api/crowd") as r:
                 return r.status, await r.json()
-    s = ServerThread(srv.make_app(srv.Backend(new_character=lambda: None, make_input=dict)))
+    s = ServerThread(srv.make_app(app_backend.Backend(new_character=lambda: None, make_input=dict)))
     try:
         assert asyncio.run(go(s.url)) == (200, {"n": 0})
     finally:

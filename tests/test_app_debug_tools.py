@@ -9,7 +9,9 @@ import aiohttp
 import numpy as np
 import pytest
 
+from motionmatch.app import messages
 from motionmatch.app import server as srv
+from motionmatch.app import session as app_session
 from test_app import Client, ServerThread, _backend, run, run_browser_script
 
 SCRIPT = Path(__file__).resolve().parent / "browser" / "debug_tools_test.mjs"
@@ -23,15 +25,15 @@ def server():
 
 
 def test_debug_messages_are_validated():
-    assert srv.parse_message('{"type":"play_clip","clip":null}') == ("play_clip", {"clip": None})
-    assert srv.parse_message('{"type":"terrain","kind":"steps"}') == ("terrain", {"kind": "steps"})
+    assert messages.parse_message('{"type":"play_clip","clip":null}') == ("play_clip", {"clip": None})
+    assert messages.parse_message('{"type":"terrain","kind":"steps"}') == ("terrain", {"kind": "steps"})
     for bad, needle in (('{"type":"play_clip","clip":-1}', "clip"), ('{"type":"play_clip","clip":1.5}', "clip"),
                         ('{"type":"terrain","kind":"lava"}', "kind"),
                         ('{"type":"inspect","query":[],"current":0,"bias":0}', "query"),
                         ('{"type":"inspect","query":[1,"a"],"current":0,"bias":0}', r"query\[1\]"),
                         ('{"type":"debug","ghosts":1}', "ghosts")):
-        with pytest.raises(srv.MessageError, match=needle):
-            srv.parse_message(bad)
+        with pytest.raises(messages.MessageError, match=needle):
+            messages.parse_message(bad)
 
 
 def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
@@ -83,7 +85,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
             async with s.get(f"{server.url}/api/session/{sid}/terrain") as r:
                 t = await r.json()
             h = np.array(t["heights"]).reshape(t["shape"])
-            assert h.shape[0] <= srv.TERRAIN_SAMPLES and np.ptp(h) > 1.0      # a 10 degree slope over 40 m
+            assert h.shape[0] <= app_session.TERRAIN_SAMPLES and np.ptp(h) > 1.0      # a 10 degree slope over 40 m
             buf = io.BytesIO()
             Image.fromarray(np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))).save(buf, "PNG")
             async with s.post(f"{server.url}/api/session/{sid}/terrain?name=ramp.png&scale=0.5&cell=0.1",

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import BANDAI, JLPM, _need
+from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
+from motionmatch.app import session as app_session
 from motionmatch.app.vr import load_replay, setup_vr
 from motionmatch.rotations import quat_rotate
 from motionmatch.vr.driver import VRDriverSettings, crouch_databases
@@ -39,7 +41,7 @@ def vr_server(jlpm_db, walk_stream, tmp_path_factory):
     model, trackers = tmp / "vr.npz", tmp / "walk.json"
     save_networks(model, {"network": hmd_forward_network()})
     write_trackers_json(trackers, walk_stream[0])
-    app = srv.make_app(srv.runtime_backend(jlpm_db))
+    app = srv.make_app(app_backend.runtime_backend(jlpm_db))
     # Height switching on (the mirrored clips standing in for crouching ones; the walk never crouches).
     setup_vr(app, jlpm_db, model, trackers, VRDriverSettings(height_databases=crouch_databases("mirrored")),
              clips=[("walk sad", _need(SAD_WALK), (0.0, 1.0))])
@@ -64,7 +66,7 @@ async def frames_since(c: Client, changed, n: int) -> list[bytes]:
 def frame_arrays(client: Client, frame: bytes):
     """World joint positions (J, 3) and the debug JSON of one streamed frame."""
     J = len(client.hello["names"])
-    pos = np.frombuffer(frame, "<f4", J * 3, srv.FRAME_HEADER.size).reshape(J, 3)
+    pos = np.frombuffer(frame, "<f4", J * 3, app_session.FRAME_HEADER.size).reshape(J, 3)
     return pos, client.debug(frame)
 
 

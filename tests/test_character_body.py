@@ -12,7 +12,9 @@ import pygltflib
 import pytest
 
 from browser_pages import probe, serving
+from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
+from motionmatch.app import session as app_session
 from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
 from motionmatch.io.gltf import GLTFError
@@ -125,7 +127,7 @@ def test_bad_models_get_clear_errors(tmp_path, jlpm_db_path, capsys):
 def _app(db_path, model=None):
     from motionmatch.database import load_database
     db = load_database(db_path)
-    return srv.make_app(srv.runtime_backend(db, srv.character_for(db, db_path, model))), db
+    return srv.make_app(app_backend.runtime_backend(db, app_backend.character_for(db, db_path, model))), db
 
 
 def test_server_streams_local_rotations_and_serves_the_body(jlpm_db_path):
@@ -155,8 +157,8 @@ def test_server_streams_local_rotations_and_serves_the_body(jlpm_db_path):
     assert ch["url"] == "/api/character.glb" and ch["bones"]["Hips"]["source"] == db.skeleton.names.index("Hips")
     J = len(hello["names"])
     for data in frames[-5:]:
-        _, _, n = srv.FRAME_HEADER.unpack_from(data)
-        start = srv.FRAME_HEADER.size
+        _, _, n = app_session.FRAME_HEADER.unpack_from(data)
+        start = app_session.FRAME_HEADER.size
         pos = np.frombuffer(data, "<f4", 3 * J, start).reshape(J, 3)
         rot = np.frombuffer(data, "<f4", 4 * J, start + 12 * J + n).reshape(J, 4).astype(np.float64)
         assert len(data) == start + 12 * J + n + 16 * J

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from motionmatch.app import assets
 from motionmatch.app import server as srv
 from motionmatch.cli import main
 
@@ -84,7 +85,7 @@ def _wait_for(proc, needle: str, timeout: float = 60.0) -> str:
 
 
 def test_busy_port_moves_on_with_a_clear_message(jlpm_db_path):
-    if srv.find_three() is None:
+    if assets.find_three() is None:
         pytest.fail("node_modules/three missing: run `make node_modules`")
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))

@@ -263,7 +263,9 @@ class _Flaky:
 @pytest.fixture(scope="module")
 def hostile_server():
     from test_app import ServerThread, _backend
+    from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv
+    from motionmatch.app import session as app_session
     backend = _backend()
     plain = backend.new_character
     flaky = replace(backend, new_character=lambda: _Flaky(plain()))
@@ -392,7 +394,9 @@ def test_small_undamaged_copy_loads_and_runs(jlpm_db_path, tmp_path):
 
 
 def test_character_failing_every_frame_ends_its_session_with_a_message():
+    from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv
+    from motionmatch.app import session as app_session
 
     class Broken:
         def step(self, inp, dt):
@@ -404,11 +408,11 @@ def test_character_failing_every_frame_ends_its_session_with_a_message():
     class WS:
         closed = False
 
-    session = srv.Session("s", WS(), Broken(), srv.Backend(new_character=Broken, make_input=dict))
-    for _ in range(srv.MAX_RESETS_PER_WINDOW + 1):
+    session = app_session.Session("s", WS(), Broken(), app_backend.Backend(new_character=Broken, make_input=dict))
+    for _ in range(app_session.MAX_RESETS_PER_WINDOW + 1):
         session.safe_step()
     assert session.fatal and session.pending[-1]["fatal"]
-    assert sum(bool(m.get("reset")) for m in session.pending) == srv.MAX_RESETS_PER_WINDOW
+    assert sum(bool(m.get("reset")) for m in session.pending) == app_session.MAX_RESETS_PER_WINDOW
 
 
 def test_weight_sets_share_a_bounded_least_recently_used_cache(jlpm_db):

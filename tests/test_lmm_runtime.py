@@ -169,16 +169,18 @@ def test_app_switches_classic_and_learned_live(tiny_model, jlpm_db):
     import aiohttp
     from test_app import Client, ServerThread
 
+    from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv
+    from motionmatch.app import session as app_session
     from motionmatch.settings_file import settings_from_dict
     settings = settings_from_dict({})
     settings.character.mode, settings.character.model = "lmm", str(tiny_model)    # what `serve --lmm` does
-    with_model = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db, None, settings)))
-    without = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db)))
+    with_model = ServerThread(srv.make_app(app_backend.runtime_backend(jlpm_db, None, settings)))
+    without = ServerThread(srv.make_app(app_backend.runtime_backend(jlpm_db)))
     J = jlpm_db.num_joints
 
     def positions(frame: bytes) -> np.ndarray:
-        return np.frombuffer(frame, np.float32, 3 * J, srv.FRAME_HEADER.size)
+        return np.frombuffer(frame, np.float32, 3 * J, app_session.FRAME_HEADER.size)
 
     async def go():
         async with aiohttp.ClientSession() as s:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from browser_pages import probe
-from motionmatch.app.server import STATIC_DIR
+from motionmatch.app.assets import STATIC_DIR
 from motionmatch.io.bvh import read_bvh, write_bvh
 from motionmatch.notebook import LiveCharacterWidget, MotionWidget
 

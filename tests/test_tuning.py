@@ -343,12 +343,13 @@ def test_bench_quality_compare_shows_before_and_after_per_scenario(jlpm_db_path,
 
 def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tmp_path):
     import aiohttp
+    from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv
     from test_app import Client, ServerThread, run
 
     start = tmp_path / "start.toml"
     start.write_text("[character]\nbias = 0.3\n[controller]\nvelocity_halflife = 0.2\n")
-    server = ServerThread(srv.make_app(srv.runtime_backend(jlpm_db, settings=load_settings(start))))
+    server = ServerThread(srv.make_app(app_backend.runtime_backend(jlpm_db, settings=load_settings(start))))
     try:
         async def go():
             async with aiohttp.ClientSession() as s:

@@ -45,7 +45,8 @@ def test_wheel_serves_page_and_three_without_npm(tmp_path):
     script = (
         "import asyncio\n"
         "from aiohttp import web\n"
-        "from motionmatch.app.server import Backend, make_app\n"
+        "from motionmatch.app.backend import Backend\n"
+        "from motionmatch.app.server import make_app\n"
         "async def main():\n"
         "    runner = web.AppRunner(make_app(Backend(new_character=None, make_input=None)))\n"
         "    await runner.setup()\n"

@@ -8,7 +8,7 @@ the root's path on the ground).
     LiveCharacterWidget("~/.cache/motionmatch/jlpm22-locomotion.npz")   # click the view, then WASD + Shift
 
 three.js travels with the widget: its modules (node_modules, or the copy a wheel carries; see
-app.server.find_three) are sent once as text and linked in the browser from blob URLs, so the notebook
+app.assets.find_three) are sent once as text and linked in the browser from blob URLs, so the notebook
 needs neither network nor bundler. Motion is sent as world joint positions (F, J, 3) and local joint
 rotations (F, J, 4, w x y z) in float32, metres, Y up.
 """
@@ -23,7 +23,8 @@ import numpy as np
 import traitlets
 
 from .animation import Animation
-from .app.server import STATIC_DIR, MessageError, find_three, parse_message
+from .app.assets import STATIC_DIR, find_three
+from .app.messages import MessageError, parse_message
 
 THREE_FILES = ("build/three.core.js", "build/three.module.js", "examples/jsm/utils/BufferGeometryUtils.js",
                "examples/jsm/utils/SkeletonUtils.js", "examples/jsm/loaders/GLTFLoader.js")

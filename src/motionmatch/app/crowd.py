@@ -26,7 +26,8 @@ from aiohttp import WSMsgType, web
 from ..avoidance import AvoidanceState, avoid
 from ..crowd import AgentSpec, DriverState, drive, driver_state, stick_to_velocity, velocity_to_stick
 from ..runtime.controller import ControllerSettings
-from .server import DT, MAX_CATCHUP, SESSIONS, origin_ok
+from .hosts import origin_ok
+from .state import DT, MAX_CATCHUP, STATE
 
 log = logging.getLogger("motionmatch.app")
 
@@ -130,7 +131,7 @@ CROWD_TASK = web.AppKey("crowd_task", asyncio.Task)
 def _users(app) -> tuple[np.ndarray, np.ndarray]:
     """Ground positions and velocities (u, 2) of the connected users' characters (their roots)."""
     pos, vel = [], []
-    for s in app[SESSIONS].values():
+    for s in app[STATE].sessions.values():
         p, v = getattr(s.ch, "root_pos", None), getattr(s.ch, "root_velocity", None)
         if p is not None and v is not None:
             pos.append((p[0], p[2]))
@@ -155,7 +156,7 @@ async def _run_world(app) -> None:
     while True:
         now = loop.time()
         steps = 0
-        active = bool(world.viewers) or bool(app[SESSIONS])
+        active = bool(world.viewers) or bool(app[STATE].sessions)
         while now >= next_t and steps < MAX_CATCHUP:
             if active:
                 t0 = time.perf_counter()

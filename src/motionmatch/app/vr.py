@@ -37,7 +37,8 @@ from ..vr.driver import VRDriver, VRDriverSettings, facing_yaw, vr_character_set
 from ..vr.live import LiveTrackerFeed, LiveVRDriver
 from ..vr.trackers import (DEVICES, STREAM_FPS, BodyTruth, TrackerFileError, TrackerStream, device_pose,
                            read_trackers, slice_stream)
-from .server import BACKEND, SESSIONS, MessageError
+from .messages import MessageError
+from .state import STATE
 
 log = logging.getLogger("motionmatch.app")
 
@@ -290,7 +291,7 @@ def setup_vr(app: web.Application, db, model_path, trackers=None, settings: VRDr
         first = load_replay(path, name, part)
     else:
         first = None
-    backend = app[BACKEND]
+    backend = app[STATE].backend
     make = backend.new_character
 
     def new_character():
@@ -307,7 +308,7 @@ def setup_vr(app: web.Application, db, model_path, trackers=None, settings: VRDr
 
 
 def _vr_session(request: web.Request):
-    s = request.app[SESSIONS].get(request.match_info["sid"])
+    s = request.app[STATE].sessions.get(request.match_info["sid"])
     if s is None:
         raise web.HTTPNotFound(text="no such session (closed tab?)\n")
     if not isinstance(s.ch, VRCharacter):

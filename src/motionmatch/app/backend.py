@@ -1,0 +1,60 @@
+"""What the app simulates: a Backend makes each session's character and inputs and parses scenarios;
+`runtime_backend` is the library's runtime over a database, `character_for` the body the page draws.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..scenario import parse_scenario
+
+
+@dataclass
+class Backend:
+    """How sessions get their character, inputs and scenarios (the real runtime by default)."""
+
+    new_character: Callable[[], Any]
+    make_input: Callable[..., Any]
+    load_scenario: Callable[[Any], Any] | None = None
+    description: str = ""
+    character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table} or None
+    # More client message types: {type: (schema as in messages.SCHEMAS, handler(session, fields) -> reply
+    # or None)}
+    messages: dict = field(default_factory=dict)
+
+
+def runtime_backend(db, character: dict | None = None, settings=None) -> Backend:
+    """The library's runtime character over a loaded database (its kernels compiled up front, so the
+    first client's stream does not stall on JIT compilation); `character` is the body the page draws
+    (see character_for); settings: a settings_file.RuntimeSettings every new character starts from
+    (None: the defaults)."""
+    import copy
+    from ..runtime.character import Character, CharacterSettings, warm_up
+    from ..runtime.controller import GamepadInput
+
+    def new_character():
+        if settings is None:
+            return Character(db, CharacterSettings())
+        rs = copy.deepcopy(settings)
+        return Character(db, rs.character, rs.controller)
+
+    warm_up(db)
+    return Backend(new_character=new_character, make_input=GamepadInput,
+                   load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")),
+                   character=character)
+
+
+def character_for(db, db_path, model_path=None, role_map=None) -> dict:
+    """The body the page draws: the user's rigged humanoid `model_path` (.glb) retargeted live, else the
+    default body generated for the database skeleton (cached beside the database file). Raises GLTFError /
+    SkeletonError for a model that is not a readable humanoid rig."""
+    from .. import rigged_model
+    if model_path is not None:
+        model = rigged_model.load_rigged_model(model_path, role_map)
+        bind = rigged_model.source_bind_pose(db.skeleton, db.roles, db.positions, db.rotations)
+        return {"glb": model.glb, "name": model.name,
+                "retarget": rigged_model.live_retarget(db.skeleton, db.roles, bind, model)}
+    from ..mesh import ensure_body_glb
+    glb = ensure_body_glb(db_path, db.skeleton, db.roles)
+    return {"glb": glb.read_bytes(), "name": "default body",
+            "retarget": rigged_model.identity_retarget(db.skeleton, db.roles)}

@@ -1,0 +1,28 @@
+"""The app's shared state, held in the aiohttp application under `STATE` and passed to whoever needs it
+(HTTP handlers, the WebSocket loop, crowd and VR modes), and the fixed simulation step they share.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from .backend import Backend
+
+DT = 1.0 / 60.0                 # s: every session and the crowd step at 60 Hz
+MAX_CATCHUP = 4                 # fixed steps per wake-up before dropping time
+
+
+@dataclass
+class AppState:
+    """backend: what sessions simulate; sessions: the open sessions by id (app.session.Session);
+    three_dir: node_modules/three or None; allowed_hosts: the Host names the server answers to."""
+
+    backend: Backend
+    three_dir: Path | None
+    allowed_hosts: frozenset
+    sessions: dict = field(default_factory=dict)
+
+
+STATE = web.AppKey("state", AppState)
