@@ -212,7 +212,7 @@ def fuzz_rigs(damaged, anim, db, db_path):
     (export --mesh); db/db_path: the database the page's table is built for (serve --character)."""
     import tempfile
 
-    from .app.server import character_for
+    from .app.backend import character_for
     from .export import export_gltf
     from .fuzz import Outcome, classify
     from .io.gltf import GLTFError
