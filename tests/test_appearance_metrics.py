@@ -137,3 +137,28 @@ def test_style_tags_default_set_stored_and_checked(bandai_dir, tmp_path):
     old = load_database(older)
     assert old.style_tags == db.style_tags
     assert source_posture(old)["figures"] == source_posture(chosen)["figures"]
+
+
+def test_tune_may_not_trade_the_look_away(walk_rest):
+    from motionmatch.tuning import SCENARIO_LOOK, constraints, look_summary, scenario_summary
+    _, look = walk_rest
+    m = {**look, "responsiveness_s": 0.3, "trajectory_error_cm": {"mean": 3.0}, "foot_sliding_cm_s": 2.0,
+         "foot_sliding_source_cm_s": 2.0, "pops": {"ratio": 1.0}}
+    base = scenario_summary(m)
+    assert base["knee_gap_deg"] == look_summary(m)["knee_gap_deg"] < 6.0 and base["idle_settle_s"] > 0
+    obj = {"trajectory_cm": 3.0, "sliding_ratio": 1.0, "pops_ratio": 1.0, "tracking_miss": 0.1}
+
+    def trial(**changes):
+        return constraints(obj, {"walk_rest": {**base, **changes}}, obj, {"walk_rest": base})
+
+    assert all(v <= 0 for v in trial().values())
+    # Within the tolerance: feasible; beyond it on any one figure: infeasible on that figure only.
+    worse = {"knee_gap_deg": base["knee_gap_deg"] + 8.0, "toe_gap_cm": base["toe_gap_cm"] + 5.0,
+             "outside_source": base["outside_source"] + 0.1, "style_switches_per_min": 60.0,
+             "idle_settle_s": base["idle_settle_s"] + 0.5, "idle_alive_cm_s": base["idle_alive_cm_s"] - 2.0,
+             "idle_loop_s": 0.3}
+    for k, v in worse.items():
+        c = trial(**{k: v})
+        assert c[f"{k}_per_scenario"] > 0 and all(c[j] <= 0 for j in c if j != f"{k}_per_scenario"), k
+    for k, tol in SCENARIO_LOOK.items():
+        assert all(v <= 0 for v in trial(**{k: base[k] + 0.9 * tol}).values()), k

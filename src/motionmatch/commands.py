@@ -487,8 +487,9 @@ def run_bench_quality(args) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
-            "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "pops", "search med",
-            "frame med", "frame p99"]
+            "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "pops", "knee/src",
+            "toe cm/src", "lean p95", "outside", "styles/min", "idle settle", "idle alive", "idle loop",
+            "search med", "frame med", "frame p99"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, m in rows.items():
@@ -503,9 +504,28 @@ def run_bench_quality(args) -> int:
                 "-" if "twist_deg" not in m else f"{m['twist_deg']['max']:.0f}",
                 "-" if not m.get("shoulder_facing") else f"{m['shoulder_facing']['mean']:.2f}",
                 "-" if "pops" not in m else f"{m['pops']['ratio']:.2f}",
-                f"{m['search_us']['median']:.0f}", f"{m['frame_us']['median']:.0f}", f"{m['frame_us']['p99']:.0f}"]
+                *_look_cells(m), f"{m['search_us']['median']:.0f}", f"{m['frame_us']['median']:.0f}", f"{m['frame_us']['p99']:.0f}"]
         print("| " + " | ".join(map(str, vals)) + " |")
     return 0
+
+
+def _look_cells(m: dict) -> list[str]:
+    """The bench quality table's appearance cells (README "Metrics"): knee and planted toe against the
+    main actor's, trunk lean p95, share outside the actor's range, style switches, and the worst idle
+    stretch (slowest settle, least alive, shortest loop; "none" without a loop)."""
+    from .tuning import look_summary
+
+    def pair(k, fmt):
+        a, b = m["posture"][k], m["posture_source"][k]
+        return "-" if a is None else f"{a:{fmt}}/{b:{fmt}}"
+    idle = look_summary(m)
+    settled = [e for e in m["idle"] if e["alive_cm_s"] is not None]
+    loops = [e["shortest_loop_s"] for e in settled if e["shortest_loop_s"] is not None]
+    return [pair("knee_deg", ".0f"), pair("planted_toe_cm", ".1f"), f"{m['posture']['trunk_lean_deg']['p95']:.0f}",
+            f"{m['posture']['outside_source']:.2f}", f"{m['style']['switches_per_min']:.0f}",
+            "-" if idle["idle_settle_s"] is None else f"{idle['idle_settle_s']:.2f}",
+            "-" if idle["idle_alive_cm_s"] is None else f"{idle['idle_alive_cm_s']:.1f}",
+            "-" if not settled else f"{min(loops):.2f}" if loops else "none"]
 
 
 def run_bench_runtime(args) -> int:

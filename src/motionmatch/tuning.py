@@ -14,7 +14,10 @@ no worse than trial 0 on the mean trajectory, sliding, pops and tracking (GUARDE
 scenario worse than trial 0 by more than SCENARIO_TOLERANCE on trajectory, sliding or pops
 (SCENARIO_GUARDED), nor facing the look for a shorter share of the held time by more than
 SCENARIO_HELD: a mean can hide one gait getting much worse, which is how a pick that was no worse
-on the tuning mean slid more on validation. The pick: the most responsive trial that meets every
+on the tuning mean slid more on validation. Nor may it look worse than trial 0 on any scenario beyond a
+small tolerance (SCENARIO_LOOK, SCENARIO_HELD): knees further from the main actor's angle, planted toes
+further from the actor's height, more frames outside the actor's posture range, more style switches,
+slower settling, a less alive or shorter-looping idle (look_summary). The pick: the most responsive trial that meets every
 constraint, if it is more responsive than trial 0; otherwise trial 0. The five figures are kept with
 each trial, so the Pareto front over them is still plotted.
 """
@@ -37,10 +40,21 @@ SLACK = 0.005       # "no worse" on a mean: the metrics are rounded to 3 decimal
 SCENARIO_GUARDED = {"trajectory_cm": 0.3, "sliding_cm_s": 0.3, "pops_ratio": 0.05}
 SCENARIO_TOLERANCE = 0.15
 SCENARIO_FLOOR = {"pops_ratio": 1.0}
-# Held-time fractions, higher is better: on no scenario more than this below the base. Facing:
+# How the output looks (README "Metrics": posture, style, idle; scenario_summary), lower is better: on no
+# scenario worse than the base by more than these absolute tolerances, so a trial cannot buy
+# responsiveness with the elderly clips' bent knees, hovering feet or style flicker. The tolerances: the
+# largest change of each figure under a settings change too small to see (halflife x1.05 on walk,
+# strafe, walk_backward, idle, default database: knee 1.1 deg, toe 0.33 cm, outside 0.006, settle
+# 0.03 s, alive 0.45 cm/s, loop 0.02 s), with a margin; one style switch more in a 10 s run is 6/min.
+SCENARIO_LOOK = {"knee_gap_deg": 1.5, "toe_gap_cm": 0.5, "outside_source": 0.02, "style_switches_per_min": 6.0,
+                 "idle_settle_s": 0.1}
+IDLE_ALIVE_DROP = 1.0     # cm/s
+IDLE_LOOP_DROP = 0.2      # s; no loop counts as idle.MAX_LOOP_S
+LOOK_KEYS = (*SCENARIO_LOOK, "idle_alive_cm_s", "idle_loop_s")
+# Held-time fractions and idle figures, higher is better: on no scenario more than this below the base. Facing:
 # trials that weigh the trajectory's position over its direction answered the stick sooner but faced
 # away from the look on diagonal strafes (0.99 -> 0.84 of the held time).
-SCENARIO_HELD = {"facing_ok": 0.03}
+SCENARIO_HELD = {"facing_ok": 0.03, "idle_alive_cm_s": IDLE_ALIVE_DROP, "idle_loop_s": IDLE_LOOP_DROP}
 STUDY_NAME = "motionmatch-tune"
 
 
@@ -219,6 +233,14 @@ def constraints(obj: dict, rows: dict, base_obj: dict, base_rows: dict) -> dict:
                 limit = max(b * (1.0 + SCENARIO_TOLERANCE) + slack, SCENARIO_FLOOR.get(k, 0.0))
                 worst = max(worst, (r[k] - limit) / limit)
         out[f"{k}_per_scenario"] = worst
+    for k, tol in SCENARIO_LOOK.items():
+        worst = -1.0
+        for name, r in rows.items():
+            b = base_rows.get(name, {}).get(k)
+            if b is not None and r.get(k) is not None:
+                limit = b + tol
+                worst = max(worst, (r[k] - limit) / limit)
+        out[f"{k}_per_scenario"] = worst
     for k, drop in SCENARIO_HELD.items():
         worst = -1.0
         for name, r in rows.items():
@@ -310,7 +332,30 @@ def scenario_summary(m: dict) -> dict:
     return {"responsiveness_s": m["responsiveness_s"], "trajectory_cm": m["trajectory_error_cm"]["mean"],
             "sliding_cm_s": m["foot_sliding_cm_s"], "source_sliding_cm_s": m["foot_sliding_source_cm_s"],
             "pops_ratio": m["pops"]["ratio"],
-            "velocity_ok": tr.get("velocity", {}).get("mean"), "facing_ok": tr.get("facing", {}).get("mean")}
+            "velocity_ok": tr.get("velocity", {}).get("mean"), "facing_ok": tr.get("facing", {}).get("mean"),
+            **look_summary(m)}
+
+
+def look_summary(m: dict) -> dict:
+    """The appearance figures a trial keeps per scenario (None where a run has none): the posture's
+    distance from the main actor's (`knee_gap_deg`, `toe_gap_cm`: absolute differences), `outside_source`,
+    `style_switches_per_min`, and over the idle stretches the slowest settle, the least alive stand and
+    the shortest pose loop (`idle_loop_s`; a stretch without a loop counts as idle.MAX_LOOP_S)."""
+    from .idle import MAX_LOOP_S
+
+    def gap(k):
+        a, b = m["posture"][k], m["posture_source"][k]
+        return None if a is None or b is None else round(abs(a - b), 3)
+
+    idle = m["idle"]
+    alive = [e["alive_cm_s"] for e in idle if e["alive_cm_s"] is not None]
+    loops = [MAX_LOOP_S if e["shortest_loop_s"] is None else e["shortest_loop_s"]
+             for e in idle if e["alive_cm_s"] is not None]
+    return {"knee_gap_deg": gap("knee_deg"), "toe_gap_cm": gap("planted_toe_cm"),
+            "outside_source": m["posture"]["outside_source"],
+            "style_switches_per_min": m["style"]["switches_per_min"],
+            "idle_settle_s": max((e["settle_s"] for e in idle), default=None),
+            "idle_alive_cm_s": min(alive, default=None), "idle_loop_s": min(loops, default=None)}
 
 
 def pick(study):
@@ -377,7 +422,8 @@ def plot_pareto(path, study, chosen, defaults) -> None:
 
 def compare_table(before: dict, after: dict, title: str) -> list[str]:
     """Markdown rows: per scenario, defaults -> chosen for each figure; then the means."""
-    keys = ("responsiveness_s", "trajectory_cm", "sliding_cm_s", "pops_ratio", "velocity_ok", "facing_ok")
+    keys = ("responsiveness_s", "trajectory_cm", "sliding_cm_s", "pops_ratio", "velocity_ok", "facing_ok",
+            *LOOK_KEYS)
     lines = [f"### {title}", "", "| scenario | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
 
     def cell(a, b):
@@ -401,15 +447,23 @@ def compare_runs(before: dict, after: dict, title: str) -> tuple[bool, list[str]
 
 
 def better_on(before: dict, after: dict) -> tuple[bool, str]:
-    """Whether `after` beats `before` on a scenario set: lower mean responsiveness and no worse
-    (within SLACK, the rounding) mean trajectory error, foot sliding and pops. Returns (verdict, reason)."""
+    """Whether `after` beats `before` on a scenario set: lower mean responsiveness, no worse (within
+    SLACK, the rounding) mean trajectory error, foot sliding and pops, and no worse appearance means
+    (within the per-scenario tolerances SCENARIO_LOOK / SCENARIO_HELD). Returns (verdict, reason)."""
     def mean(rows, k):
         xs = [r[k] for r in rows.values() if r.get(k) is not None]
         return float(np.mean(xs)) if xs else 0.0
     msgs, ok = [], True
-    for k in ("responsiveness_s", "trajectory_cm", "sliding_cm_s", "pops_ratio"):
+    for k in ("responsiveness_s", "trajectory_cm", "sliding_cm_s", "pops_ratio", *LOOK_KEYS):
+        if not any(r.get(k) is not None for r in (*before.values(), *after.values())):
+            continue
         a, b = mean(before, k), mean(after, k)
-        worse = b > a + SLACK if k != "responsiveness_s" else b >= a
+        if k == "responsiveness_s":
+            worse = b >= a
+        elif k in SCENARIO_HELD:
+            worse = b < a - SCENARIO_HELD[k]
+        else:
+            worse = b > a + SCENARIO_LOOK.get(k, SLACK)
         ok &= not worse
         msgs.append(f"{k} {a:.3g} -> {b:.3g}{' (fails)' if worse else ''}")
     return ok, "; ".join(msgs)
