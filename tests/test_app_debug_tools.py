@@ -12,6 +12,7 @@ import pytest
 from motionmatch.app import messages
 from motionmatch.app import server as srv
 from motionmatch.app import session as app_session
+from motionmatch.runtime.terrain import Heightfield
 from test_app import Client, ServerThread, _backend, run, run_browser_script
 
 SCRIPT = Path(__file__).resolve().parent / "browser" / "debug_tools_test.mjs"
@@ -112,6 +113,9 @@ def test_debug_tools_in_chromium_at_1280x720(server, tmp_path):
     lay = r["layout"]
     assert 0 <= lay["defaults"][0] and lay["defaults"][2] <= lay["width"] and lay["defaults"][3] <= lay["height"]
     assert lay["cut"] == []
+    # Every overlay and ghost toggle in sight: inside the window and the panel, which needs no scrolling.
+    assert len(lay["toggles"]) == 9 and lay["hud"]["scroll"] <= lay["hud"]["client"] + 1, lay["hud"]
+    assert all(0 < t["top"] and t["bottom"] <= min(lay["height"], lay["hud"]["bottom"]) for t in lay["toggles"]), lay["toggles"]
     assert any(t in lay["placeholder"] for t in lay["tags"])
     # Search inspector: a jump picked from the timeline ticks shows 8 candidates with costs per channel.
     ins = r["inspector"]
@@ -121,6 +125,13 @@ def test_debug_tools_in_chromium_at_1280x720(server, tmp_path):
     assert ins["best"] == ins["candidates"][0]["frame"] == ins["record"]["frame"]
     assert all(c["cost"] > 0 and len(c["channels"]) >= 7 for c in ins["candidates"])
     assert ins["continue"]["cost"] > ins["candidates"][0]["cost"]       # it jumped: continuing cost more
+    # Every cost shown in full, the query-vs-match view on screen without scrolling the panel, and nothing
+    # it draws reaches its label strip or the canvas edge (the view's ink box is in canvas pixels).
+    assert len(ins["costCells"]) == 9 and all(sw <= cw for _, sw, cw in ins["costCells"]), ins["costCells"]
+    assert ins["hud"]["scroll"] <= ins["hud"]["client"] + 1 and ins["plotBox"][3] <= min(720, ins["hud"]["bottom"]), ins["hud"]
+    plot = ins["plot"]
+    x0, y0, x1, y1 = plot["ink"]
+    assert y0 >= plot["strip"] + 6 and x0 >= 6 and x1 <= plot["width"] - 6 and y1 <= plot["height"] - 6, plot
     assert r["pause"]["before"] == r["pause"]["after"] and r["pause"]["mode"] == "rewind"
     # Database browser: clip 1 plays from its start; the playhead names it by clip and frame.
     cl = r["clips"]
@@ -139,6 +150,20 @@ def test_debug_tools_in_chromium_at_1280x720(server, tmp_path):
     t = r["terrain"]
     assert t["name"] == "steps" and t["samples"] > 10_000
     assert t["hips"][1] > t["hips0"] + 0.3
+    # The steps are drawn as the runtime's heightfield: flat treads and one-cell risers, no ramps between
+    # subsampled heights; the overlays lie on it, and it reaches 100 m past the character and more.
+    steps = Heightfield.procedural("steps")
+    x, y, z = np.array(t["profile"], dtype=float).T
+    assert np.abs(y - steps.height(x, z)).max() < 2e-3
+    assert len(np.unique(y.round(3))) >= 10                  # 10 m of profile climb through the steps
+    grounded = [p for name in ("disc", "desired", "matched", "contacts") for p in t["overlays"][name]]
+    assert len(grounded) >= 10 and max(p[1] for p in grounded) > 0.3
+    for px, py, pz in grounded:
+        assert abs(py - steps.height(px, pz)) < 2e-3, (px, py, pz)
+    for view in (t, r["flat"]):
+        (xmin, xmax, zmin, zmax), (rx, _, rz) = view["extent"], view["root"]
+        assert xmin < rx - 95 and xmax > rx + 95 and zmin < rz - 95 and zmax > rz + 95, view["extent"]
+    assert all(abs(p[1]) < 1e-6 for p in r["flat"]["overlays"]["disc"])
     # A bad tag filter: one error, its caret line kept.
     te = r["tagError"]
     assert te["count"] == 1 and "^" in te["errors"][-1]

@@ -32,10 +32,21 @@ try {
   report.layout = await mm(() => {
     const r = document.getElementById('t-defaults').getBoundingClientRect();
     const cut = [];
-    for (const el of document.querySelectorAll('#tuning .row label, #costs .bar span:first-child, #stats dd')) {
-      if (el.offsetParent && el.scrollWidth > el.clientWidth + 1) cut.push(el.textContent);
+    const hud = document.getElementById('hud');
+    const box = hud.getBoundingClientRect();
+    for (const el of document.querySelectorAll('#tuning .row label, #costs .bar span:first-child, #stats dd, #hud .toggles label')) {
+      const panel = el.closest('.panel').getBoundingClientRect();
+      if (el.offsetParent && (el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > panel.right)) {
+        cut.push(el.textContent);
+      }
     }
-    return { defaults: [r.left, r.top, r.right, r.bottom], width: innerWidth, height: innerHeight, cut,
+    // Every toggle of the Status tab (overlays, ghosts) in sight without scrolling the panel.
+    const toggles = [...document.querySelectorAll('#tab-status .toggles input')].map((el) => {
+      const b = el.getBoundingClientRect();
+      return { id: el.id || el.dataset.overlay, top: b.top, bottom: b.bottom };
+    });
+    return { defaults: [r.left, r.top, r.right, r.bottom], width: innerWidth, height: innerHeight, cut, toggles,
+      hud: { bottom: box.bottom, scroll: hud.scrollHeight, client: hud.clientHeight },
       placeholder: document.getElementById('t-tags').placeholder, tags: window.motionmatch.tags };
   });
   await page.screenshot({ path: join(outDir, 'layout.png') });
@@ -71,8 +82,13 @@ try {
   }
   report.inspector = await mm(() => {
     const s = window.motionmatch;
+    const hud = document.getElementById('hud');
+    const plot = document.getElementById('i-qvm').getBoundingClientRect();
     return { tab: s.tab, mode: s.mode, ...(s.inspector || {}), rows: document.querySelectorAll('#i-table tbody tr').length,
-      head: document.getElementById('i-head').textContent };
+      head: document.getElementById('i-head').textContent,
+      costCells: [...document.querySelectorAll('#i-table td.num')].map((td) => [td.textContent, td.scrollWidth, td.clientWidth]),
+      hud: { scroll: hud.scrollHeight, client: hud.clientHeight, bottom: hud.getBoundingClientRect().bottom },
+      plotBox: [plot.left, plot.top, plot.right, plot.bottom] };
   });
   await page.screenshot({ path: join(outDir, 'inspector.png') });
   // Pausing keeps the history still: frames in flight are not added.
@@ -130,10 +146,23 @@ try {
     { timeout: 20000, polling: 100 }).catch(() => {});
   await page.keyboard.up('KeyW');
   lap('terrain');
-  report.terrain = await mm(() => ({ ...window.motionmatch.terrain, hips: window.motionmatch.hipsPosition,
-    root: window.motionmatch.rootPosition }));
+  report.terrain = await mm(() => {
+    const s = window.motionmatch;
+    // The drawn surface along the walk (x = 0.3, z every 5 cm) and where the overlays meet the ground.
+    const profile = [];
+    for (let z = -2; z <= 8; z += 0.05) profile.push([0.3, s.drawnGroundAt(0.3, z), z]);
+    return { ...s.terrain, hips: s.hipsPosition, root: s.rootPosition, overlays: s.overlayGround(), profile,
+      extent: s.groundExtent() };
+  });
   report.terrain.hips0 = hips0;
   await page.screenshot({ path: join(outDir, 'terrain.png') });
+  // Back on flat ground: the ground plane reaches far around the character too.
+  await choose('#t-terrain', 'flat');
+  await page.waitForFunction(() => window.motionmatch.terrain && window.motionmatch.terrain.name === 'flat', null,
+    { timeout: 10000 }).catch(() => {});
+  await page.waitForTimeout(300);
+  report.flat = await mm(() => ({ root: window.motionmatch.rootPosition, extent: window.motionmatch.groundExtent(),
+    overlays: window.motionmatch.overlayGround() }));
 
   // A bad tag filter typed and entered: one error, its caret line kept.
   const errors0 = await mm(() => window.motionmatch.errors.length);

@@ -23,7 +23,8 @@ log = logging.getLogger("motionmatch.app")
 RATE_PER_S = 120.0              # client messages per second (token bucket, burst of the same size)
 MAX_RECORD_FRAMES = 60 * 60 * 10  # 10 minutes of recorded poses
 MAX_RESETS_PER_WINDOW, RESET_WINDOW_S = 5, 10.0   # more resets than this in the window end the session
-TERRAIN_SAMPLES = 201           # heights sent to the page per side (the page draws a mesh of them)
+TERRAIN_SAMPLES = 1025          # heights sent to the page per side: all of a procedural terrain (401), so the
+                                # page draws and places the overlays on the surface the runtime uses
 FRAME_HEADER = struct.Struct("<IfI")
 
 

@@ -228,6 +228,11 @@ function overlayGroup(name) {
   return g;
 }
 
+// Overlays lie on the ground the runtime uses (terrain.heightAt), lifted a little against z-fighting.
+const LIFT = { trajectory: 0.02, disc: 0.01, arrow: 0.03, contact: 0.006, lock: 0.007, pulse: 0.012 };
+const groundAt = (x, z) => terrain.heightAt(x, z);
+function onGround(v, lift) { return v.setY(groundAt(v.x, v.z) + lift); }
+
 function trajectoryMarker(color) {
   const group = new THREE.Group();
   const mat = new THREE.MeshBasicMaterial({ color, depthTest: false, transparent: true, opacity: 0.95 });
@@ -244,15 +249,23 @@ function trajectoryMarker(color) {
   group.add(line);
   return {
     group,
+    // World [x, y - lift, z] of the shown points and line vertices (tests compare them with the terrain).
+    grounded() {
+      const arr = lineGeom.attributes.position.array;
+      const out = [];
+      for (let i = 0; i < lineGeom.drawRange.count && 3 * i < arr.length; i++) out.push([arr[3 * i], arr[3 * i + 1] - LIFT.trajectory, arr[3 * i + 2]]);
+      for (const p of points) if (p.visible) out.push([p.position.x, p.position.y - LIFT.trajectory, p.position.z]);
+      return out;
+    },
     set(start, pts) {
       const arr = lineGeom.attributes.position.array;
-      toThree(start, tmpA).setY(0.02); arr.set([tmpA.x, tmpA.y, tmpA.z], 0);
+      onGround(toThree(start, tmpA), LIFT.trajectory); arr.set([tmpA.x, tmpA.y, tmpA.z], 0);
       const n = Math.min(pts.length, points.length);
       for (let i = 0; i < points.length; i++) {
         points[i].visible = i < n;
         if (i < n) {
-          toThree(pts[i], points[i].position).setY(0.02);
-          arr.set([points[i].position.x, 0.02, points[i].position.z], 3 * (i + 1));
+          const p = onGround(toThree(pts[i], points[i].position), LIFT.trajectory);
+          arr.set([p.x, p.y, p.z], 3 * (i + 1));
         }
       }
       lineGeom.setDrawRange(0, n + 1);
@@ -292,6 +305,14 @@ for (const sideName of ['left', 'right']) {
   feet[sideName] = { dot, vel, ring, lock };
 }
 
+// Where the overlays meet the ground: {name: [[x, y - lift, z], ...]} of those shown.
+state.overlayGround = () => {
+  const at = (m, lift) => (m.visible ? [[m.position.x, m.position.y - lift, m.position.z]] : []);
+  return { disc: at(simDisc, LIFT.disc), arrow: at(simArrow, LIFT.arrow), desired: desired.grounded(),
+    matched: matched.grounded(), contacts: [...at(feet.left.ring, LIFT.contact), ...at(feet.right.ring, LIFT.contact)],
+    locks: [...at(feet.left.lock, LIFT.lock), ...at(feet.right.lock, LIFT.lock)] };
+};
+
 const transitionGroup = overlayGroup('transition');
 const pulse = new THREE.Mesh(new THREE.RingGeometry(0.3, 0.34, 48),
   new THREE.MeshBasicMaterial({ color: 0xf0a24a, depthTest: false, transparent: true }));
@@ -314,10 +335,11 @@ function buildJointDots(J) {
 
 function updateOverlays(positions, dbg, simTime) {
   if (!dbg) return;
+  origin.position.y = groundAt(0, 0) + 0.002;
   const sp = dbg.sim_position || [0, 0, 0];
-  toThree(sp, simDisc.position).setY(0.01);
+  onGround(toThree(sp, simDisc.position), LIFT.disc);
   const sd = dbg.sim_direction || [0, 0, 1];
-  simArrow.position.copy(simDisc.position).setY(0.03);
+  onGround(simArrow.position.copy(simDisc.position), LIFT.arrow);
   simArrow.setDirection(toThree(sd, tmpA).setY(0).normalize());
   if (dbg.desired_trajectory) desired.set(sp, dbg.desired_trajectory);
   if (dbg.matched_trajectory) matched.set(sp, dbg.matched_trajectory);
@@ -336,9 +358,9 @@ function updateOverlays(positions, dbg, simTime) {
       o.vel.setLength(Math.min(1.5, speed * 0.15) + 0.06, 0.05, 0.035);
     }
     o.ring.visible = !!f.contact;
-    o.ring.position.set(o.dot.position.x, 0.006, o.dot.position.z);
+    onGround(o.ring.position.copy(o.dot.position), LIFT.contact);
     o.lock.visible = !!f.locked;
-    o.lock.position.set(o.dot.position.x, 0.007, o.dot.position.z);
+    onGround(o.lock.position.copy(o.dot.position), LIFT.lock);
   }
   const lt = dbg.last_transition;
   const key = lt ? `${lt.time}:${lt.from}:${lt.to}` : null;
@@ -346,7 +368,7 @@ function updateOverlays(positions, dbg, simTime) {
   const age = simTime - pulseStart;
   pulse.visible = age >= 0 && age < 0.5;
   if (pulse.visible) {
-    pulse.position.set(simDisc.position.x, 0.012, simDisc.position.z);
+    onGround(pulse.position.copy(simDisc.position), LIFT.pulse);
     pulse.scale.setScalar(1 + age * 2);
     pulse.material.opacity = 1 - age / 0.5;
   }
@@ -385,9 +407,9 @@ function updateCamera(dt, followData) {
   // Zoomed in, aim lower (toward the knees) so the feet stay in view above the bottom bar; from 4 m out
   // the hips are the aim.
   const near = THREE.MathUtils.clamp((cam.distance - 1.2) / 2.8, 0, 1);
-  // On terrain the body rides above the simulation (which stays at y = 0): follow the hips' height.
-  const ground = state.terrain && state.terrain.samples ? state.hipsPosition[1] - 0.93 : 0;
-  const goal = toThree(followData, tmpB).setY(ground + THREE.MathUtils.lerp(0.5, 0.95, near));
+  // On terrain the body rides above the simulation (which stays at y = 0): follow the ground under it.
+  const goal = toThree(followData, tmpB);
+  goal.setY(groundAt(goal.x, goal.z) + THREE.MathUtils.lerp(0.5, 0.95, near));
   if (!cam.initialized) { cam.target.copy(goal); cam.initialized = true; }
   cam.target.lerp(goal, 1 - Math.exp(-dt * 8));
   const back = cam.distance * Math.cos(cam.pitch);
@@ -395,6 +417,8 @@ function updateCamera(dt, followData) {
     cam.target.z - back * Math.cos(cam.yaw));
   camera.lookAt(cam.target);
   sun.position.copy(cam.target).add(SUN_OFFSET);
+  // The flat ground (200 m) moves with the camera by whole 2 m texture tiles: it never ends.
+  ground.position.set(Math.round(cam.target.x / 2) * 2, 0, Math.round(cam.target.z / 2) * 2);
   sun.target.position.copy(cam.target);
 }
 
@@ -790,7 +814,9 @@ ctx.clips = clips;
 const inspector = initInspector(ctx);
 const graphs = initGraphs(ctx);
 const ghosts = initGhosts(ctx);
-initTerrain(ctx);
+const terrain = initTerrain(ctx);
+state.groundExtent = () => terrain.extent();
+state.drawnGroundAt = (x, z) => terrain.drawnHeight(x, z);
 
 // ------------------------------------------------------------------------------------------------
 // HUD and main loop

@@ -66,7 +66,7 @@ export function initInspector(ctx) {
       tr.innerHTML = `<td>${r.rank}</td><td class="clipcell"><span class="swatch" style="background:${clipColor(r.clip)}"></span></td>`
         + `<td class="num">${r.cost.toFixed(3)}</td><td><div class="stack"></div></td>`;
       tr.querySelector('.clipcell').append(label);
-      tr.querySelector('.clipcell').title = `database frame ${r.frame}`;
+      tr.querySelector('.clipcell').title = `${label} · database frame ${r.frame}`;
       const stack = tr.querySelector('.stack');
       channels.forEach((name, k) => {
         const v = r.channels[name] || 0;
@@ -86,81 +86,72 @@ export function initInspector(ctx) {
 
   // Top view in the character's frame: forward up, the character's left (+x) on the left, as seen from
   // behind. Positions are points, velocities arrows from their joint's position (0.15 s of motion),
-  // trajectory positions points joined from the root, directions short arrows at those points.
+  // trajectory positions points joined from the root, directions short arrows at those points. The view
+  // fits everything both vectors draw below a strip that holds the labels, so nothing runs into them.
   function drawQueryVsMatch(msg, row) {
     const cv = $('i-qvm');
     const g = cv.getContext('2d');
     g.clearRect(0, 0, cv.width, cv.height);
     if (!row || !row.raw) return;
-    // Fit both vectors' trajectory points (a run's 1 s ahead is ~4 m; feet are within 0.5 m).
-    let ext = 1.0;
     const schema = msg.schema;
+    const xs = [0], zs = [0];
     for (const vals of [row.raw, msg.query_raw]) {
-      let i = 0;
-      for (const ch of schema) {
-        const n = ch.kind.startsWith('trajectory') ? 2 * ch.offsets.length : 3;
-        if (ch.kind === 'trajectory_position') for (let k = 0; k < n; k++) ext = Math.max(ext, Math.abs(vals[i + k]));
-        i += n;
+      for (const p of plotShapes(schema, vals)) {
+        for (const [x, z] of p.line || p.arrow || [p.dot]) { xs.push(x); zs.push(z); }
       }
     }
-    const s = Math.min(cv.width, cv.height) / (2.3 * ext);
-    const cx = cv.width / 2, cy = cv.height / 2;
-    const P = (x, z) => [cx - x * s, cy - z * s];
+    const STRIP = 30, PAD = 14;           // canvas pixels: label strip, margin around the drawing
+    const area = { x0: PAD, y0: STRIP + PAD, x1: cv.width - PAD, y1: cv.height - PAD };
+    // At least 1.5 m across, so a standing pose is not blown up.
+    let [xmin, xmax, zmin, zmax] = [Math.min(...xs), Math.max(...xs), Math.min(...zs), Math.max(...zs)];
+    const grow = (lo, hi) => { const e = Math.max(0, 1.5 - (hi - lo)) / 2; return [lo - e, hi + e]; };
+    [xmin, xmax] = grow(xmin, xmax); [zmin, zmax] = grow(zmin, zmax);
+    const s = Math.min((area.x1 - area.x0) / (xmax - xmin), (area.y1 - area.y0) / (zmax - zmin));
+    const cx = (area.x0 + area.x1) / 2, cy = (area.y0 + area.y1) / 2;
+    const xc = (xmin + xmax) / 2, zc = (zmin + zmax) / 2;
+    const P = (x, z) => [cx - (x - xc) * s, cy - (z - zc) * s];
+    const grid = Math.max(xmax - xmin, zmax - zmin) > 6 ? 1 : 0.5;      // grid lines every 0.5 or 1 m
+    g.save();
+    g.beginPath(); g.rect(0, STRIP, cv.width, cv.height - STRIP); g.clip();
     g.strokeStyle = 'rgba(255,255,255,0.08)'; g.lineWidth = 1;
-    const grid = ext > 3 ? 1 : 0.5;      // grid lines every 0.5 or 1 m
-    for (let m = -Math.ceil(ext * 1.2); m <= Math.ceil(ext * 1.2); m += grid) {
-      g.beginPath(); g.moveTo(...P(m, -2 * ext)); g.lineTo(...P(m, 2 * ext)); g.stroke();
-      g.beginPath(); g.moveTo(...P(-2 * ext, m)); g.lineTo(...P(2 * ext, m)); g.stroke();
+    const [wx0, wx1] = [xc - cv.width / (2 * s), xc + cv.width / (2 * s)];
+    const [wz0, wz1] = [zc - cv.height / (2 * s), zc + cv.height / (2 * s)];
+    for (let m = Math.floor(wx0 / grid) * grid; m <= wx1; m += grid) {
+      g.beginPath(); g.moveTo(...P(m, wz0)); g.lineTo(...P(m, wz1)); g.stroke();
     }
+    for (let m = Math.floor(wz0 / grid) * grid; m <= wz1; m += grid) {
+      g.beginPath(); g.moveTo(...P(wx0, m)); g.lineTo(...P(wx1, m)); g.stroke();
+    }
+    g.restore();
     g.fillStyle = 'rgba(255,255,255,0.5)';
     g.beginPath(); g.arc(...P(0, 0), 5, 0, 2 * Math.PI); g.fill();
-    const drawn = [];
     const draw = (vals, color, dashed) => {
-      let i = 0;
-      const posOf = {};
-      const trajPts = {};
-      for (const ch of schema) {
-        const n = ch.kind.startsWith('trajectory') ? 2 * ch.offsets.length : 3;
-        const v = vals.slice(i, i + n);
-        i += n;
-        if (ch.kind === 'position') posOf[ch.joint] = v;
-        if (ch.kind === 'trajectory_position') ch.offsets.forEach((o, k) => { trajPts[o] = [v[2 * k], v[2 * k + 1]]; });
-      }
-      i = 0;
       g.strokeStyle = g.fillStyle = color; g.lineWidth = 2;
       g.setLineDash(dashed ? [5, 4] : []);
-      for (const ch of schema) {
-        const n = ch.kind.startsWith('trajectory') ? 2 * ch.offsets.length : 3;
-        const v = vals.slice(i, i + n);
-        i += n;
-        if (ch.kind === 'position') {
-          g.beginPath(); g.arc(...P(v[0], v[2]), 6, 0, 2 * Math.PI); g.fill();
-        } else if (ch.kind === 'velocity') {
-          const o = posOf[ch.joint] || [0, 0, 0];
-          arrow(g, P(o[0], o[2]), P(o[0] + 0.15 * v[0], o[2] + 0.15 * v[2]));
-        } else if (ch.kind === 'trajectory_position') {
-          g.beginPath(); g.moveTo(...P(0, 0));
-          for (let k = 0; k < ch.offsets.length; k++) g.lineTo(...P(v[2 * k], v[2 * k + 1]));
-          g.stroke();
-          for (let k = 0; k < ch.offsets.length; k++) { g.beginPath(); g.arc(...P(v[2 * k], v[2 * k + 1]), 4, 0, 2 * Math.PI); g.fill(); }
-        } else if (ch.kind === 'trajectory_direction') {
-          ch.offsets.forEach((o, k) => {
-            const at = trajPts[o] || [0, 0];
-            arrow(g, P(at[0], at[1]), P(at[0] + 0.35 * v[2 * k], at[1] + 0.35 * v[2 * k + 1]));
-          });
-        }
+      for (const p of plotShapes(schema, vals)) {
+        if (p.dot) { g.beginPath(); g.arc(...P(...p.dot), p.r, 0, 2 * Math.PI); g.fill(); }
+        if (p.arrow) arrow(g, P(...p.arrow[0]), P(...p.arrow[1]));
+        if (p.line) { g.beginPath(); g.moveTo(...P(0, 0)); for (const q of p.line) g.lineTo(...P(...q)); g.stroke(); }
       }
       g.setLineDash([]);
-      drawn.push(color);
     };
     draw(row.raw, '#ef6b6b', true);
     draw(msg.query_raw, '#5ccf8a', false);
     g.fillStyle = 'rgba(255,255,255,0.6)'; g.font = '20px system-ui, sans-serif';
-    g.fillText(`forward (grid ${grid} m)`, cx + 8, 22);
-    g.fillText('left', 8, cy - 8);
-    g.fillText('right', cv.width - 52, cy - 8);
+    g.textBaseline = 'middle';
+    g.fillText(`↑ forward · grid ${grid} m`, PAD, STRIP / 2);
+    const lr = '← left · right →';
+    g.fillText(lr, cv.width - PAD - g.measureText(lr).width, STRIP / 2);
+    g.strokeStyle = 'rgba(255,255,255,0.12)';
+    g.beginPath(); g.moveTo(0, STRIP + 0.5); g.lineTo(cv.width, STRIP + 0.5); g.stroke();
+    // For the tests: the drawn points' box (canvas pixels) against the label strip.
+    const px = xs.map((x, i) => P(x, zs[i]));
+    ctx.state.inspector.plot = { strip: STRIP, width: cv.width, height: cv.height,
+      ink: [Math.min(...px.map((p) => p[0])), Math.min(...px.map((p) => p[1])),
+        Math.max(...px.map((p) => p[0])), Math.max(...px.map((p) => p[1]))] };
     const clip = ctx.clips.clip(row.clip);
-    $('i-qvm-ch').textContent = `match: ${clip ? clipLabel(clip.name, row.clip_frame) : row.frame} · ${schema.length} channels: `
+    $('i-qvm-ch').textContent = `match: ${clip ? clipLabel(clip.name, row.clip_frame) : row.frame}`;
+    $('i-qvm-ch').title = `${schema.length} channels: `
       + schema.map((c) => `${c.name} (${c.kind.replace('trajectory_', 'traj. ')})`).join(', ');
   }
 
@@ -213,6 +204,43 @@ export function initInspector(ctx) {
   }
 
   return { update };
+}
+
+// What the query-vs-match view draws for one feature vector (raw units, character frame, (x, z) in metres):
+// {dot, r} joint positions (r: pixels) and trajectory points, {arrow: [from, to]} velocities (0.15 s of
+// motion from their joint) and trajectory directions, {line} the trajectory from the root. Lines come
+// before the points drawn on them.
+function plotShapes(schema, vals) {
+  const posOf = {}, trajPts = {}, per = [];
+  let i = 0;
+  for (const ch of schema) {
+    const n = ch.kind.startsWith('trajectory') ? 2 * ch.offsets.length : 3;
+    per.push(vals.slice(i, i + n));
+    i += n;
+  }
+  schema.forEach((ch, c) => {
+    const v = per[c];
+    if (ch.kind === 'position') posOf[ch.joint] = v;
+    if (ch.kind === 'trajectory_position') ch.offsets.forEach((o, k) => { trajPts[o] = [v[2 * k], v[2 * k + 1]]; });
+  });
+  const out = [];
+  schema.forEach((ch, c) => {
+    const v = per[c];
+    if (ch.kind === 'position') out.push({ dot: [v[0], v[2]], r: 6 });
+    else if (ch.kind === 'velocity') {
+      const o = posOf[ch.joint] || [0, 0, 0];
+      out.push({ arrow: [[o[0], o[2]], [o[0] + 0.15 * v[0], o[2] + 0.15 * v[2]]] });
+    } else if (ch.kind === 'trajectory_position') {
+      const pts = ch.offsets.map((o, k) => [v[2 * k], v[2 * k + 1]]);
+      out.push({ line: pts }, ...pts.map((q) => ({ dot: q, r: 4 })));
+    } else if (ch.kind === 'trajectory_direction') {
+      ch.offsets.forEach((o, k) => {
+        const at = trajPts[o] || [0, 0];
+        out.push({ arrow: [at, [at[0] + 0.35 * v[2 * k], at[1] + 0.35 * v[2 * k + 1]]] });
+      });
+    }
+  });
+  return out;
 }
 
 function arrow(g, a, b) {
