@@ -207,3 +207,48 @@ def test_default_body_is_cached_beside_the_database(jlpm_db, tmp_path):
     assert built > 1e9 + 1
     assert ensure_body_glb(db_path, jlpm_db.skeleton, jlpm_db.roles).stat().st_mtime == built   # reused
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+
+
+def _crossings(verts, tris, axis, at):
+    """Where the line along `axis` (0: x, 1: y) through the point `at` (the other two coordinates, in
+    axis order) crosses the mesh: the sorted coordinates along the axis."""
+    other = [k for k in range(3) if k != axis]
+    p = verts[tris]                                        # (T, 3 corners, 3)
+    q = p[:, :, other] - np.asarray(at)                    # the triangles seen along the line
+    e1, e2 = q[:, 1] - q[:, 0], q[:, 2] - q[:, 0]
+    det = e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]
+    ok = np.abs(det) > 1e-15
+    u = (-q[ok, 0, 0] * e2[ok, 1] + q[ok, 0, 1] * e2[ok, 0]) / det[ok]
+    v = (-e1[ok, 0] * q[ok, 0, 1] + e1[ok, 1] * q[ok, 0, 0]) / det[ok]
+    inside = (u >= 0) & (v >= 0) & (u + v <= 1)
+    c = p[ok][inside][:, :, axis]
+    return np.sort(c[:, 0] + u[inside] * (c[:, 1] - c[:, 0]) + v[inside] * (c[:, 2] - c[:, 0]))
+
+
+def test_default_body_has_a_rounded_crotch(jlpm_db):
+    """The crotch is an arch the light gets into, not a pinched slit: below it the thighs part by a few
+    centimetres at once, and the surface around it bends without sharp normal flips."""
+    from motionmatch.mesh import body_mesh, tpose_bind
+    sk, roles = jlpm_db.skeleton, jlpm_db.roles
+    m = body_mesh(sk, roles)
+    v, tris, n = m.positions.astype(np.float64), m.triangles.astype(np.int64), m.normals.astype(np.float64)
+    lpos, lrot = tpose_bind(sk, roles)
+    gpos, _ = forward_kinematics(lpos[None], lrot[None], sk.parents)
+    hip_l, hip_r = gpos[0, roles["left_upper_leg"]], gpos[0, roles["right_upper_leg"]]
+    mid = (hip_l + hip_r) / 2
+    # The crotch: the lowest surface point on the vertical line between the hip joints, 5-14 cm below them
+    # (a person's crotch is about 0.47 and the hip joints 0.52 of the standing height).
+    up = _crossings(v, tris, 1, (mid[0], mid[2]))
+    crotch = up[(up > gpos[0, roles["left_lower_leg"], 1]) & (up < mid[1])].min()
+    assert 0.05 < mid[1] - crotch < 0.14, (mid[1], crotch)
+    # 3 cm below it the thighs stand at least 4.5 cm apart (the pinched body: a 3 cm slit up to its tip).
+    across = _crossings(v, tris, 0, (crotch - 0.03, mid[2]))
+    gap = across[across > mid[0]].min() - across[across < mid[0]].max()
+    assert gap > 0.045, gap
+    # Around the crotch, neighbouring vertex normals differ by less than 50 degrees (pinched: 72).
+    near = np.linalg.norm(v - [mid[0], crotch, mid[2]], axis=1) < 0.12
+    edges = np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]])
+    edges = edges[near[edges[:, 0]] & near[edges[:, 1]]]
+    assert len(edges) > 500
+    cos = np.einsum("ij,ij->i", n[edges[:, 0]], n[edges[:, 1]])
+    assert np.degrees(np.arccos(cos.min())) < 50

@@ -5,7 +5,9 @@ sideways), where limbs are apart and a blend of shapes cannot glue an arm to the
 
 1. each bone (parent joint -> child joint, or joint -> End Site) is a tapered capsule whose radii come
    from the bone's kind (thigh, forearm, ...), scaled by the skeleton's height; the skull is an ellipsoid;
-2. the signed distances of all shapes are merged with a smooth minimum (radius BLEND_M) into one field
+   the thighs start a little outward of the hip joints and a crosswise capsule under them rounds the crotch;
+2. the signed distances of all shapes are merged with a smooth minimum (radius BLEND_M, HIP_BLEND_M where
+   the thighs and the crotch meet the pelvis) into one field
    sampled on a voxel grid (default 1.5 cm), and marching cubes (scikit-image) extracts its zero surface;
 3. every vertex gets up to four joints weighted by a heat-like falloff of its distance to each joint's
    shapes (the surface distance beyond the nearest shape, e-folding over FALLOFF_M): a vertex deep in
@@ -29,6 +31,9 @@ from .skeleton import find_roles
 
 VOXEL_M = 0.015
 BLEND_M = 0.03                  # smooth-minimum radius where shapes meet
+CROTCH_DROP_M, CROTCH_R_M = 0.03, 0.05   # the crotch capsule below the hip joints (see body_shapes)
+THIGH_SPLAY_M = 0.02            # the thighs' top ends this far outward of the hip joints
+HIP_BLEND_M = 0.06              # the wider smooth minimum of the thighs and the crotch with the pelvis
 FALLOFF_M = 0.025               # skin weight e-folding distance
 REFERENCE_HEIGHT_M = 1.7        # the radii below are for a body this tall
 NOT_BODY = re.compile(r"(?i)^(simulation|(joint_)?root|reference)$")
@@ -45,7 +50,7 @@ _RADII = [
     (r"upperarm|arm", 0.047, 0.039),
     (r"hand|wrist", 0.032, 0.022),
     (r"finger|thumb|index|middle|ring|pinky", 0.011, 0.009),
-    (r"upperleg|upleg|thigh", 0.075, 0.05),
+    (r"upperleg|upleg|thigh", 0.085, 0.05),
     (r"lowerleg|leg|shin|calf|knee", 0.05, 0.04),
     (r"foot|ankle", 0.043, 0.035),
     (r"toe", 0.033, 0.022),
@@ -82,27 +87,43 @@ def _scale(gpos: np.ndarray, roles: dict) -> float:
 
 
 def body_shapes(skeleton: Skeleton, gpos: np.ndarray, grot: np.ndarray, roles: dict):
-    """The body's shapes in the bind pose: capsules (a (S,3), b (S,3), ra (S,), rb (S,), owner joint (S,))
-    and the skull ellipsoid (centre (3,), radii (3,), owner joint)."""
+    """The body's shapes in the bind pose: capsules (a (S,3), b (S,3), ra (S,), rb (S,), owner joint (S,),
+    blend radius (S,)) and the skull ellipsoid (centre (3,), radii (3,), owner joint)."""
     s = _scale(gpos, roles)
     body = [not NOT_BODY.match(n) for n in skeleton.names]
-    a, b, ra, rb, owner = [], [], [], [], []
+    a, b, ra, rb, owner, blend = [], [], [], [], [], []
+    thighs = (roles["left_upper_leg"], roles["right_upper_leg"])
     for j, p in enumerate(skeleton.parents):
         if p < 0 or not body[p] or not body[j]:
             continue
         r0, r1 = _radii(skeleton.names[p])
         if r0 <= 0 or np.linalg.norm(gpos[j] - gpos[p]) < 1e-4:
             continue
-        a.append(gpos[p]), b.append(gpos[j]), ra.append(r0 * s), rb.append(r1 * s), owner.append(p)
+        top = gpos[p]
+        if p in thighs:
+            # The thigh's top end sits outward of the hip joint, as a real thigh's mass does: the
+            # legs part below the pelvis with room for a rounded crotch.
+            out = gpos[p] - gpos[roles["hips"]]
+            out[1] = 0.0
+            top = top + THIGH_SPLAY_M * s * out / max(np.linalg.norm(out), 1e-9)
+        a.append(top), b.append(gpos[j]), ra.append(r0 * s), rb.append(r1 * s), owner.append(p)
+        blend.append(HIP_BLEND_M * s if p in thighs else BLEND_M)
     for j, end in skeleton.end_sites.items():
         r0, r1 = _radii(skeleton.names[j])
         if r0 <= 0 or not body[j]:
             continue
         a.append(gpos[j]), b.append(gpos[j] + quat_rotate(grot[j], np.asarray(end, np.float64)))
-        ra.append(r0 * s), rb.append(r1 * s), owner.append(j)
+        ra.append(r0 * s), rb.append(r1 * s), owner.append(j), blend.append(BLEND_M)
+    # The crotch: the thighs' capsules leave a slit between them that ends in a sharp, dark notch under
+    # the pelvis. A crosswise capsule below the hip joints, blended wide, fills the top of the slit with
+    # a rounded arch; it belongs to the hips, so the thighs swing away from it.
+    left, right = gpos[roles["left_upper_leg"]], gpos[roles["right_upper_leg"]]
+    drop = np.array([0.0, CROTCH_DROP_M * s, 0.0])
+    a.append(left - drop), b.append(right - drop), ra.append(CROTCH_R_M * s), rb.append(CROTCH_R_M * s)
+    owner.append(roles["hips"]), blend.append(HIP_BLEND_M * s)
     head = roles["head"]
     skull = (gpos[head] + np.array([0.0, 0.075, 0.015]) * s, np.array([0.085, 0.11, 0.1]) * s, head)
-    return (np.array(a), np.array(b), np.array(ra), np.array(rb), np.array(owner)), skull
+    return (np.array(a), np.array(b), np.array(ra), np.array(rb), np.array(owner), np.array(blend)), skull
 
 
 def _capsule_distance(p: np.ndarray, a, b, ra, rb) -> np.ndarray:
@@ -133,7 +154,7 @@ def body_mesh(skeleton: Skeleton, roles: dict | None = None, voxel: float = VOXE
     lpos, lrot = tpose_bind(skeleton, roles)
     gpos, grot = forward_kinematics(lpos[None], lrot[None], skeleton.parents)
     gpos, grot = gpos[0], grot[0]
-    (a, b, ra, rb, owner), (sc, sr, sj) = body_shapes(skeleton, gpos, grot, roles)
+    (a, b, ra, rb, owner, blend), (sc, sr, sj) = body_shapes(skeleton, gpos, grot, roles)
     margin = max(ra.max(), rb.max(), sr.max()) + 2 * voxel
     lo = np.minimum(np.minimum(a, b).min(0), sc - sr) - margin
     hi = np.maximum(np.maximum(a, b).max(0), sc + sr) + margin
@@ -142,15 +163,14 @@ def body_mesh(skeleton: Skeleton, roles: dict | None = None, voxel: float = VOXE
     field = field.reshape(tuple(len(x) for x in axes))
     # A shape changes the field's sign only where it is closer than 1.25 blend radii: evaluate it in its
     # bounding box grown by that much (an order of magnitude fewer points than the whole grid).
-    reach = 1.25 * BLEND_M + voxel
     for i in range(len(a)):
-        r = max(ra[i], rb[i]) + reach
+        r = max(ra[i], rb[i]) + 1.25 * blend[i] + voxel
         i0 = np.maximum(((np.minimum(a[i], b[i]) - r - lo) / voxel).astype(int), 0)
         i1 = ((np.maximum(a[i], b[i]) + r - lo) / voxel).astype(int) + 1
         box = tuple(slice(i0[k], i1[k]) for k in range(3))
         pts = np.stack(np.meshgrid(*(axes[k][box[k]] for k in range(3)), indexing="ij"), axis=-1)
         d = _capsule_distance(pts.reshape(-1, 3), a[i], b[i], ra[i], rb[i]).reshape(pts.shape[:3])
-        field[box] = _smooth_min(field[box], d, BLEND_M)
+        field[box] = _smooth_min(field[box], d, blend[i])
     # Positive inside, so the normals (pointing down the field) face outwards.
     verts, faces, normals, _ = marching_cubes(-field, level=0.0, spacing=(voxel,) * 3)
     verts = verts + lo
@@ -190,9 +210,9 @@ def body_glb_path(db_path) -> Path:
 
 def ensure_body_glb(db_path, skeleton: Skeleton, roles: dict | None = None) -> Path:
     """The database's default body as a GLB (skeleton + skinned mesh), built once and cached beside
-    the database; rebuilt when the database file is newer."""
+    the database; rebuilt when the database file or this generator is newer."""
     out = body_glb_path(db_path)
-    if out.exists() and out.stat().st_mtime >= Path(db_path).stat().st_mtime:
+    if out.exists() and out.stat().st_mtime >= max(Path(db_path).stat().st_mtime, Path(__file__).stat().st_mtime):
         return out
     tmp = out.with_name(out.name + f".{np.random.randint(1 << 30)}.tmp")
     write_gltf(tmp, skeleton=skeleton, mesh=body_mesh(skeleton, roles))
