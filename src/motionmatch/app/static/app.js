@@ -74,7 +74,8 @@ scene.fog = new THREE.Fog(skyColor, 18, 45);
 
 const camera = new THREE.PerspectiveCamera(45, 1, 0.05, 200);
 
-scene.add(new THREE.HemisphereLight(0xcfe0ff, 0x3a3128, 1.3));
+// A warm ground bounce light bright enough that the underside of arms, chin and crotch is not black.
+scene.add(new THREE.HemisphereLight(0xcfe0ff, 0x5a4d40, 1.3));
 const sun = new THREE.DirectionalLight(0xfff1dc, 2.4);
 sun.castShadow = true;
 sun.shadow.mapSize.set(LOW ? 512 : 2048, LOW ? 512 : 2048);
