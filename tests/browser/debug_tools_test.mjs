@@ -105,6 +105,12 @@ try {
   await click('#tabs button[data-tab="clips"]');
   await click('#c-list .clip[data-clip="1"] button');
   await page.waitForTimeout(1000);
+  // The panels refresh with the page's frames: a loaded machine draws few a second.
+  await page.waitForFunction(() => {
+    const s = window.motionmatch, c = s.clips[1];
+    return s.playhead && s.playhead.startsWith(`${c.name.replace('.bvh', '').replace(' (mirrored)', '')} +`)
+      && s.playhead.endsWith('(mirrored)') === c.tags.includes('mirrored');
+  }, null, { timeout: 10000 }).catch(() => {});
   lap('clips');
   report.clips = await mm(() => ({ playhead: window.motionmatch.playhead, clip1: window.motionmatch.clips[1],
     resume: !document.getElementById('c-resume').disabled, rows: document.querySelectorAll('#c-list .clip').length,
