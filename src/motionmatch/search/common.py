@@ -50,11 +50,9 @@ def validate_ranges(range_starts, range_stops, n_frames: int) -> tuple[np.ndarra
 def searchable_frames(starts: np.ndarray, stops: np.ndarray, n_frames: int, end_exclude: int,
                       mask: np.ndarray | None) -> np.ndarray:
     """Bool (N,): in a range [start, stop - end_exclude) and allowed by `mask`."""
-    delta = np.zeros(n_frames + 1, dtype=np.int64)
-    ends = np.maximum(stops - end_exclude, starts)
-    np.add.at(delta, starts, 1)
-    np.add.at(delta, ends, -1)
-    valid = np.cumsum(delta[:-1]) > 0
+    valid = np.zeros(n_frames, dtype=bool)
+    for s, e in zip(starts.tolist(), np.maximum(stops - end_exclude, starts).tolist()):
+        valid[s:e] = True
     if mask is not None:
         valid &= mask
     return valid
