@@ -1,5 +1,5 @@
-"""Exact nearest-frame search over normalized features: brute force (numpy, numba) and a two-level
-bounding-box index (numba), behind one facade. The semantics (searchable frames, skip, bias, ties) are
+"""Exact nearest-frame search over normalized features: brute force (numpy, numba) and a bounding-box
+tree (numba), behind one facade. The semantics (searchable frames, skip, bias, ties) are
 defined once in `common.py`; every back-end returns exactly the same (frame, cost).
 """
 from __future__ import annotations

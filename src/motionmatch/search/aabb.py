@@ -1,72 +1,264 @@
-"""Exact two-level bounding-box search (after Holden et al. 2020), in numba.
+"""Exact bounding-box tree search, in numba: small boxes of consecutive frames (after Holden et al.
+2020) as leaves, grouped by similarity into a 16-ary tree instead of by time.
 
 Layout, built per mask from the searchable frames only (end-excluded and masked-out frames are dropped,
 so the boxes are tighter):
 
-- segments: maximal runs of consecutive searchable frames inside one clip; boxes never span two;
-- small boxes of up to 16 consecutive frames, large boxes of up to 64 (4 small boxes), both starting at
-  their segment's start;
-- large-box bounds are stored column-major (F, L): the query's distance to every large box is computed
-  in one SIMD pass (no early exit; cheaper than branching per box);
-- the 4 small boxes of a large box are stored interleaved (L, F, 4), so their 4 distances are one SIMD
-  pass too; missing small boxes have empty bounds (+inf, -inf) and hence an infinite distance;
-- each small box's rows are stored as an (F, 16) tile, so its 16 canonical costs are computed with SIMD
-  across rows, in the canonical column order (exact: see common.py).
+- leaves: boxes of up to 8 consecutive searchable frames inside one clip, each starting at a multiple of
+  8 from its segment's start (a segment is a maximal run of searchable frames inside one clip). On the
+  full Bandai-Namco database (722k frames) a query's exact answer lies below the box distance of a
+  median 1,182 frames' leaves with 16-frame leaves, 96 with 8 (p99 20,626 and 1,672): small boxes bound
+  far better in 27 dimensions. A leaf's canonical costs are one SIMD pass across its rows in the
+  canonical column order (exact: see common.py), gathering the rows from the features where they lie,
+  so no copy of the features is made (copying 78 MB cost more than the rest of the build);
+- nodes: each holds the bounds of its up to 16 children interleaved (F, 16), so the query's distances to
+  all of them are one SIMD pass; missing children have empty bounds (+inf, -inf). A node's leaves are
+  split in two at the median of the leaf centres along their widest column (judged on a sample), four
+  times over, giving 16 children of equal size (full subtrees).
 
 Search: the bound starts at cost(current) - bias (when the current frame counts), lowered by the frames
-just after the skipped window; then the large box nearest to the query is searched first, then all
-others in frame order, skipping boxes whose distance exceeds the bound.
+just after the skipped window; then depth first from the root, the children within the bound pushed
+nearest last (popped first), so the first leaves reached are near the query and the bound drops fast.
+Costs and box distances are summed in three pieces of columns; partial sums only grow, so a leaf or node
+whose every partial sum already exceeds the bound is left without reading the rest of it.
 
 Pruning is exact: a box is skipped only if its distance exceeds best * (1 + 4 F 2**-24); the margin
 covers rounding (the box distance is also summed in float32), so a frame that could tie or beat the best
-is never pruned. Equal costs keep the lowest frame index even though one box is visited out of order.
+is never pruned. Equal costs keep the lowest frame index whatever order the leaves are visited in.
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from ._simd import box4_distances, tile16_costs
-from .brute import TILE, finish, make_tiles, row_cost
-from .common import segments_of
+from ._simd import box16_accumulate, rows16_accumulate
+from .brute import finish, row_cost
 
-__all__ = ["AabbIndex", "SMALL", "LARGE", "aabb_kernel"]
+__all__ = ["AabbIndex", "LEAF", "FANOUT", "aabb_kernel", "build_leaves", "build_tree"]
 
-SMALL = TILE  # 16
-LARGE = 64
-_PER_LARGE = LARGE // SMALL  # 4: the kernel's small-box loop is written for this
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _visit_large(lg, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames, lg_first, q, current, skip,
-                 rtol):
-    """Search large box `lg`: distances to its 4 small boxes, then the tiles of those that pass."""
-    a0, a1, a2, a3 = box4_distances(sm_lo, sm_hi, lg, q)
-    s0 = lg_first[lg]
-    for k in range(lg_first[lg + 1] - s0):
-        a = a0 if k == 0 else (a1 if k == 1 else (a2 if k == 2 else a3))
-        if a > thr:
-            continue
-        s = s0 + k
-        acc = tile16_costs(tiles, s, q)
-        for r in range(16):
-            c = acc[r]
-            if c <= best:
-                f = tile_frames[s, r]
-                if f < 0:
-                    break  # padding lanes come last
-                if c == best and (best_frame < 0 or f >= best_frame):
-                    continue  # equal cost: the lower frame (or the current frame's bound) stays
-                if current >= 0 and abs(f - current) <= skip:
-                    continue
-                best = np.float64(c)
-                best_frame = f
-                thr = best + abs(best) * rtol
-    return thr, best, best_frame
+LEAF = 8  # frames per leaf (rows16_accumulate reads up to 16)
+FANOUT = 16  # children per node: box16_accumulate computes exactly 16
+_AXIS_SAMPLE = 64  # leaves looked at to choose a split column
+_STACK = FANOUT * 18
+_PIECES = 3  # costs and box distances are summed in this many column ranges, checked after each  # pending boxes: at most FANOUT per level; depth <= 17 for any N < 2**64 leaves
 
 
 @numba.njit(cache=True, nogil=True)
-def aabb_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi, lg_first,
+def build_leaves(features, valid, range_starts):
+    """Leaves of the searchable frames: first frame and frame count (S,) and bounds lo, hi (S, F). A leaf
+    is up to LEAF consecutive searchable frames and never spans two clips or a gap."""
+    n, nf = features.shape
+    is_start = np.zeros(n, dtype=np.bool_)
+    for s in range_starts:
+        if s < n:
+            is_start[s] = True
+    first = np.empty(n, dtype=np.int64)  # untouched pages of np.empty cost nothing
+    count = np.empty(n, dtype=np.int64)
+    n_leaves = 0
+    f = 0
+    while f < n:
+        if not valid[f]:
+            f += 1
+            continue
+        e = f + 1
+        while e < n and e - f < LEAF and valid[e] and not is_start[e]:
+            e += 1
+        first[n_leaves] = f
+        count[n_leaves] = e - f
+        n_leaves += 1
+        f = e
+    lo = np.empty((n_leaves, nf), dtype=np.float32)
+    hi = np.empty((n_leaves, nf), dtype=np.float32)
+    for s in range(n_leaves):
+        a = lo[s]
+        z = hi[s]
+        a[:] = features[first[s]]
+        z[:] = features[first[s]]
+        for f in range(first[s] + 1, first[s] + count[s]):
+            row = features[f]
+            for j in range(nf):
+                a[j] = min(a[j], row[j])
+                z[j] = max(z[j], row[j])
+    return first[:n_leaves].copy(), count[:n_leaves].copy(), lo, hi
+
+
+@numba.njit(cache=True, nogil=True)
+def _select(perm, key, b, e, k):
+    """Reorder perm[b:e] and key[b:e] alike so that key[i] <= key[k] <= key[j] for b <= i < k < j < e."""
+    lo = b
+    hi = e - 1
+    while lo < hi:
+        a = key[lo]
+        m = key[(lo + hi) // 2]
+        c = key[hi]
+        pv = max(min(a, m), min(max(a, m), c))  # median of three
+        i = lo
+        j = hi
+        while i <= j:
+            while key[i] < pv:
+                i += 1
+            while key[j] > pv:
+                j -= 1
+            if i <= j:
+                key[i], key[j] = key[j], key[i]
+                perm[i], perm[j] = perm[j], perm[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return
+
+
+@numba.njit(cache=True, nogil=True)
+def _split(perm, centres, key, b, e, size):
+    """Reorder perm[b:e] into consecutive parts of `size` leaves (the last may be smaller) by repeated
+    median splits along the widest column of the leaf centres (F, S) (measured on an evenly spaced
+    sample); key (S,) is scratch space."""
+    nf = centres.shape[0]
+    cmin = np.empty(nf, dtype=np.float32)
+    cmax = np.empty(nf, dtype=np.float32)
+    stack = np.empty((64, 2), dtype=np.int64)
+    stack[0, 0] = b
+    stack[0, 1] = e
+    top = 1
+    while top > 0:
+        top -= 1
+        b0 = stack[top, 0]
+        e0 = stack[top, 1]
+        parts = (e0 - b0 + size - 1) // size
+        if parts <= 1:
+            continue
+        cmin[:] = np.inf
+        cmax[:] = -np.inf
+        step = max(1, (e0 - b0) // _AXIS_SAMPLE)
+        for i in range(b0, e0, step):
+            p = perm[i]
+            for j in range(nf):
+                cmin[j] = min(cmin[j], centres[j, p])
+                cmax[j] = max(cmax[j], centres[j, p])
+        axis = 0
+        for j in range(1, nf):
+            if cmax[j] - cmin[j] > cmax[axis] - cmin[axis]:
+                axis = j
+        col = centres[axis]
+        for i in range(b0, e0):
+            key[i] = col[perm[i]]
+        m = b0 + (parts // 2) * size
+        _select(perm, key, b0, e0, m)
+        stack[top, 0] = b0
+        stack[top, 1] = m
+        stack[top + 1, 0] = m
+        stack[top + 1, 1] = e0
+        top += 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _child_size(n):
+    """Leaves per child of a node over n leaves: the smallest power of FANOUT leaving <= FANOUT children."""
+    size = 1
+    while size * FANOUT < n:
+        size *= FANOUT
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_nodes(n_leaves):
+    """Nodes of the tree over n_leaves leaves (1 for 0 or 1 leaves: the root)."""
+    todo = [n_leaves]
+    count = 0
+    while len(todo) > 0:
+        n = todo.pop()
+        count += 1
+        size = _child_size(n)
+        for b in range(0, n, size):
+            if min(size, n - b) > 1:
+                todo.append(min(size, n - b))
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
+def build_tree(lo, hi):
+    """16-ary tree over leaves with bounds lo, hi (S, F); see the module docstring.
+
+    Returns node_lo, node_hi (M, F, 16) (the children's bounds), node_kids (M, 16) (a child node's id, or
+    -(leaf + 1) for a leaf) and node_count (M,) (children per node). Node 0 is the root; M = 0 when S = 0.
+    """
+    n_leaves, nf = lo.shape
+    centres = np.empty((nf, n_leaves), dtype=np.float32)  # column-major: a split reads one column
+    for s in range(n_leaves):
+        for j in range(nf):
+            centres[j, s] = np.float32(0.5) * lo[s, j] + np.float32(0.5) * hi[s, j]
+    perm = np.arange(n_leaves)
+    key = np.empty(n_leaves, dtype=np.float32)
+    cap = _count_nodes(n_leaves)
+    node_lo = np.full((cap, nf, FANOUT), np.inf, dtype=np.float32)
+    node_hi = np.full((cap, nf, FANOUT), -np.inf, dtype=np.float32)
+    node_kids = np.zeros((cap, FANOUT), dtype=np.int64)
+    node_count = np.zeros(cap, dtype=np.int64)
+    if n_leaves == 0:
+        return node_lo[:0], node_hi[:0], node_kids[:0], node_count[:0]
+    todo = np.empty((cap, 3), dtype=np.int64)  # node, first leaf, end leaf (positions in perm)
+    todo[0, 0] = 0
+    todo[0, 1] = 0
+    todo[0, 2] = n_leaves
+    n_todo = 1
+    n_nodes = 1
+    while n_todo > 0:
+        n_todo -= 1
+        nd = todo[n_todo, 0]
+        b = todo[n_todo, 1]
+        e = todo[n_todo, 2]
+        size = _child_size(e - b)
+        if size > 1:  # children of one leaf each need no order
+            _split(perm, centres, key, b, e, size)
+        k = 0
+        for cb in range(b, e, size):
+            ce = min(cb + size, e)
+            if ce - cb == 1:
+                node_kids[nd, k] = -(perm[cb] + 1)
+                for j in range(nf):
+                    node_lo[nd, j, k] = lo[perm[cb], j]
+                    node_hi[nd, j, k] = hi[perm[cb], j]
+            else:
+                node_kids[nd, k] = n_nodes
+                todo[n_todo, 0] = n_nodes
+                todo[n_todo, 1] = cb
+                todo[n_todo, 2] = ce
+                n_todo += 1
+                n_nodes += 1
+            k += 1
+        node_count[nd] = k
+    # A child node's id is above its parent's: in decreasing order, each node's own bounds are complete
+    # before its parent takes their union.
+    for nd in range(n_nodes - 1, -1, -1):
+        for k in range(node_count[nd]):
+            c = node_kids[nd, k]
+            if c < 0:
+                continue
+            for j in range(nf):
+                a = node_lo[c, j, 0]
+                z = node_hi[c, j, 0]
+                for i in range(1, node_count[c]):
+                    a = min(a, node_lo[c, j, i])
+                    z = max(z, node_hi[c, j, i])
+                node_lo[nd, j, k] = a
+                node_hi[nd, j, k] = z
+    return node_lo, node_hi, node_kids, node_count
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _min16(acc):
+    m = acc[0]
+    for k in range(1, 16):
+        m = min(m, acc[k])
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_kids, node_count,
                 q, current, skip, bias, rtol, n_seed):
     """One exact search; see the module docstring and common.py for the semantics.
 
@@ -102,92 +294,91 @@ def aabb_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi,
                 if c < best:
                     best = np.float64(c)
                     best_frame = f
-    n_lg = lg_lo.shape[1]
-    lb = np.zeros(n_lg, dtype=np.float32)
-    for j in range(nf):
-        qj = q[j]
-        lo = lg_lo[j]
-        hi = lg_hi[j]
-        for g in range(n_lg):
-            d = max(lo[g] - qj, np.float32(0.0)) + max(qj - hi[g], np.float32(0.0))
-            lb[g] += d * d
     thr = best + abs(best) * rtol
-    g0 = -1
-    m = np.float32(np.inf)
-    for g in range(n_lg):
-        if lb[g] < m:
-            m = lb[g]
-            g0 = g
-    if g0 >= 0 and lb[g0] <= thr:
-        thr, best, best_frame = _visit_large(g0, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames,
-                                             lg_first, q, current, skip, rtol)
-    for g in range(n_lg):
-        if lb[g] > thr or g == g0:
-            continue
-        thr, best, best_frame = _visit_large(g, thr, best, best_frame, sm_lo, sm_hi, tiles, tile_frames,
-                                             lg_first, q, current, skip, rtol)
+    if node_count.shape[0] > 0:
+        stack_box = np.empty(_STACK, dtype=np.int64)  # node id, or -(leaf + 1)
+        stack_dist = np.empty(_STACK, dtype=np.float32)
+        acc = np.empty(16, dtype=np.float32)  # a leaf's costs or a node's FANOUT box distances
+        kid_box = np.empty(FANOUT, dtype=np.int64)
+        kid_dist = np.empty(FANOUT, dtype=np.float32)
+        stack_box[0] = 0
+        stack_dist[0] = 0.0
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            box = stack_box[sp]
+            if stack_dist[sp] > thr:
+                continue
+            if box < 0:
+                f0 = leaf_first[-box - 1]
+                n_rows = leaf_count[-box - 1]
+                acc[:] = 0.0
+                for p in range(_PIECES):
+                    rows16_accumulate(features, f0, n_rows, q, p * nf // _PIECES, (p + 1) * nf // _PIECES, acc)
+                    if _min16(acc) > best:
+                        break  # partial costs only grow: no row of this leaf can reach the best
+                else:
+                    for r in range(n_rows):
+                        c = acc[r]
+                        if c <= best:
+                            f = f0 + r
+                            if c == best and (best_frame < 0 or f >= best_frame):
+                                continue  # equal cost: the lower frame (or the current frame's bound) stays
+                            if current >= 0 and abs(f - current) <= skip:
+                                continue
+                            best = np.float64(c)
+                            best_frame = f
+                            thr = best + abs(best) * rtol
+                continue
+            acc[:] = 0.0
+            for p in range(_PIECES):
+                box16_accumulate(node_lo, node_hi, box, q, p * nf // _PIECES, (p + 1) * nf // _PIECES, acc)
+                if _min16(acc) > thr:
+                    break  # partial distances only grow: every child is beyond the bound
+            # children within the bound, sorted by decreasing distance (insertion sort of <= 16)
+            n_kids = 0
+            for k in range(node_count[box]):
+                d = acc[k]
+                if d > thr:
+                    continue
+                i = n_kids
+                while i > 0 and kid_dist[i - 1] < d:
+                    kid_dist[i] = kid_dist[i - 1]
+                    kid_box[i] = kid_box[i - 1]
+                    i -= 1
+                kid_dist[i] = d
+                kid_box[i] = node_kids[box, k]
+                n_kids += 1
+            for i in range(n_kids):  # the nearest is pushed last, so popped first
+                stack_box[sp] = kid_box[i]
+                stack_dist[sp] = kid_dist[i]
+                sp += 1
     bc = np.float32(best) if best_frame >= 0 else np.float32(np.inf)
     return finish(current, cur_ok, cur_cost, best_frame, bc, bias)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def aabb_batch_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi, lg_first,
+def aabb_batch_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_kids, node_count,
                       queries, currents, skip, bias, rtol, n_seed, out_frames, out_costs):
     for i in numba.prange(queries.shape[0]):
-        f, c = aabb_kernel(features, valid, tiles, tile_frames, sm_lo, sm_hi, lg_lo, lg_hi, lg_first,
+        f, c = aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_kids, node_count,
                            queries[i], currents[i], skip, bias, rtol, n_seed)
         out_frames[i] = f
         out_costs[i] = c
 
 
 class AabbIndex:
-    """Two-level box index over the searchable frames `valid` (bool (N,)) of one mask."""
+    """Box tree over the searchable frames `valid` (bool (N,)) of one mask."""
 
     def __init__(self, features: np.ndarray, valid: np.ndarray, range_starts: np.ndarray, n_seed: int = 4):
-        nf = features.shape[1]
-        self.rtol = 4.0 * nf * 2.0 ** -24
+        self.rtol = 4.0 * features.shape[1] * 2.0 ** -24
         self.n_seed = int(n_seed)
-        seg_start, seg_stop = segments_of(valid, range_starts)
-        lengths = seg_stop - seg_start
-        rows = np.flatnonzero(valid)  # increasing: compacted order keeps frame order
-        n_rows = len(rows)
-        # position of each searchable frame within its segment
-        seg_first = (np.cumsum(lengths) - lengths).astype(np.int64)
-        pos = np.arange(n_rows) - np.repeat(seg_first, lengths)
-        sm_start = np.flatnonzero(pos % SMALL == 0)
-        n_sm = len(sm_start)
-        self.tiles, self.tile_frames = make_tiles(features, rows, sm_start)
-        x = features[rows]
-        lg_sm = np.flatnonzero(pos[sm_start] % LARGE == 0) if n_sm else np.zeros(0, np.int64)
-        self.lg_first = np.append(lg_sm, n_sm).astype(np.int64)
-        n_lg = len(lg_sm)
-        if n_sm:
-            sm_min = np.minimum.reduceat(x, sm_start, axis=0)
-            sm_max = np.maximum.reduceat(x, sm_start, axis=0)
-            lg_min = np.minimum.reduceat(sm_min, lg_sm, axis=0)
-            lg_max = np.maximum.reduceat(sm_max, lg_sm, axis=0)
-        else:
-            sm_min = sm_max = np.zeros((0, nf), np.float32)
-            lg_min = lg_max = np.zeros((0, nf), np.float32)
-        self.lg_lo = np.ascontiguousarray(lg_min.T, dtype=np.float32)  # (F, L)
-        self.lg_hi = np.ascontiguousarray(lg_max.T, dtype=np.float32)
-        # small boxes grouped 4 per large box, interleaved (L, F, 4); empty slots never pass
-        slot = np.arange(n_sm) - np.repeat(lg_sm, np.diff(self.lg_first))
-        owner = np.repeat(np.arange(n_lg), np.diff(self.lg_first))
-        sm_lo = np.full((n_lg, _PER_LARGE, nf), np.inf, dtype=np.float32)
-        sm_hi = np.full((n_lg, _PER_LARGE, nf), -np.inf, dtype=np.float32)
-        sm_lo[owner, slot] = sm_min
-        sm_hi[owner, slot] = sm_max
-        self.sm_lo = np.ascontiguousarray(sm_lo.transpose(0, 2, 1))
-        self.sm_hi = np.ascontiguousarray(sm_hi.transpose(0, 2, 1))
-        self.n_frames = n_rows
-
-    def _args(self):
-        return (self.tiles, self.tile_frames, self.sm_lo, self.sm_hi, self.lg_lo, self.lg_hi, self.lg_first)
+        first, count, lo, hi = build_leaves(features, valid, np.ascontiguousarray(range_starts, np.int64))
+        self._arrays = (first, count) + build_tree(lo, hi)
 
     def search(self, features, valid, q, current, skip, bias):
-        return aabb_kernel(features, valid, *self._args(), q, current, skip, bias, self.rtol, self.n_seed)
+        return aabb_kernel(features, valid, *self._arrays, q, current, skip, bias, self.rtol, self.n_seed)
 
     def search_batch(self, features, valid, queries, currents, skip, bias, out_frames, out_costs):
-        aabb_batch_kernel(features, valid, *self._args(), queries, currents, skip, bias, self.rtol,
+        aabb_batch_kernel(features, valid, *self._arrays, queries, currents, skip, bias, self.rtol,
                           self.n_seed, out_frames, out_costs)
