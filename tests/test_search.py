@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from motionmatch.search import BACKENDS, Searcher
+from motionmatch.search import BACKENDS, Searcher, frame_mask
 from motionmatch.search_bench import (add_bench_search_args, make_queries, read_export, run_bench_search,
                                       synthetic_features, write_export)
 
@@ -263,15 +263,70 @@ def test_errors():
 # ---------------------------------------------------------------------------------------------
 # real data: the default database built from ../shared/mocap (conftest fixture)
 
-def test_backends_agree_on_real_database(jlpm_db):
+def real_queries(db, rng, count):
+    """Queries a search meets and worse: recorded-like (a frame with its trajectory perturbed), far from
+    the data (5 standard deviations of noise on every column), near ties (a frame plus 1e-6 noise, so
+    its neighbours' costs are almost equal) and exact frames (cost 0). Current frames: random, -1, or
+    the source frame."""
     from motionmatch.search_bench import trajectory_columns
-    db = jlpm_db
     x = db.features.normalized
     starts, stops = db.range_starts, db.range_stops
-    s = all_searchers(x, starts, stops)
-    q, cur = make_queries(x, starts, stops, trajectory_columns(db.features.channel_slices), 40, noise=0.5)
-    assert_all_agree(s, q, cur, 0, 0.0)
-    assert_all_agree(s, q, np.full(len(q), -1), 2, 0.2)
+    n, f = x.shape
+    q, cur = make_queries(x, starts, stops, trajectory_columns(db.features.channel_slices), count, noise=0.5,
+                          seed=int(rng.integers(1 << 30)))
+    q = q.copy()
+    kind = np.arange(count) % 4
+    src = rng.integers(0, n, count)
+    q[kind == 1] = rng.normal(size=(int((kind == 1).sum()), f)).astype(np.float32) * 5
+    q[kind == 2] = x[src[kind == 2]] + rng.normal(size=(int((kind == 2).sum()), f)).astype(np.float32) * 1e-6
+    q[kind == 3] = x[src[kind == 3]]
+    cur = np.where(kind >= 2, src, cur).astype(np.int64)
+    cur[::5] = -1
+    cur[1::7] = rng.integers(0, n, len(cur[1::7]))
+    return q, cur
+
+
+@pytest.mark.parametrize("name", ["jlpm", "bandai"])
+def test_backends_agree_on_real_databases(name, jlpm_db, bandai_walk_db):
+    """Every back-end and mode on real features: current frame or none, skip, bias of both signs and
+    infinite, end_exclude 0 / 20 / 45, a tag filter and a random mask (set and per call)."""
+    db = {"jlpm": jlpm_db, "bandai": bandai_walk_db}[name]
+    x = db.features.normalized
+    starts, stops = db.range_starts, db.range_stops
+    rng = np.random.default_rng(11)
+    q, cur = real_queries(db, rng, 48)
+    for end_exclude in (20, 0, 45):
+        s = all_searchers(x, starts, stops, end_exclude=end_exclude)
+        assert_all_agree(s, q, cur, 0, 0.0)
+        assert_all_agree(s, q, np.full(len(q), -1), 0, 0.0)
+        if end_exclude == 20:
+            for skip, bias in ((2, 0.2), (10, -0.3), (0, np.inf), (1, -np.inf)):
+                assert_all_agree(s, q, cur, skip, bias)
+    mirrored = frame_mask("mirrored", db.range_tags, starts, stops, len(x))
+    assert 0 < mirrored.sum() < len(x)
+    for mask in (mirrored, ~mirrored, rng.random(len(x)) < 0.3):
+        assert_all_agree(s, q, cur, 3, 0.1, mask=mask)
+        for sr in s.values():
+            sr.set_mask(mask)
+        assert_all_agree(s, q[:16], cur[:16], 0, 0.0)
+        for sr in s.values():
+            sr.set_mask(None)
+
+
+def test_tree_answers_equal_brute_force_on_many_real_queries(bandai_walk_db):
+    """The tree against the numba brute force on 600 queries of every kind (the numpy reference is too
+    slow for this many)."""
+    db = bandai_walk_db
+    x = db.features.normalized
+    s = {b: Searcher(x, db.range_starts, db.range_stops, backend=b) for b in ("brute", "aabb")}
+    q, cur = real_queries(db, np.random.default_rng(12), 600)
+    for current in (cur, np.full(len(q), -1)):
+        ref = s["brute"].search_batch(q, current)
+        got = s["aabb"].search_batch(q, current)
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[1], ref[1])
+        single = [s["aabb"].search(qq, int(c)) for qq, c in zip(q, current)]
+        assert single == list(zip(ref[0].tolist(), ref[1].tolist()))
 
 
 # ---------------------------------------------------------------------------------------------
