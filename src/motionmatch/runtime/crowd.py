@@ -32,7 +32,7 @@ from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSetting
 from .inertialization import new_offsets
 from .matching import (FORCE, SEARCH_COLUMNS, TIMER, Desired, plan_serial, plan_stage, predict_stage, query_serial,
                        query_stage, trajectory_layout)
-from .playback import Frames, Playhead, Root, Source, new_pose, playback_serial, playback_stage, transition_stage
+from .playback import Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_stage
 from .requests import Requests
 from .settings import CharacterSettings
 from .timescale import future_speeds, horizon_frames, timescale_stage
@@ -202,7 +202,7 @@ class Crowd:
             rvel, db.range_stops, horizon_frames(db.features.schema), db.fps))
         self.raw_features = np.ascontiguousarray(db.features.raw)
         self.contacts_db = np.ascontiguousarray(db.contacts)
-        self.source = Source(self.db_arrays, self.clip_speed, self.stop_of, self.contacts_db)
+        self.clips = Clips(self.clip_speed, self.stop_of, self.contacts_db)
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
         self.traj_times = self.traj_offsets / float(db.fps)
         self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
@@ -223,7 +223,8 @@ class Crowd:
         self.frame_frac = np.zeros(n)
         self.rate, self.stride, self.warp_angle = np.ones(n), np.ones(n), np.zeros(n)
         self.root_pos, self.root_yaw, self.root_vel = np.zeros((n, 3)), np.zeros(n), np.zeros((n, 3))
-        self.play = Playhead(self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle)
+        self.contacts = np.zeros((n, 2), dtype=np.bool_)
+        self.play = Playhead(self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle, self.contacts)
         self.root = Root(self.root_pos, self.root_yaw, self.root_vel)
         self.inert = new_offsets(n, J)
         self.local = new_pose(n, J)       # the shown (inertialized) pose
@@ -233,7 +234,6 @@ class Crowd:
         self.locks = np.zeros((n, 2), dtype=FOOT_LOCK)
         self.locked = np.zeros((n, 2), dtype=np.bool_)
         self.feet = Feet(self.heights_state, self.locks, self.locked)
-        self.contacts = np.zeros((n, 2), dtype=np.bool_)
         self.global_positions = np.zeros((n, J, 3), dtype=np.float32)
         self.global_rotations = np.zeros((n, J, 4), dtype=np.float32)
         self.out = Display(np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 4)),
@@ -416,15 +416,14 @@ class Crowd:
         t1 = time.perf_counter()
         # The pose source: the next database frame, or the learned agents' stepped and decompressed pose.
         if L is None:
-            source, play = self.source, self.play
+            frames, clips, play = self.db_arrays, self.clips, self.play
             timescale_stage(dt, self.ctrl, self.warp, self.packed, self.frame, *self.future_speeds, self.rate,
                             self.stride)
         else:
             learned.advance(L, self.rate, dt)
-            source, play = Source(L.pose, L.speeds, L.stop, L.contacts), self._learned_play()
-        (playback_stage if self.parallel else playback_serial)(dt, source, self.ctrl, self.warp, self.packed, play,
-                                                               self.inert, self.local, self.root, self.contacts,
-                                                               self.anim)
+            frames, clips, play = L.pose, Clips(L.speeds, L.stop, L.contacts), self._learned_play()
+        (playback_stage if self.parallel else playback_serial)(dt, frames, clips, self.ctrl, self.warp, self.packed,
+                                                               play, self.inert, self.local, self.root, self.anim)
         t2 = time.perf_counter()
         self._output(dt, self.everyone)
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
@@ -566,8 +565,8 @@ class Crowd:
 
     def _output(self, dt: float, only) -> None:
         (output_stage if len(only) >= PARALLEL_FROM else output_serial)(
-            only, float(dt), self.local, self.root, self.play, self.contacts, self.packed, self.rig, self.terrain,
-            self.feet, self.out, 0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
+            only, float(dt), self.local, self.root, self.play, self.packed, self.rig, self.terrain, self.feet,
+            self.out, 0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
 
     # ------------------------------------------------------------------------------------------
     # outputs

@@ -339,7 +339,7 @@ def _cross_transition(c, i: int, src_pose, src_row: int, dst_pose, dst_row: int)
     """Agent i of crowd c moves from row src_row of one pose source to row dst_row of another, an
     inertialized transition like a search jump (the stages' transition on a two-row source)."""
     pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_pose, dst_pose)))
-    play = Playhead(np.zeros(c.n, dtype=np.int64), np.zeros(c.n), c.rate, c.stride, c.warp_angle)
+    play = Playhead(np.zeros(c.n, dtype=np.int64), np.zeros(c.n), c.rate, c.stride, c.warp_angle, c.contacts)
     transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), c.inert, play, c.packed,
                      c.scratch)
 

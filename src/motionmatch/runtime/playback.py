@@ -36,10 +36,10 @@ class Frames(NamedTuple):
     root_angvel: np.ndarray    # (N, 3) its angular velocity in its own frame, rad/s
 
 
-class Source(NamedTuple):
-    """What playback reads per frame besides the poses."""
+class Clips(NamedTuple):
+    """What playback reads per frame besides its pose (rows as in Frames). Stages running in parallel
+    take flat records only (numba's parallel loops cannot take a record inside a record)."""
 
-    frames: Frames
     speed: np.ndarray          # (N,) the clip's root speed around each frame, m/s (stride warping)
     stop: np.ndarray           # (N,) int64 the end (exclusive) of each frame's clip
     contacts: np.ndarray       # (N, 2) bool left, right foot contact
@@ -67,6 +67,7 @@ class Playhead(NamedTuple):
     rate: np.ndarray           # (n,) play rate (1: the data's speed)
     stride: np.ndarray         # (n,) stride warping scale (1: none)
     warp_angle: np.ndarray     # (n,) orientation warp between lower and upper body, radians
+    contacts: np.ndarray       # (n, 2) bool left, right foot contact of the frame playing
 
 
 class Root(NamedTuple):
@@ -246,20 +247,20 @@ def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz
 
 
 @numba.njit(cache=True)
-def playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim):
+def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """One tick of playback for character i: play rate and stride, advance, sample, inertialize,
-    integrate the root and synchronize it with the simulation, orientation twist. source: Source;
-    play: Playhead; inert: inertialization.Offsets; local, anim: Pose (shown, animation); root: Root;
-    contacts (n, 2) bool out."""
+    integrate the root and synchronize it with the simulation, orientation twist. frames: Frames and
+    clips: Clips of the pose source; play: Playhead; inert: inertialization.Offsets; local, anim: Pose
+    (shown, animation); root: Root."""
     s = settings[i]
     frame, frac, rate, stride = play.frame, play.frac, play.rate, play.stride
-    root_v = source.frames.root_vel
+    root_v = frames.root_vel
     sim_speed = math.hypot(ctrl[i, VX], ctrl[i, VZ])
     play_rate, strides = s[S.W_PLAY_RATE] != 0.0, s[S.W_STRIDE] != 0.0
     if s[S.W_TIMESCALE] != 0.0:
         pass                     # rate and stride already set by timescale.timescale_stage
     elif play_rate or strides:
-        anim_speed, halflife = float(source.speed[frame[i]]), s[S.W_SPEED_HALFLIFE]
+        anim_speed, halflife = float(clips.speed[frame[i]]), s[S.W_SPEED_HALFLIFE]
         stride_min, stride_max = s[S.W_STRIDE_MIN], s[S.W_STRIDE_MAX]
         if s[S.W_ORIENTATION] != 0.0:
             anim_speed, halflife, stride_min, stride_max = stride_reference(
@@ -271,9 +272,9 @@ def playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, 
     else:
         rate[i] = 1.0
         stride[i] = 1.0
-    stop = source.stop[frame[i]]
+    stop = clips.stop[frame[i]]
     frame[i], frac[i] = advance_frame(frame[i], frac[i], rate[i], stop)
-    anim_pose(source.frames, frame[i] + frac[i], rate[i], stop, anim.pos[i], anim.rot[i], anim.vel[i],
+    anim_pose(frames, frame[i] + frac[i], rate[i], stop, anim.pos[i], anim.rot[i], anim.vel[i],
               anim.angvel[i])
     inertialization.step(inert, i, int(s[S.INERTIALIZATION]), s[S.HALFLIFE], s[S.BLEND_TIME], dt, anim, local)
     lv, lw = local.vel, local.angvel
@@ -295,18 +296,18 @@ def playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, 
                                                 s[S.W_MIN_TRAVEL], s[S.W_ORIENT_HALFLIFE])
     else:
         play.warp_angle[i] = 0.0
-    contacts[i, 0], contacts[i, 1] = source.contacts[frame[i], 0], source.contacts[frame[i], 1]
+    play.contacts[i, 0], play.contacts[i, 1] = clips.contacts[frame[i], 0], clips.contacts[frame[i], 1]
 
 
 @numba.njit(cache=True, parallel=True)
-def playback_stage(dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim):
+def playback_stage(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """playback_agent for every character."""
     for i in numba.prange(play.frame.shape[0]):
-        playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim)
+        playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
 
 
 @numba.njit(cache=True)
-def playback_serial(dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim):
+def playback_serial(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """playback_agent for every character on the calling thread (small crowds: no thread hand-off)."""
     for i in range(play.frame.shape[0]):
-        playback_agent(i, dt, source, ctrl, wt, settings, play, inert, local, root, contacts, anim)
+        playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)

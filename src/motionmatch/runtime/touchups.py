@@ -181,12 +181,13 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide
 
 
 @numba.njit(cache=True)
-def output_agent(i, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
+def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """The displayed pose of character i into Display `out` (local and world, float64) from its shown
-    local pose (playback.Pose `local`), Root and Playhead (stride, warp angle); contacts (n, 2) bool;
-    feet: Feet (touch-up state); relock_speed: foot_lock_update's (0 for database contacts)."""
+    local pose (playback.Pose `local`), Root and Playhead (stride, warp angle, contacts); feet: Feet
+    (touch-up state); relock_speed: foot_lock_update's (0 for database contacts). Records are flat
+    (numba's parallel loops cannot take a record inside a record)."""
     root_pos, root_yaw, root_vel = root
-    stride = play.stride
+    stride, contacts = play.stride, play.contacts
     heights_state, locks, locked = feet
     lp, lr, gp, gr = out.local_pos[i], out.local_rot[i], out.pos[i], out.rot[i]
     parents, chain, legs, reach = rig.parents, rig.chain, rig.legs, rig.reach
@@ -290,23 +291,23 @@ def output_agent(i, dt, local, root, play, contacts, settings, rig, terrain, fee
 
 
 @numba.njit(cache=True, parallel=True)
-def output_stage(agents, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
+def output_stage(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
     float32 outputs (out.positions, out.rotations)."""
     for a in numba.prange(agents.shape[0]):
-        _output_and_copy(agents[a], dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed)
+        _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
 
 
 @numba.njit(cache=True)
-def output_serial(agents, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
+def output_serial(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """output_stage on the calling thread (small crowds: no thread hand-off)."""
     for a in range(agents.shape[0]):
-        _output_and_copy(agents[a], dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed)
+        _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
 
 
 @numba.njit(cache=True)
-def _output_and_copy(i, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed):
-    output_agent(i, dt, local, root, play, contacts, settings, rig, terrain, feet, out, relock_speed)
+def _output_and_copy(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
+    output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
     gp, gr = out.pos[i], out.rot[i]
     out_positions, out_rotations = out.positions, out.rotations
     for j in range(gp.shape[0]):
