@@ -55,18 +55,18 @@ def test_synth_errors_name_the_file(jlpm_db_path, tmp_path, capsys):
 
 
 def test_synth_without_db_uses_the_default_database(tmp_path, monkeypatch, jlpm_db_path):
-    from motionmatch import commands
+    from motionmatch.cli import options
     used = []
     monkeypatch.setattr("motionmatch.database.build_default_database",
                         lambda progress=True, **options: used.append((progress, options)) or jlpm_db_path)
-    assert commands.database_path(None, progress=False) == jlpm_db_path and used == [(False, {})]
+    assert options.database_path(None, progress=False) == jlpm_db_path and used == [(False, {})]
     assert main(["synth", "--scenario", str(_short_scenario(tmp_path)), "--out", str(tmp_path / "o"),
                  "--quiet"]) == 0
     assert used[1] == (False, {"mixed": True}) and (tmp_path / "o" / "metrics.json").exists()
 
 
 def _serve(port: int, db: Path, host: str = "127.0.0.1"):
-    return subprocess.Popen([sys.executable, "-m", "motionmatch.app.server", "--db", str(db), "--host", host,
+    return subprocess.Popen([sys.executable, "-m", "motionmatch", "serve", "--db", str(db), "--host", host,
                              "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 

@@ -118,7 +118,7 @@ def test_missing_data_gives_a_clear_message(tmp_path, capsys):
 
 def test_demo_builds_the_default_database_and_serves_it(jlpm_dir, tmp_path, monkeypatch, capsys):
     """`make demo` runs `motionmatch demo`: build (cached) then serve with every serve option set."""
-    import motionmatch.app.server as server
+    import motionmatch.cli.serve as server
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("MOTIONMATCH_DATA", str(jlpm_dir.parent))
     seen = {}

@@ -15,7 +15,8 @@ import pytest
 from bvh_fixtures import tiny_bvh_text
 from motionmatch import datapaths
 from motionmatch.datapaths import DataNotFoundError, find_data, list_bvh_files
-from motionmatch.fetch import MARKER, FetchError, Source, add_fetch_args, fetch, run_fetch, unpack
+from motionmatch.cli.fetch import add_fetch_args, run_fetch
+from motionmatch.fetch import MARKER, FetchError, Source, fetch, unpack
 from motionmatch.io.bvh import read_bvh
 
 BVH_A = tiny_bvh_text("ZXY", rows=((0, 1, 0, 0, 0, 0, 0, 0, 0), (0, 1, 0.1, 0, 10, 0, 0, 0, 5)))

@@ -12,8 +12,9 @@ from bvh_fixtures import lafan1_bvh_text, write_lafan1_bvh  # noqa: E402
 
 from motionmatch.animation import Animation, Skeleton
 from motionmatch.io.bvh import parse_bvh_text, read_bvh, write_bvh
-from motionmatch.retarget import (RetargetError, add_retarget_args, auto_mapping, find_source_bind, name_key,
-                                  pose_uprightness, rest_pose_is_standing, retarget_animation, run_retarget)
+from motionmatch.cli.retarget import add_retarget_args, run_retarget
+from motionmatch.retarget import (RetargetError, auto_mapping, find_source_bind, name_key, pose_uprightness,
+                                  rest_pose_is_standing, retarget_animation)
 from motionmatch.rotations import quat_from_scaled_angle_axis, quat_from_yaw, quat_inv, quat_mul, quat_rotate
 from motionmatch.skeleton import find_roles
 

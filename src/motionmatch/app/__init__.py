@@ -1,2 +1,2 @@
-"""Browser app: an aiohttp server simulating one character per page (server.py: `add_serve_args`,
-`run_serve`, `make_app`) and the three.js page in static/."""
+"""Browser app: an aiohttp server simulating one character per page (server.py: `make_app`, `run_app`;
+the `serve` command is cli/serve.py) and the three.js page in static/."""

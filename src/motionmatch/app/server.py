@@ -1,5 +1,5 @@
-"""The browser app's server: aiohttp, one simulated character per WebSocket connection, and `motionmatch
-serve`, which loads a database and serves the app.
+"""The browser app's server: aiohttp, one simulated character per WebSocket connection (`motionmatch
+serve`, cli/serve.py, loads a database and runs it here).
 
 Each connection gets its own `Character`, stepped at a fixed 60 Hz by an asyncio task (at most
 `MAX_CATCHUP` steps per wake-up; a longer stall drops time instead of fast-forwarding). After each tick
@@ -22,18 +22,16 @@ hosts.py (Host and Origin checks), assets.py (static files, three.js), crowd.py 
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import errno
 import logging
 import socket
 import sys
-from pathlib import Path
 
 from aiohttp import web
 
 from .assets import find_three
-from .backend import Backend, character_for, runtime_backend
+from .backend import Backend
 from .crowd import add_crowd_routes
 from .hosts import guard, server_host_names
 from .routes import MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES, add_routes
@@ -66,76 +64,6 @@ def make_app(backend: Backend, node_modules=None, host: str | None = None) -> we
 
 # ---------------------------------------------------------------------------------------------------
 # CLI
-
-
-def add_serve_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", help="database file (default: build or reuse the cached default database)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000,
-                        help=f"TCP port (default 8000; if busy, the next {PORT_TRIES - 1} are tried; 0 picks a free one)")
-    parser.add_argument("--jlpm22-only", action="store_true",
-                        help="without --db: the jlpm22-only default database instead of the mixed default")
-    parser.add_argument("--node-modules", default=None,
-                        help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
-    parser.add_argument("--crowd", type=int, default=0, metavar="N",
-                        help="crowd mode: N agents roam around your character (see app/crowd.py)")
-    parser.add_argument("--character", default=None, metavar="MODEL.glb",
-                        help="a rigged humanoid glTF to drive (default: a body generated for the database skeleton)")
-    parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
-                        help="[roles] table (role = \"joint name\") for a model whose joint names are not recognised")
-    parser.add_argument("--settings", default=None, help="settings file (TOML) every character starts from")
-    parser.add_argument("--lmm", default=None, metavar="MODEL.npz",
-                        help="learned motion matching: characters take their poses from this model (docs/LMM.md)")
-    parser.add_argument("--vr-model", default=None, metavar="VR.npz",
-                        help="VR replay mode: a tracker stream drives the character (docs/VR.md)")
-    parser.add_argument("--trackers", default=None, metavar="FILE",
-                        help="with --vr-model: the tracker file (JSON, CSV or BVH) replayed first "
-                             "(default: the first held-out clip)")
-    from ..commands import add_crouch_args
-    add_crouch_args(parser)
-
-
-def run_serve(args) -> int:
-    """`motionmatch serve`: load (or build) the database, serve the page, print the URL."""
-    from .. import database
-    from ..commands import database_path
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    if find_three(args.node_modules) is None:
-        print("motionmatch: three.js not found: run `make node_modules` (npm ci) in the project root, "
-              "or pass --node-modules", file=sys.stderr)
-        return 1
-    if args.character and not Path(args.character).is_file():
-        raise FileNotFoundError(f"{args.character}: no such model file")
-    for flag in ("trackers", "crouch_tags"):
-        if getattr(args, flag, None) and not getattr(args, "vr_model", None):
-            raise ValueError(f"--{flag.replace('_', '-')} needs --vr-model VR.npz (the app's VR mode, docs/VR.md)")
-    path = database_path(args.db, mixed=not args.jlpm22_only)
-    db = database.load_database(path)
-    settings = None
-    if getattr(args, "settings", None):
-        from ..settings_file import load_settings
-        settings = load_settings(args.settings, db.features.schema.names)
-    if getattr(args, "lmm", None):
-        from ..runtime.learned import learned_model
-        from ..settings_file import settings_from_dict
-        learned_model(db, args.lmm)           # a model that does not fit fails here, before serving
-        settings = settings or settings_from_dict({})
-        settings.character.mode, settings.character.model = "lmm", args.lmm
-    try:
-        character = character_for(db, path, args.character, args.character_map)
-    except ImportError as exc:   # the body needs scikit-image and pygltflib; the capsules do not
-        log.warning("no character body (%s): drawing capsules", exc)
-        character = None
-    app = make_app(runtime_backend(db, character, settings), node_modules=args.node_modules, host=args.host)
-    if getattr(args, "vr_model", None):
-        from ..commands import crouch_settings
-        from ..vr.driver import VRDriverSettings
-        from .vr import setup_vr
-        setup_vr(app, db, args.vr_model, args.trackers, VRDriverSettings(height_databases=crouch_settings(args)))
-    if args.crowd:
-        from .crowd import setup_crowd
-        setup_crowd(app, db, args.crowd)
-    return _run(app, args.host, args.port)
 
 
 def reachable_addresses(host: str) -> list[str]:
@@ -173,7 +101,9 @@ def announcement(host: str, port: int) -> tuple[list[str], str | None]:
     return lines, warning
 
 
-def _run(app: web.Application, host: str, port: int) -> int:
+def run_app(app: web.Application, host: str, port: int) -> int:
+    """Serve `app` on host:port (a busy port moves on to the next PORT_TRIES - 1) until Ctrl+C; prints the
+    URLs (announcement). Returns the exit status."""
     async def main():
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
@@ -208,14 +138,3 @@ def _run(app: web.Application, host: str, port: int) -> int:
         print(exc, file=sys.stderr)
         return 1
     return 0
-
-
-def _main(argv=None) -> int:
-    """`python -m motionmatch.app.server`: the same as `motionmatch serve`."""
-    parser = argparse.ArgumentParser(prog="python -m motionmatch.app.server")
-    add_serve_args(parser)
-    return run_serve(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -1,24 +1,21 @@
-"""The `motionmatch` command line. Each stage module registers its own sub-commands."""
+"""The `motionmatch` command line: one module per command group, each with `register(subparsers)`; a
+sub-parser sets func=callable(args) -> int. The work lives in the stage modules; these parse and print."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-# Modules that define register_cli(subparsers); each sub-parser sets func=callable(args) -> int.
-_COMMAND_MODULES = (
-    "motionmatch.commands",
-    "motionmatch.tuning",
-    "motionmatch.vr.commands",
-    "motionmatch.lmm.commands",
-)
+from . import bench, database, demo, export, features, fetch, lmm, retarget, serve, synth, tune, vr
+
+# In the order `motionmatch --help` lists them.
+_GROUPS = (database, synth, bench, features, fetch, retarget, export, serve, demo, tune, vr, lmm)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="motionmatch", description="Motion matching from motion capture.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register_cli(sub)
+    for group in _GROUPS:
+        group.register(sub)
     return parser
 
 

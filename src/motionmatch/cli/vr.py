@@ -9,7 +9,7 @@ from pathlib import Path
 JITTER_DEG = 15.0
 
 
-def register_cli(sub) -> None:
+def register(sub) -> None:
     vr = sub.add_parser("vr", help="VR avatar from three trackers: the body-orientation network")
     vsub = vr.add_subparsers(dest="vr_command", metavar="VR_COMMAND")
     vr.set_defaults(func=lambda args: vr.print_help() or 2)
@@ -43,7 +43,7 @@ def register_cli(sub) -> None:
 
 def _parts(args, held_out: bool):
     from ..datapaths import list_bvh_files
-    from .dataset import default_files, split_held_out
+    from ..vr.dataset import default_files, split_held_out
     files = list_bvh_files([Path(d) for d in args.data]) if args.data else default_files(args.data_root)
     train, held = split_held_out(files)
     parts = held if held_out else train
@@ -54,10 +54,10 @@ def _parts(args, held_out: bool):
 
 def run_train(args) -> int:
     try:
-        from .train import TrainSettings, plot_loss_curves, train_orientation
+        from ..vr.train import TrainSettings, plot_loss_curves, train_orientation
     except ImportError as exc:
         raise ValueError(f"training needs the `learn` extra (pip install 'motionmatch[learn]'): {exc}") from None
-    from .dataset import load_sequences
+    from ..vr.dataset import load_sequences
 
     t0 = time.perf_counter()
     parts = _parts(args, held_out=False)
@@ -82,8 +82,8 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
-    from .dataset import load_sequences
-    from .orientation import evaluate, load_networks
+    from ..vr.dataset import load_sequences
+    from ..vr.orientation import evaluate, load_networks
 
     networks = load_networks(args.model)
     sequences = load_sequences(_parts(args, held_out=True), progress=not (args.quiet or args.json))

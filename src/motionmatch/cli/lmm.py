@@ -1,4 +1,5 @@
-"""Command line of learned motion matching: `motionmatch lmm train` and `motionmatch bench lmm`."""
+"""`motionmatch lmm train` (decompressor, stepper and projector from a database) and `motionmatch bench
+lmm` (the learned model against classic matching: memory, and with --scenarios the metrics)."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ class TrainingFrameworkMissing(ImportError):
 def require_trainer():
     """The training module; a clear error naming the extra when its framework is missing."""
     try:
-        from . import train
+        from ..lmm import train
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] in ("jax", "jaxlib", "optax"):
             raise TrainingFrameworkMissing(
@@ -30,7 +31,7 @@ def database_pose_bytes(db) -> int:
     return int(db.positions.nbytes + db.rotations.nbytes + db.contacts.nbytes + db.features.raw.nbytes)
 
 
-def register_cli(sub) -> None:
+def register(sub) -> None:
     p = sub.add_parser("lmm", help="learned motion matching: networks that replace the pose database")
     lsub = p.add_subparsers(dest="lmm_cmd", metavar="WHAT")
     pt = lsub.add_parser("train", help="train decompressor, stepper and projector from a database")
@@ -98,7 +99,7 @@ def run_bench_lmm(args) -> int:
     from ..quality import scenario_files, scenario_metrics
     from ..scenario import load_scenario
     from ..settings_file import settings_from_dict
-    from .model import check_model_fits, load_model
+    from ..lmm.model import check_model_fits, load_model
     db = load_database(args.db)
     model = load_model(args.model)
     check_model_fits(model, db, args.model)

@@ -1,0 +1,174 @@
+"""`motionmatch bench ...`: search, runtime, crowd, quality, fuzz and lmm benchmarks."""
+from __future__ import annotations
+
+import json
+
+from ..fuzz import add_bench_fuzz_args, run_bench_fuzz
+from ..search_bench import add_bench_search_args, run_bench_search
+from .lmm import add_bench_lmm_args, run_bench_lmm
+from .options import add_character_options, add_engine_options, runtime_settings_from_args
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="benchmarks (search, runtime, io)")
+    bsub = p.add_subparsers(dest="bench", metavar="WHAT")
+    ps = bsub.add_parser("search", help="search latency and throughput per back-end")
+    add_bench_search_args(ps)
+    ps.set_defaults(func=run_bench_search)
+    pr = bsub.add_parser("runtime", help="one character's per-frame update time, split by stage")
+    pr.add_argument("--db", required=True)
+    pr.add_argument("--seconds", type=float, default=60.0, help="length of the random-input run")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--json", action="store_true")
+    add_character_options(pr)
+    pr.set_defaults(func=run_bench_runtime)
+    pc = bsub.add_parser("crowd", help="tick time of random-goal crowds of several sizes")
+    pc.add_argument("--db", required=True)
+    pc.add_argument("--n", default="1,10,100,1000,5000", help="comma-separated crowd sizes")
+    pc.add_argument("--seconds", type=float, default=3.0, help="timed seconds per size (after 1 s of warm-up)")
+    pc.add_argument("--seed", type=int, default=0)
+    pc.add_argument("--json", action="store_true")
+    pc.set_defaults(func=run_bench_crowd)
+    pq = bsub.add_parser("quality", help="run scenarios and tabulate their metrics")
+    pq.add_argument("--db", required=True)
+    pq.add_argument("--scenarios", nargs="+", default=None,
+                    help="scenario files or folders (default: the project's scenarios/ folder)")
+    pq.add_argument("--out", default=None, help="also write each scenario's synth output under this folder")
+    pq.add_argument("--style", default=None, help="tag expression applied to every scenario")
+    pq.add_argument("--json", action="store_true")
+    pq.add_argument("--compare", default=None, metavar="BEFORE.toml",
+                    help="also run with this settings file and show it -> this run's settings per scenario, "
+                         "the means and whether this run is better (docs/tuning.md)")
+    add_engine_options(pq, "scenarios")
+    add_character_options(pq)
+    pq.set_defaults(func=run_bench_quality)
+    pf = bsub.add_parser("fuzz", help="hostile-input campaigns: BVH mutants, damaged databases, bad scenarios")
+    add_bench_fuzz_args(pf)
+    pf.set_defaults(func=run_bench_fuzz)
+    pl = bsub.add_parser("lmm", help="learned motion matching against classic: memory (quality: with the runtime)")
+    add_bench_lmm_args(pl)
+    pl.set_defaults(func=run_bench_lmm)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def run_bench_crowd(args) -> int:
+    import numba
+    from ..database import load_database
+    from ..runtime.crowd_bench import bench_crowd
+    try:
+        sizes = [int(v) for v in str(args.n).split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--n: expected comma-separated integers, got {args.n!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"--n: crowd sizes must be positive integers, got {args.n!r}")
+    if not args.seconds > 0:
+        raise ValueError(f"--seconds: must be positive, got {args.seconds}")
+    db = load_database(args.db)
+    rows = bench_crowd(db, sizes, args.seconds, args.seed, progress=not args.json)
+    out = {"database": str(args.db), "threads": int(numba.get_num_threads()),
+           "results": [{k: r[k] for k in ("n", "tick_ms", "us_per_character", "searches_per_tick")} for r in rows]}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{db.num_frames} database frames, {out['threads']} threads, random-goal crowds, {args.seconds:g} s timed")
+    print(f"{'n':>6s} {'median ms':>10s} {'p99 ms':>10s} {'us/char':>9s} {'searches/tick':>14s} {'state B/char':>13s}")
+    for r in rows:
+        print(f"{r['n']:6d} {r['tick_ms']['median']:10.3f} {r['tick_ms']['p99']:10.3f} {r['us_per_character']:9.2f} "
+              f"{r['searches_per_tick']:14.2f} {r['bytes_per_character']:13d}")
+    return 0
+
+
+def run_bench_quality(args) -> int:
+    from ..database import load_database
+    from ..quality import quality_runs, scenario_files
+
+    paths = scenario_files(args.scenarios)
+    db = load_database(args.db)
+    rs = runtime_settings_from_args(args, db)
+    rows = quality_runs(args.db, paths, rs, args.style, args.workers, args.address, args.out)
+    if args.compare:
+        from ..settings_file import load_settings
+        from ..tuning import compare_runs
+        before = quality_runs(args.db, paths, load_settings(args.compare, list(db.features.schema.names)),
+                              args.style, args.workers, args.address)
+        better, lines = compare_runs(before, rows, f"{args.compare} -> {args.settings or 'defaults'}")
+        print(json.dumps({"before": before, "after": rows, "better": better}, indent=1) if args.json
+              else "\n".join(lines))
+        return 0
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
+            "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "pops", "knee/src",
+            "toe cm/src", "lean p95", "outside", "styles/min", "idle settle", "idle alive", "idle loop",
+            "search med", "frame med", "frame p99"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, m in rows.items():
+        r = m["responsiveness_s"]
+        vals = [name, m["nan_frames"], f"{m['foot_sliding_cm_s']:.1f}", f"{m['foot_sliding_source_cm_s']:.1f}",
+                f"{m['trajectory_error_cm']['mean']:.1f}", f"{m['trajectory_error_cm']['p95']:.1f}",
+                f"{m['trajectory_error_cm']['max']:.1f}", f"{m['heading_error_deg']['p95']:.1f}",
+                "-" if r is None else f"{r:.2f}", f"{m['transitions_per_s']:.2f}",
+                "-" if not m.get("tracking") else f"{m['tracking']['velocity']['mean']:.2f}",
+                "-" if not m.get("tracking") else f"{m['tracking']['facing']['mean']:.2f}",
+                "-" if "twist_deg" not in m else f"{m['twist_deg']['p95']:.0f}",
+                "-" if "twist_deg" not in m else f"{m['twist_deg']['max']:.0f}",
+                "-" if not m.get("shoulder_facing") else f"{m['shoulder_facing']['mean']:.2f}",
+                "-" if "pops" not in m else f"{m['pops']['ratio']:.2f}",
+                *_look_cells(m), f"{m['search_us']['median']:.0f}", f"{m['frame_us']['median']:.0f}", f"{m['frame_us']['p99']:.0f}"]
+        print("| " + " | ".join(map(str, vals)) + " |")
+    return 0
+
+
+def _look_cells(m: dict) -> list[str]:
+    """The bench quality table's appearance cells (README "Metrics"): knee and planted toe against the
+    main actor's, trunk lean p95, share outside the actor's range, style switches, and the worst idle
+    stretch (slowest settle, least alive, shortest loop; "none" without a loop)."""
+    from ..tuning import look_summary
+
+    def pair(k, fmt):
+        a, b = m["posture"][k], m["posture_source"][k]
+        return "-" if a is None else f"{a:{fmt}}/{b:{fmt}}"
+    idle = look_summary(m)
+    settled = [e for e in m["idle"] if e["alive_cm_s"] is not None]
+    loops = [e["shortest_loop_s"] for e in settled if e["shortest_loop_s"] is not None]
+    return [pair("knee_deg", ".0f"), pair("planted_toe_cm", ".1f"), f"{m['posture']['trunk_lean_deg']['p95']:.0f}",
+            f"{m['posture']['outside_source']:.2f}", f"{m['style']['switches_per_min']:.0f}",
+            "-" if idle["idle_settle_s"] is None else f"{idle['idle_settle_s']:.2f}",
+            "-" if idle["idle_alive_cm_s"] is None else f"{idle['idle_alive_cm_s']:.1f}",
+            "-" if not settled else f"{min(loops):.2f}" if loops else "none"]
+
+
+def run_bench_runtime(args) -> int:
+    import numpy as np
+    from ..database import load_database
+    from ..scenario import random_scenario
+    from ..synth import run_scenario
+    db = load_database(args.db)
+    scen = random_scenario(args.seconds, seed=args.seed)
+    rs = runtime_settings_from_args(args, db)
+    run_scenario(db, random_scenario(2.0, seed=args.seed + 1), rs.character,
+                 controller_settings=rs.controller)   # JIT warm-up, not timed
+    rec = run_scenario(db, scen, rs.character, controller_settings=rs.controller)
+    t = rec["timing"]
+    out = {"frames": len(t), "db_frames": db.num_frames, "searches": len(rec["search_us"]),
+           "note": "JIT warm-up excluded (a 2 s run first); search_us counts only frames that searched"}
+    for i, name in enumerate(("controller", "search", "inertialization", "pose_output")):
+        col = t[:, i] if name != "search" else rec["search_us"]
+        col = col if len(col) else np.zeros(1)
+        out[f"{name}_us"] = {"median": round(float(np.median(col)), 2), "p99": round(float(np.percentile(col, 99)), 2),
+                             "mean": round(float(np.mean(col)), 2)}
+    out["frame_us"] = {"median": round(float(np.median(rec["frame_us"])), 2),
+                       "p99": round(float(np.percentile(rec["frame_us"], 99)), 2),
+                       "mean": round(float(np.mean(rec["frame_us"])), 2)}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"one character, {out['frames']} frames of random input on {db.num_frames} database frames "
+              f"({out['searches']} searches); JIT warm-up excluded")
+        print(f"{'stage':18s} {'median us':>10s} {'p99 us':>10s} {'mean us':>10s}")
+        for k in ("controller_us", "search_us", "inertialization_us", "pose_output_us", "frame_us"):
+            v = out[k]
+            print(f"{k[:-3]:18s} {v['median']:10.1f} {v['p99']:10.1f} {v['mean']:10.1f}")
+    return 0

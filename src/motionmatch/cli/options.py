@@ -1,0 +1,90 @@
+"""Argument groups several commands share, and how they are read: the character options (synth, bench
+runtime/quality), the distributed engine (build, bench quality), VR crouching (synth, serve) and the
+database a command runs on (--db or the cached default)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def database_path(db: str | None, progress: bool = True, **default_options) -> Path:
+    """The --db file, else the cached default database (built on first use with `default_options`), as
+    `serve` and `synth` use."""
+    from ..database import build_default_database
+    if db:
+        if not Path(db).is_file():
+            raise FileNotFoundError(f"--db {db}: no such database file (build one with `motionmatch build`, "
+                                    f"or leave --db out to use the default database)")
+        return Path(db)
+    return build_default_database(progress=progress, **default_options)
+
+
+def add_character_options(p):
+    p.add_argument("--inertialization", choices=("spring", "quintic", "off", "dead_blending"), default=None)
+    p.add_argument("--halflife", type=float, default=None, help="spring inertialization halflife (s)")
+    p.add_argument("--search-interval", type=float, default=None, help="seconds between searches")
+    p.add_argument("--bias", type=float, default=None, help="continuing-pose bias (normalized cost)")
+    p.add_argument("--no-adjustment", action="store_true")
+    p.add_argument("--no-clamping", action="store_true")
+    p.add_argument("--foot-locking", action=argparse.BooleanOptionalAction, default=None,
+                   help="lock feet in contact with leg IK (default on)")
+    p.add_argument("--backend", default=None, help="search back-end (aabb, brute, brute_numpy)")
+    p.add_argument("--warping", action=argparse.BooleanOptionalAction, default=None,
+                   help="orientation, play-rate, stride and slope warping (default on)")
+    p.add_argument("--settings", default=None,
+                   help="settings file (TOML, e.g. from `motionmatch tune`); the options above override it")
+    p.add_argument("--lmm", metavar="MODEL.npz", default=None,
+                   help="learned motion matching: poses from this model (`motionmatch lmm train`), not the database")
+
+
+def runtime_settings_from_args(args, db):
+    """--settings FILE (checked against the database's feature channels), then the options over it."""
+    from ..settings_file import load_settings, settings_from_dict
+    rs = load_settings(args.settings, db.features.schema.names) if args.settings else settings_from_dict({})
+    character_settings_from_args(args, rs.character)
+    return rs
+
+
+def character_settings_from_args(args, s=None):
+    """CharacterSettings `s` (default: new defaults) with the character options that were given."""
+    from ..runtime.character import CharacterSettings
+    s = s if s is not None else CharacterSettings()
+    for name, attr in (("inertialization", "inertialization"), ("halflife", "halflife"),
+                       ("search_interval", "search_interval"), ("bias", "bias"), ("backend", "search_backend")):
+        v = getattr(args, name, None)
+        if v is not None:
+            setattr(s, attr, v)
+    if getattr(args, "lmm", None):
+        s.mode, s.model = "lmm", args.lmm
+    if getattr(args, "no_adjustment", False):
+        s.adjustment = False
+    if getattr(args, "no_clamping", False):
+        s.clamping = False
+    if getattr(args, "foot_locking", None) is not None:
+        s.foot_locking = bool(args.foot_locking)
+    if getattr(args, "warping", None) is not None:
+        for flag in ("orientation", "play_rate", "stride", "slope"):
+            setattr(s.warp, flag, bool(args.warping))
+    return s
+
+
+def add_engine_options(p, what: str):
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=int, default=None,
+                   help=f"spread the {what} over a local cluster of K worker processes on 127.0.0.1")
+    g.add_argument("--address", default=None, help="spread them over a running Dask cluster (tcp://HOST:PORT)")
+
+
+def add_crouch_args(p) -> None:
+    """--crouch-tags / --crouch-below: VR database switching by HMD height (synth --trackers, serve --vr-model)."""
+    p.add_argument("--crouch-tags", default=None, metavar="EXPR",
+                   help="VR: search only clips matching this tag expression while the HMD is low (docs/VR.md)")
+    p.add_argument("--crouch-below", type=float, default=0.8, metavar="RATIO",
+                   help="VR: 'low' is under this ratio of the standing HMD height, calibrated over the "
+                        "first 2 s (default 0.8)")
+
+
+def crouch_settings(args) -> tuple:
+    """VRDriverSettings.height_databases from --crouch-tags / --crouch-below (empty without tags)."""
+    from ..vr.driver import crouch_databases
+    return crouch_databases(args.crouch_tags, args.crouch_below) if args.crouch_tags else ()
