@@ -51,6 +51,9 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
             await c.pump(1.0)
             rec = c.debug(c.frames[-1])["search"]
             assert rec is not None and rec["t"] > 0
+            # The graphs' posture: a running knee bends, the actor's moving median is the database's.
+            posture = c.debug(c.frames[-1])["posture"]
+            assert 60.0 < posture["knee_deg"] <= 180.0 and 130.0 < posture["knee_source_deg"] < 155.0
             await c.ws.send_json({"type": "inspect", "query": rec["query"], "current": rec["current"],
                                   "bias": rec["bias"], "tag_filter": rec["tag_filter"]})
             ins = await c.next_text("inspect")
@@ -145,6 +148,7 @@ def test_debug_tools_in_chromium_at_1280x720(server, tmp_path):
     # Graphs drew every series over the history, with transitions.
     gr = r["graphs"]
     transitions = gr["series"].pop("transitions")
+    assert gr["series"].pop("style_switches") >= 0
     assert gr["frames"] > 200 and min(gr["series"].values()) > 100 and transitions > 0 and gr["ink"] > 0.2
     # Terrain: the steps are drawn and walking forward climbed them.
     t = r["terrain"]

@@ -152,3 +152,12 @@ def _well_formed(got) -> bool:
             for k in ("trunk_lean_deg", "hand_spread_cm"))
     except (KeyError, TypeError, ValueError):
         return False
+
+
+def frame_posture(db, gp: np.ndarray) -> dict:
+    """One output frame's posture for the app's graphs (JSON-ready): `knee_deg`, the mean of both knee
+    angles, and `knee_source_deg`, the main actor's moving median (source_posture); gp (J, 3) global
+    joint positions of a character on `db`."""
+    knees = knee_angles_deg(np.asarray(gp)[posture_joints(db.roles)][None])
+    return {"knee_deg": round(float(knees.mean()), 2),
+            "knee_source_deg": source_posture(db)["figures"]["knee_deg"]}

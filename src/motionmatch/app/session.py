@@ -14,6 +14,7 @@ import time
 import numpy as np
 from aiohttp import web
 
+from ..posture import frame_posture
 from .backend import Backend
 from .messages import MAX_TEXT_BYTES, SETTINGS_FIELDS, MessageError
 from .state import DT
@@ -387,6 +388,10 @@ class Session:
         if ctrl is not None:
             dv, rv = ctrl.desired_velocity, self.ch.root_velocity
             dbg["speed"] = {"asked": math.hypot(dv[0], dv[2]), "delivered": math.hypot(rv[0], rv[2])}
+        db, gp = getattr(self.ch, "db", None), getattr(self.ch, "global_positions", None)
+        if db is not None and gp is not None:       # the graphs' posture and style lanes
+            dbg["posture"] = frame_posture(db, gp)
+            dbg["clip_styles"] = [t for t in dbg.get("tags", ()) if t in db.style_tags]
         if self.ghosts:
             dbg["ghosts"] = {"raw": np.ravel(self.ch.pose_before_inertialization()),
                              "before_touchups": np.ravel(self.ch.pose_before_touchups())}

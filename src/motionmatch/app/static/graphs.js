@@ -1,5 +1,6 @@
 // Graphs of the last 10 s (the Graphs tab), drawn from the frame history: speed asked vs delivered, total
-// cost of each search, search and frame time, transitions, and foot contacts / locks.
+// cost of each search, search and frame time, knee angle vs the main actor's (metrics.json posture),
+// transitions and style switches (metrics.json style), and foot contacts / locks.
 
 const $ = (id) => document.getElementById(id);
 
@@ -12,7 +13,10 @@ export function initGraphs(ctx) {
     { title: 'time (µs):', series: [
       { name: 'last search', color: '#ef6b6b', get: (d) => d.search_us || null },
       { name: 'frame', color: '#c38cf0', get: (d) => d.frame_us }] },
-    { title: 'transitions', events: true },
+    { title: 'knee (deg):', series: [
+      { name: 'now', color: '#5ccf8a', get: (d) => d.posture && d.posture.knee_deg },
+      { name: "actor's (moving)", color: '#8d98a6', get: (d) => d.posture && d.posture.knee_source_deg }] },
+    { title: 'transitions · style switches (red)', events: true },
     { title: 'feet: contact (light) · locked (dark); left · right', feet: true },
   ];
 
@@ -60,14 +64,17 @@ export function initGraphs(ctx) {
           drawnSeries[`${pi}:${s.color}`] = count;
         }
       } else if (p.events) {
-        g.fillStyle = '#f0a24a';
-        let count = 0;
+        let count = 0, switches = 0;
+        const styles = (d) => (d.clip_styles ? d.clip_styles.join(',') : null);
         history.forEach((f, i) => {
           const t = f.debug.last_transition;
           const prev = i > 0 ? history[i - 1].debug.last_transition : null;
-          if (t && (!prev || prev.time !== t.time)) { g.fillRect(X(i) - 1, top, 3, h); count++; }
+          if (t && (!prev || prev.time !== t.time)) { g.fillStyle = '#f0a24a'; g.fillRect(X(i) - 1, top, 3, h); count++; }
+          const s = styles(f.debug), before = i > 0 ? styles(history[i - 1].debug) : s;
+          if (s != null && before != null && s !== before) { g.fillStyle = '#ef6b6b'; g.fillRect(X(i) - 1, top + h / 2, 3, h / 2); switches++; }
         });
         drawnSeries.transitions = count;
+        drawnSeries.style_switches = switches;
       } else if (p.feet) {
         const lane = h / 2;
         ['left', 'right'].forEach((side, k) => {
