@@ -13,7 +13,7 @@ import pytest
 
 from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
-from motionmatch.app.crowd import CROWD_HEADER, bytes_per_frame, crowd_world, frame_bytes, setup_crowd, step_world
+from motionmatch.app.crowd_mode import CROWD_HEADER, bytes_per_frame, crowd_world, frame_bytes, setup_crowd, step_world
 from test_app import ServerThread, _browser_tools
 
 ROOT = Path(__file__).resolve().parents[1]

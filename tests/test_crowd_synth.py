@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from motionmatch.cli import main
-from motionmatch.crowd import CrowdError, parse_crowd, run_crowd, separation, stick_to_velocity, velocity_to_stick
+from motionmatch.crowd_synth import CrowdError, parse_crowd, run_crowd, separation, stick_to_velocity, velocity_to_stick
 from motionmatch.io.bvh import read_bvh
 from motionmatch.metrics import foot_sliding_cm_s
 from motionmatch.runtime.character import CharacterSettings

@@ -18,7 +18,7 @@ frames); BVH recording and scenario playback run here, reached through `/api/ses
 The modules of the app: state.py (the state every part is handed: backend, sessions, allowed hosts),
 backend.py (what a session simulates), messages.py (client message validation), session.py (one page's
 character, input and tools), websocket.py (the 60 Hz loop and message handling), routes.py (HTTP),
-hosts.py (Host and Origin checks), assets.py (static files, three.js), crowd.py and vr.py (the modes).
+hosts.py (Host and Origin checks), assets.py (static files, three.js), crowd_mode.py and vr.py (the modes).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from aiohttp import web
 
 from .assets import find_three
 from .backend import Backend
-from .crowd import add_crowd_routes
+from .crowd_mode import add_crowd_routes
 from .hosts import guard, server_host_names
 from .routes import MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES, add_routes
 from .state import STATE, AppState

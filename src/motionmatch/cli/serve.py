@@ -24,7 +24,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-modules", default=None,
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
     parser.add_argument("--crowd", type=int, default=0, metavar="N",
-                        help="crowd mode: N agents roam around your character (see app/crowd.py)")
+                        help="crowd mode: N agents roam around your character (see app/crowd_mode.py)")
     parser.add_argument("--character", default=None, metavar="MODEL.glb",
                         help="a rigged humanoid glTF to drive (default: a body generated for the database skeleton)")
     parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
@@ -76,7 +76,7 @@ def run_serve(args) -> int:
         from ..app.vr import setup_vr
         setup_vr(app, db, args.vr_model, args.trackers, VRDriverSettings(height_databases=crouch_settings(args)))
     if args.crowd:
-        from ..app.crowd import setup_crowd
+        from ..app.crowd_mode import setup_crowd
         setup_crowd(app, db, args.crowd)
     return run_app(app, args.host, args.port)
 

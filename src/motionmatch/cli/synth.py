@@ -87,7 +87,7 @@ def run_synth_vr(args) -> int:
 
 
 def run_synth_crowd(args) -> int:
-    from ..crowd import load_crowd, synthesize_crowd
+    from ..crowd_synth import load_crowd, synthesize_crowd
     from ..database import load_database
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")

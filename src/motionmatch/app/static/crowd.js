@@ -1,7 +1,7 @@
 // Crowd mode (motionmatch serve --crowd N): draws every agent the server streams on /ws/crowd.
 //
 // All agents share two InstancedMeshes (bones as cylinders, heads as spheres), so the crowd costs two draw
-// calls whatever its size. Frame format (little endian), see src/motionmatch/app/crowd.py:
+// calls whatever its size. Frame format (little endian), see src/motionmatch/app/crowd_mode.py:
 //   uint32 seq | float32 time | uint16 n | uint16 J | float32 roots[n*3] | int16 offsets_mm[n*J*3]
 import * as THREE from 'three';
 

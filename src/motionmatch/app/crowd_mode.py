@@ -24,7 +24,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from ..avoidance import AvoidanceState, avoid
-from ..crowd import AgentSpec, DriverState, drive, driver_state, stick_to_velocity, velocity_to_stick
+from ..crowd_synth import AgentSpec, DriverState, drive, driver_state, stick_to_velocity, velocity_to_stick
 from ..runtime.controller import ControllerSettings
 from .hosts import origin_ok
 from .state import DT, MAX_CATCHUP, STATE
