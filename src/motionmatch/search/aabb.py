@@ -194,8 +194,8 @@ def build_tree(lo, hi):
     perm = np.arange(n_leaves)
     key = np.empty(n_leaves, dtype=np.float32)
     cap = _count_nodes(n_leaves)
-    node_lo = np.full((cap, nf, FANOUT), np.inf, dtype=np.float32)
-    node_hi = np.full((cap, nf, FANOUT), -np.inf, dtype=np.float32)
+    node_lo = np.empty((cap, nf, FANOUT), dtype=np.float32)  # every slot is written once below
+    node_hi = np.empty((cap, nf, FANOUT), dtype=np.float32)
     node_kids = np.zeros((cap, FANOUT), dtype=np.int64)
     node_count = np.zeros(cap, dtype=np.int64)
     if n_leaves == 0:
@@ -231,6 +231,10 @@ def build_tree(lo, hi):
                 n_nodes += 1
             k += 1
         node_count[nd] = k
+        for kk in range(k, FANOUT):  # missing children: empty boxes, never within a bound
+            for j in range(nf):
+                node_lo[nd, j, kk] = np.inf
+                node_hi[nd, j, kk] = -np.inf
     # A child node's id is above its parent's: in decreasing order, each node's own bounds are complete
     # before its parent takes their union.
     for nd in range(n_nodes - 1, -1, -1):
