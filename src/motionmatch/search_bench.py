@@ -204,23 +204,29 @@ def add_bench_search_args(parser) -> None:
 
 
 def _time_single(searcher, queries, currents, skip, bias):
+    """Per call: wall-clock and this thread's CPU time (us; the CPU time leaves out the time other
+    processes held the core, which dominates the wall-clock tail on a loaded machine), and the frames."""
     t = np.empty(len(queries))
+    cpu = np.empty(len(queries))
     out = np.empty(len(queries), dtype=np.int64)
     search = searcher.search
     clock = time.perf_counter_ns
+    cpu_clock = time.thread_time_ns
     gc_was = gc.isenabled()
     gc.disable()
     try:
         for i in range(len(queries)):
             q, c = queries[i], int(currents[i])
+            u0 = cpu_clock()
             t0 = clock()
             f, _ = search(q, c, skip, bias)
             t[i] = clock() - t0
+            cpu[i] = cpu_clock() - u0
             out[i] = f
     finally:
         if gc_was:
             gc.enable()
-    return t / 1000.0, out
+    return t / 1000.0, cpu / 1000.0, out
 
 
 def run_bench_search(args) -> int:
@@ -262,7 +268,8 @@ def run_bench_search(args) -> int:
 
     results = {"source": source, "frames": int(len(x)), "features": int(x.shape[1]), "ranges": int(len(starts)),
                "queries": qsource, "skip": args.skip, "bias": args.bias, "end_exclude": args.end_exclude,
-               "note": "latency per call of Searcher.search (includes Python dispatch), one thread; "
+               "note": "latency per call of Searcher.search (includes Python dispatch), one thread (cpu_*: the "
+                       "thread's CPU time per call); "
                        "JIT compile/load excluded (warm-up reported separately); batch uses all numba threads",
                "backends": {}}
     reference = {}
@@ -283,10 +290,12 @@ def run_bench_search(args) -> int:
         row = {"build_ms": round(build * 1e3, 3), "construct_ms": round((t1 - t0) * 1e3, 3),
                "jit_warmup_s": round(warm, 3), "timed_queries": nq}
         for label, c in (("no_current", none), ("current", cur)):
-            lat, frames = _time_single(s, queries[:nq], c[:nq], args.skip, args.bias)
+            lat, cpu, frames = _time_single(s, queries[:nq], c[:nq], args.skip, args.bias)
             row[f"{label}_median_us"] = round(float(np.median(lat)), 2)
             row[f"{label}_p99_us"] = round(float(np.percentile(lat, 99)), 2)
             row[f"{label}_mean_us"] = round(float(np.mean(lat)), 2)
+            row[f"{label}_cpu_median_us"] = round(float(np.median(cpu)), 2)
+            row[f"{label}_cpu_p99_us"] = round(float(np.percentile(cpu, 99)), 2)
             tb = time.perf_counter()
             bf, _ = s.search_batch(queries[:nq], c[:nq], args.skip, args.bias)
             row[f"{label}_batch_us_per_query"] = round((time.perf_counter() - tb) / nq * 1e6, 2)
@@ -318,3 +327,7 @@ def _print_table(r) -> None:
               f"{row['no_current_batch_us_per_query']:>8.1f} | "
               f"{row['current_median_us']:>13.1f}{row['current_p99_us']:>9.1f}"
               f"{row['current_batch_us_per_query']:>8.1f}")
+    for b, row in r["backends"].items():
+        print(f"{b:<12}thread CPU time per call (us): no current median {row['no_current_cpu_median_us']:.1f} "
+              f"p99 {row['no_current_cpu_p99_us']:.1f} | current median {row['current_cpu_median_us']:.1f} "
+              f"p99 {row['current_cpu_p99_us']:.1f}")
