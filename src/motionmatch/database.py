@@ -411,7 +411,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "skipped": skipped,
         "settings": settings.to_dict(),
         "hips_forward_axis": fwd_axis.tolist(),
-        # Where the toe joints sit when planted (metres above the floor; planted_toe_height_m).
+        # Where the toe joints sit when planted (metres above the floor; preprocess.planted_toe_height_m).
         "toe_floor_m": round(toe_floor, 4),
     }
     db = Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
@@ -690,19 +690,6 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
                         progress=progress)
     db.meta["default_tag_filter"] = "!action"
     return db
-
-
-def planted_toe_height_m(db) -> float:
-    """Height (m) of the database's toe joints above the capture floor when planted: a property of the
-    rig (about 0 in jlpm22, 4 cm in Bandai-Namco), stored at build (meta "toe_floor_m"), measured here
-    on up to 60 clips for databases built before that (and kept in db.meta)."""
-    if "toe_floor_m" not in db.meta:
-        R = len(db.range_starts)
-        toes = [db.roles["left_toe"], db.roles["right_toe"]]
-        per_clip = [toe_floor_height(db.global_transforms(slice(int(db.range_starts[r]), int(db.range_stops[r])))[0],
-                                     toes) for r in np.unique(np.linspace(0, R - 1, min(R, 60)).round().astype(int))]
-        db.meta["toe_floor_m"] = round(float(np.median(per_clip)), 4)
-    return float(db.meta["toe_floor_m"])
 
 
 def refresh_default_weights(path, weights: dict) -> bool:

@@ -14,7 +14,7 @@ import re
 import resource
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -389,68 +389,3 @@ def fuzz_scenarios(out_dir) -> Outcome:
         f.write_bytes(raw)
         classify(out, name, f, True, (ScenarioError,), lambda: load_scenario(f))
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# The bench command
-
-def add_bench_fuzz_args(parser) -> None:
-    parser.add_argument("--data", help="folder of BVH files to mutate (default: a few files of the shared sets)")
-    parser.add_argument("--files", type=int, default=5, help="BVH files to mutate (default 5)")
-    parser.add_argument("--mutants", type=int, default=1200, help="mutants per BVH file (default 1200)")
-    parser.add_argument("--db", help="database to damage (default: the cached default database)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
-
-
-def run_bench_fuzz(args) -> int:
-    """`motionmatch bench fuzz`: all campaigns; exit status 1 when any finding (other exceptions or
-    silent accepts) remains."""
-    import tempfile
-
-    from .database import build_default_database
-    from .datapaths import find_data, list_bvh_files
-
-    if args.data:
-        files = list_bvh_files([Path(args.data)])
-    else:
-        files = list_bvh_files([find_data("bandai-namco", None)])[::200]
-    # Small files: a mutant of a 30 MB take costs seconds, and the reader's paths are the same.
-    files = [f for f in files if f.stat().st_size < 2_000_000][:args.files]
-    db_path = Path(args.db) if args.db else build_default_database(progress=not args.json)
-    with tempfile.TemporaryDirectory() as tmp:
-        report = {
-            "bvh": fuzz_bvh(files, args.mutants, args.seed, tmp, progress=not args.json).as_dict(),
-            "database": fuzz_databases(damaged_databases(db_path, tmp)).as_dict(),
-            "scenario": fuzz_scenarios(tmp).as_dict(),
-            **{k: v.as_dict() for k, v in _door_campaigns(db_path, files[0], Path(tmp)).items()},
-        }
-    report["bvh"]["files"] = [f.name for f in files]
-    if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        print(f"{'door':24s} {'inputs':>7s} {'clean':>7s} {'accepted':>8s} {'tracebacks':>10s} {'silent':>6s} "
-              f"{'hangs':>5s} {'blow-ups':>8s}")
-        for name, r in report.items():
-            print(f"{name:24s} {r['inputs']:7d} {r['clean_errors']:7d} {r['accepted']:8d} {r['other_exceptions']:10d} "
-                  f"{r['silent_accepts']:6d} {r['hangs']:5d} {r['memory_blowups']:8d}")
-            for ex in r["examples"]:
-                print(f"    {ex}")
-    findings = sum(r["other_exceptions"] + r["silent_accepts"] + r["hangs"] + r["memory_blowups"]
-                   for r in report.values())
-    return 1 if findings else 0
-
-
-def _door_campaigns(db_path: Path, bvh: Path, tmp: Path) -> dict:
-    """The campaigns of the doors added after BVH, databases and scenarios, keyed like the report."""
-    from . import fuzz_rigs
-    from .database import load_database
-    from .io.bvh import read_bvh
-    from .mesh import ensure_body_glb
-    db = load_database(db_path)
-    anim = read_bvh(bvh)
-    anim = replace(anim, positions=anim.positions[:30], rotations=anim.rotations[:30])
-    (tmp / "glb").mkdir()
-    damaged = fuzz_rigs.damaged_glbs(ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes(), tmp / "glb")
-    export, serve = fuzz_rigs.fuzz_rigs(damaged, anim, db, db_path)
-    return {"rigged GLB (export)": export, "rigged GLB (serve)": serve}

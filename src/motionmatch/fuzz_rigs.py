@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -225,3 +226,17 @@ def fuzz_rigs(damaged, anim, db, db_path):
             classify(serve, name, f, refuse, (GLTFError, SkeletonError),
                      lambda: character_for(db, db_path, f, None))
     return export, serve
+
+
+def door_campaigns(db_path: Path, bvh: Path, tmp: Path) -> dict:
+    """The campaigns of the doors added after BVH, databases and scenarios, keyed like the report."""
+    from .database import load_database
+    from .io.bvh import read_bvh
+    from .mesh import ensure_body_glb
+    db = load_database(db_path)
+    anim = read_bvh(bvh)
+    anim = replace(anim, positions=anim.positions[:30], rotations=anim.rotations[:30])
+    (tmp / "glb").mkdir()
+    damaged = damaged_glbs(ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes(), tmp / "glb")
+    export, serve = fuzz_rigs(damaged, anim, db, db_path)
+    return {"rigged GLB (export)": export, "rigged GLB (serve)": serve}

@@ -15,6 +15,8 @@ import math
 import numpy as np
 from scipy.ndimage import percentile_filter
 
+from .preprocess import planted_toe_height_m
+
 CONTACT_HEIGHT = 0.03      # m
 CONTACT_SPEED = 0.5        # m/s
 RESPONSE_ANGLE_DEG = 15.0
@@ -39,8 +41,7 @@ def toe_contacts(toe_pos: np.ndarray, fps: float, ground: np.ndarray | None = No
 
 def toe_floor_m(db) -> float:
     """Height (m) above the terrain at which the database's toe joints rest when planted
-    (database.planted_toe_height_m), not below 0: on terrain the leg IK keeps toes out of the ground."""
-    from .database import planted_toe_height_m
+    (preprocess.planted_toe_height_m), not below 0: on terrain the leg IK keeps toes out of the ground."""
     return max(0.0, planted_toe_height_m(db))
 
 

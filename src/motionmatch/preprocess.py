@@ -337,6 +337,19 @@ def toe_floor_height(gpos: np.ndarray, toe_joints: list[int]) -> float:
 _BANDAI = re.compile(r"^(dataset-\d+)_(.+?)_([^_]+?)_(\d+)$")
 
 
+def planted_toe_height_m(db) -> float:
+    """Height (m) of the database's toe joints above the capture floor when planted: a property of the
+    rig (about 0 in jlpm22, 4 cm in Bandai-Namco), stored at build (meta "toe_floor_m"), measured here
+    on up to 60 clips for databases built before that (and kept in db.meta)."""
+    if "toe_floor_m" not in db.meta:
+        R = len(db.range_starts)
+        toes = [db.roles["left_toe"], db.roles["right_toe"]]
+        per_clip = [toe_floor_height(db.global_transforms(slice(int(db.range_starts[r]), int(db.range_stops[r])))[0],
+                                     toes) for r in np.unique(np.linspace(0, R - 1, min(R, 60)).round().astype(int))]
+        db.meta["toe_floor_m"] = round(float(np.median(per_clip)), 4)
+    return float(db.meta["toe_floor_m"])
+
+
 def _bandai_match(name: str):
     stem = name
     for suf in (".gz", ".bvh"):

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from ..fuzz import add_bench_fuzz_args, run_bench_fuzz
+from ..fuzz import damaged_databases, fuzz_bvh, fuzz_databases, fuzz_scenarios
+from ..fuzz_rigs import door_campaigns
 from ..search_bench import add_bench_search_args, run_bench_search
 from .lmm import add_bench_lmm_args, run_bench_lmm
 from .options import add_character_options, add_engine_options, runtime_settings_from_args
@@ -172,3 +174,50 @@ def run_bench_runtime(args) -> int:
             v = out[k]
             print(f"{k[:-3]:18s} {v['median']:10.1f} {v['p99']:10.1f} {v['mean']:10.1f}")
     return 0
+
+
+def add_bench_fuzz_args(parser) -> None:
+    parser.add_argument("--data", help="folder of BVH files to mutate (default: a few files of the shared sets)")
+    parser.add_argument("--files", type=int, default=5, help="BVH files to mutate (default 5)")
+    parser.add_argument("--mutants", type=int, default=1200, help="mutants per BVH file (default 1200)")
+    parser.add_argument("--db", help="database to damage (default: the cached default database)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+
+
+def run_bench_fuzz(args) -> int:
+    """`motionmatch bench fuzz`: all campaigns; exit status 1 when any finding (other exceptions or
+    silent accepts) remains."""
+    import tempfile
+
+    from ..database import build_default_database
+    from ..datapaths import find_data, list_bvh_files
+
+    if args.data:
+        files = list_bvh_files([Path(args.data)])
+    else:
+        files = list_bvh_files([find_data("bandai-namco", None)])[::200]
+    # Small files: a mutant of a 30 MB take costs seconds, and the reader's paths are the same.
+    files = [f for f in files if f.stat().st_size < 2_000_000][:args.files]
+    db_path = Path(args.db) if args.db else build_default_database(progress=not args.json)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = {
+            "bvh": fuzz_bvh(files, args.mutants, args.seed, tmp, progress=not args.json).as_dict(),
+            "database": fuzz_databases(damaged_databases(db_path, tmp)).as_dict(),
+            "scenario": fuzz_scenarios(tmp).as_dict(),
+            **{k: v.as_dict() for k, v in door_campaigns(db_path, files[0], Path(tmp)).items()},
+        }
+    report["bvh"]["files"] = [f.name for f in files]
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(f"{'door':24s} {'inputs':>7s} {'clean':>7s} {'accepted':>8s} {'tracebacks':>10s} {'silent':>6s} "
+              f"{'hangs':>5s} {'blow-ups':>8s}")
+        for name, r in report.items():
+            print(f"{name:24s} {r['inputs']:7d} {r['clean_errors']:7d} {r['accepted']:8d} {r['other_exceptions']:10d} "
+                  f"{r['silent_accepts']:6d} {r['hangs']:5d} {r['memory_blowups']:8d}")
+            for ex in r["examples"]:
+                print(f"    {ex}")
+    findings = sum(r["other_exceptions"] + r["silent_accepts"] + r["hangs"] + r["memory_blowups"]
+                   for r in report.values())
+    return 1 if findings else 0

@@ -16,8 +16,7 @@ import numpy as np
 from ..lmm.inference import forward, project, scratch, unpack_pose
 from ..scalar_quat import cross3, qmul, qrot
 from ..lmm.model import LearnedModel, check_model_fits, load_model
-from ..database import planted_toe_height_m
-from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED
+from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED, planted_toe_height_m
 from .matching import FORCE
 from .playback import Frames, Playhead, transition_stage
 
@@ -59,7 +58,7 @@ class LearnedSource(NamedTuple):
     shown: np.ndarray        # (F,) bool: the feature columns a learned query takes from the decompressed pose
     moving: np.ndarray       # (F,) bool: those of them that are velocities (feet, hips)
     toes: np.ndarray         # (2,) int64 left and right toe joints
-    toe_floor: np.ndarray    # (2,) float64 m: each toe's height when planted (database.planted_toe_height_m)
+    toe_floor: np.ndarray    # (2,) float64 m: each toe's height when planted (preprocess.planted_toe_height_m)
 
 
 def learned_model(db, path) -> LearnedModel:
