@@ -31,8 +31,8 @@ def tiny_model(jlpm_db, tmp_path_factory):
 
 
 def test_learned_character_walks_a_scenario_without_nan(tiny_model, jlpm_db):
-    # A negative bias makes every search jump, so the transitions to projected poses run too.
-    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), lmm_bias=-1e3))
+    # The lowest bias makes every search jump, so the transitions to projected poses run too.
+    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), lmm_bias=-1000.0))
     model = load_model(tiny_model)
     # The start pose is the decompressed projection of the start frame's features, not the database's.
     x, z = inference.project(model, jlpm_db.features.raw[ch.frame])
@@ -59,7 +59,7 @@ def test_learned_agents_jump_by_their_own_bias(tiny_model, jlpm_db):
         for inp in [GamepadInput(move=(0.0, 1.0))] * 60 + [GamepadInput(move=(1.0, 0.0))] * 60:
             ch.step(inp)
         return ch.transitions
-    kept, jumping = transitions(lmm_bias=1e6, bias=-1e3), transitions(lmm_bias=-1e3, bias=1e6)
+    kept, jumping = transitions(lmm_bias=1000.0, bias=0.0), transitions(lmm_bias=-1000.0, bias=10.0)
     # Kept: no jump but the one this tiny model's rollout forces by leaving the data (taken back whatever
     # the bias; the 128-wide jlpm22 model makes none over the same input).
     assert kept <= 1 and jumping >= 10
@@ -377,7 +377,7 @@ def test_learned_search_pushes_the_trajectory_past_the_first_projection(tiny_mod
     # The crowd passes each agent's setting: the same walk, jumping at every search, differs with and
     # without the push.
     def walk(push):
-        ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), lmm_push=push, lmm_bias=-1e3))
+        ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model), lmm_push=push, lmm_bias=-1000.0))
         for inp in [GamepadInput(move=(0.0, 1.0))] * 40:
             ch.step(inp)
         return ch.crowd.learned.x[0].copy()

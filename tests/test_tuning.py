@@ -56,11 +56,11 @@ def test_settings_file_round_trip(tmp_path):
 
 @pytest.mark.parametrize("text, words", [
     ("[character]\nbias = 0.2\nsearch_intervall = 0.1\n", ["[character]", "'search_intervall'"]),
-    ("[controller]\nvelocity_halflife = 9.0\n", ["[controller] velocity_halflife", "out of range"]),
-    ("[warp]\nstride_min = -1.0\n", ["[warp] stride_min", "out of range"]),
-    ("[character]\nfoot_locking = 1\n", ["[character] foot_locking", "true or false"]),
-    ("[character]\ninertialization = \"cubic\"\n", ["[character] inertialization", "spring"]),
-    ("[character.weights]\nhips_velocity = 20.0\n", ["[weights] hips_velocity", "out of range"]),
+    ("[controller]\nvelocity_halflife = 9.0\n", ["controller.velocity_halflife", "out of range", "maximum 5"]),
+    ("[warp]\nstride_min = -1.0\n", ["warp.stride_min", "out of range", "minimum 0.1"]),
+    ("[character]\nfoot_locking = 1\n", ["character.foot_locking", "true or false"]),
+    ("[character]\ninertialization = \"cubic\"\n", ["character.inertialization", "spring"]),
+    ("[character.weights]\nhips_velocity = 20.0\n", ["weights.hips_velocity", "out of range"]),
     ("[characters]\nbias = 0.1\n", ["unknown table", "characters"]),
     ("[character\n", ["not a TOML file"]),
 ])
@@ -213,7 +213,7 @@ def test_only_searches_the_named_tables_and_keys_the_rest_stays_at_the_start(clu
 
     channels = list(jlpm_db.features.schema.names)
     start = settings_from_dict({"character": {"bias": 0.2}, "controller": {"velocity_halflife": 0.12}})
-    space = restrict(search_space(start, channels), ["weights", "search_interval"])
+    space = restrict(search_space(channels), ["weights", "search_interval"])
     assert {p.name for p in space} == {"character.search_interval", "weights.foot_position", "weights.foot_velocity",
                                        "weights.hips_velocity", "weights.trajectory_position",
                                        "weights.trajectory_direction"}
@@ -379,12 +379,12 @@ def test_search_space_moves_channel_weights_in_pairs_and_the_transition_method()
 
     schema = default_schema()
     base = settings_from_dict({"character": {"weights": {"hips_velocity": 2.0}}})
-    space = search_space(base, schema.names)
+    space = search_space(schema.names)
     names = {p.name for p in space}
     assert {"weights.foot_position", "weights.trajectory_direction", "character.inertialization",
             "character.clamping", "character.adjustment_rotation_halflife"} <= names
     # Only groups whose channels the database has are searched (a pair needs both sides).
-    assert [p.key for p in search_space(base, ["hips_velocity", "left_foot_position"])
+    assert [p.key for p in search_space(["hips_velocity", "left_foot_position"])
             if p.table == "weights"] == ["hips_velocity"]
     params = default_params(space, base, {c.name: c.weight for c in schema.channels})
     w = {c.name: c.weight for c in schema.channels}

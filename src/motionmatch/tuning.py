@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .runtime.settings_schema import SETTINGS, setting
 from .settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
 
 OBJECTIVES = ("responsiveness_s", "trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")
@@ -75,35 +76,8 @@ class Param:
         return f"{self.table}.{self.key}"
 
 
-# The settings that move responsiveness (how fast the simulation follows the stick, how soon and how
-# readily the matcher leaves the playing clip, how hard the root is pulled to the simulation), in
-# ranges around the defaults, and the foot lock, which pays for a quicker root in foot sliding.
-# Warping limits stay at their defaults: they barely move responsiveness and were what made foot
-# sliding worse in the wide search (docs/tuning.md).
-SPACE = (
-    Param("character", "search_interval", 0.04, 0.2, log=True),
-    Param("character", "bias", 0.0, 0.3),
-    Param("character", "halflife", 0.05, 0.2, log=True),
-    Param("character", "sharp_change_speed", 0.2, 1.0),
-    Param("character", "sharp_change_angle_deg", 10.0, 60.0),
-    Param("character", "adjustment_position_halflife", 0.05, 0.3, log=True),
-    Param("character", "adjustment_max_ratio", 0.2, 1.0),
-    # The root's yaw follows the simulation's at this halflife: after a reversal the clip's own turn
-    # leaves a few degrees that held the root velocity outside the 15-degree test for ~0.2 s.
-    Param("character", "adjustment_rotation_halflife", 0.05, 0.4, log=True),
-    Param("character", "foot_unlock_radius", 0.2, 0.6),
-    Param("character", "foot_lock_halflife", 0.05, 0.2, log=True),
-    Param("controller", "velocity_halflife", 0.05, 0.2, log=True),
-    Param("controller", "stop_halflife", 0.05, 0.2, log=True),
-    Param("controller", "rotation_halflife", 0.08, 0.3, log=True),
-    # How a transition hides the jump: dead blending pops less but slides more (docs/TRANSITIONS.md).
-    Param("character", "inertialization", choices=("spring", "dead_blending")),
-    Param("character", "clamping", choices=(True, False)),
-    Param("character", "clamp_radius", 0.05, 0.4, log=True),
-    Param("character", "clamp_angle_deg", 30.0, 120.0),
-)
 # Feature channel weights, searched per group (left and right together) where the database has the
-# channels: what the search asks the next clip to agree on (the trajectory to come vs the pose now).
+# channels, in the range of the schema's weights row.
 WEIGHT_GROUPS = {
     "foot_position": ("left_foot_position", "right_foot_position"),
     "foot_velocity": ("left_foot_velocity", "right_foot_velocity"),
@@ -111,15 +85,18 @@ WEIGHT_GROUPS = {
     "trajectory_position": ("trajectory_position",),
     "trajectory_direction": ("trajectory_direction",),
 }
-WEIGHT_RANGE = (0.25, 4.0)
 
 
-def search_space(defaults: RuntimeSettings | None = None, channels=()) -> list[Param]:
-    """The searched settings: SPACE, less fields the runtime no longer has, and a weight group for each
-    of WEIGHT_GROUPS whose channels are all among `channels` (the database's)."""
-    tables = settings_to_dict(*(defaults or settings_from_dict({})))
-    space = [p for p in SPACE if p.key in tables[p.table]]
-    return space + [Param("weights", g, *WEIGHT_RANGE, log=True, channels=chs)
+def search_space(channels=()) -> list[Param]:
+    """The searched settings: every row of the settings schema with a `tune` range (the settings that move
+    responsiveness: how fast the simulation follows the stick, how soon and how readily the matcher leaves
+    the playing clip, how hard the root is pulled to the simulation, and the foot lock, which pays for a
+    quicker root in foot sliding), and a weight group for each of WEIGHT_GROUPS whose channels are all
+    among `channels` (the database's)."""
+    space = [Param(s.table, s.key, s.tune.low, s.tune.high, s.tune.log, s.tune.choices)
+             for s in SETTINGS if s.tune is not None and s.table != "weights"]
+    w = setting("weights", "*").tune
+    return space + [Param("weights", g, w.low, w.high, w.log, channels=chs)
                     for g, chs in WEIGHT_GROUPS.items() if set(chs) <= set(channels)]
 
 

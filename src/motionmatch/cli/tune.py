@@ -52,7 +52,7 @@ def run_tune(args) -> int:
     db = load_database(args.db)
     channels = list(db.features.schema.names)
     base = load_settings(args.settings, channels) if args.settings else settings_from_dict({})
-    space = restrict(search_space(base, channels), args.only)
+    space = restrict(search_space(channels), args.only)
     base_tables = settings_to_dict(*base)
     out = Path(args.out)
     stem = out.with_suffix("")

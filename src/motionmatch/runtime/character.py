@@ -11,6 +11,7 @@ import numpy as np
 from ..kinematics import forward_kinematics
 from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput, PathFollower
 from .crowd import Crowd
+from . import settings as S
 from .settings import CharacterSettings  # noqa: F401  (callers import it from here)
 
 
@@ -256,7 +257,7 @@ class Character:
                 d = crowd.last_query[0] - ss.features[cur]
                 cont = float(np.dot(d, d))
             search = {"query": [float(x) for x in crowd.last_query[0]], "frame": b, "cost": float(crowd.last_cost[0]),
-                      "current": cur, "continue_cost": cont, "bias": float(self.settings.bias),
+                      "current": cur, "continue_cost": cont, "bias": float(crowd.packed[0, S.BIAS]),
                       "tag_filter": self.settings.tag_filter, "jumped": bool(crowd.jumped[0]),
                       "t": float(crowd.last_search_time[0])}
         return {

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .settings_schema import columns, defaults, packed_rows
 from .springs import character_spring, half_damping, spring_exact
 
 _TWO_PI = 2.0 * math.pi
@@ -35,6 +36,13 @@ def wrap_angle(a):
     return (a + math.pi) % _TWO_PI - math.pi
 
 
+# The packed controller settings (ControllerSettings.packed): one column per controller row of the settings
+# schema with a `column` (C_DEAD_ZONE, ...), in schema order. A released stick's stop halflife of None is -1.
+_PACKED_KEYS = tuple(s.key for s in packed_rows("controller"))
+globals().update(columns("controller"))
+_D = defaults("controller")
+
+
 @dataclass
 class GamepadInput:
     """One frame of input. move/look: stick (x right, z forward), magnitude 0..1; look None = idle."""
@@ -46,21 +54,22 @@ class GamepadInput:
 
 @dataclass
 class ControllerSettings:
-    """Speeds in m/s, halflives in s (spring convention of springs.py), angles in radians."""
-    dead_zone: float = 0.2            # radial stick dead zone, rescaled so the response starts at 0
-    response_exponent: float = 1.0    # speed fraction = ((|stick| - dead_zone) / (1 - dead_zone)) ** exponent
-    look_dead_zone: float = 0.2
-    walk_forward_speed: float = 1.3
-    walk_side_speed: float = 1.1
-    walk_backward_speed: float = 0.9
-    run_forward_speed: float = 3.2
-    run_side_speed: float = 2.4
-    run_backward_speed: float = 2.0
-    velocity_halflife: float = 0.09          # from `motionmatch tune` (docs/tuning.md), as the next two
-    stop_halflife: float | None = 0.1  # halflife while the stick is released (quick stop); None = same
-    rotation_halflife: float = 0.28
-    gait_halflife: float = 0.1
-    camera_yaw: float = 0.0
+    """Speeds in m/s, halflives in s (spring convention of springs.py), angles in radians
+    (settings_schema.py: bounds, docs)."""
+    dead_zone: float = _D["dead_zone"]
+    response_exponent: float = _D["response_exponent"]
+    look_dead_zone: float = _D["look_dead_zone"]
+    walk_forward_speed: float = _D["walk_forward_speed"]
+    walk_side_speed: float = _D["walk_side_speed"]
+    walk_backward_speed: float = _D["walk_backward_speed"]
+    run_forward_speed: float = _D["run_forward_speed"]
+    run_side_speed: float = _D["run_side_speed"]
+    run_backward_speed: float = _D["run_backward_speed"]
+    velocity_halflife: float = _D["velocity_halflife"]
+    stop_halflife: float | None = _D["stop_halflife"]
+    rotation_halflife: float = _D["rotation_halflife"]
+    gait_halflife: float = _D["gait_halflife"]
+    camera_yaw: float = _D["camera_yaw"]
 
     def speeds(self, run: bool) -> tuple[float, float, float]:
         """(forward, side, backward) speeds of the gait."""
@@ -70,12 +79,10 @@ class ControllerSettings:
 
     def packed(self) -> np.ndarray:
         """The settings as the float64 vector the compiled kernels read (see _gamepad_goals)."""
-        stop = -1.0 if self.stop_halflife is None else self.stop_halflife
-        return np.array([self.dead_zone, self.response_exponent, self.look_dead_zone,
-                         self.walk_forward_speed, self.walk_side_speed, self.walk_backward_speed,
-                         self.run_forward_speed, self.run_side_speed, self.run_backward_speed,
-                         self.velocity_halflife, stop, self.rotation_halflife, self.gait_halflife,
-                         self.camera_yaw], dtype=np.float64)
+        row = np.array([getattr(self, k) for k in _PACKED_KEYS], dtype=np.float64)
+        if self.stop_halflife is None:
+            row[C_STOP_HALFLIFE] = -1.0    # noqa: F821 (a generated column constant, above)
+        return row
 
 
 @numba.njit(cache=True)
@@ -99,11 +106,11 @@ def _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, held_yaw, cs):
     m = math.hypot(mx, mz)
     if m > 1.0:
         mx, mz = mx / m, mz / m
-    frac = _stick_response(mx, mz, cs[0], cs[1])
-    cam_c, cam_s = math.cos(cs[13]), math.sin(cs[13])
+    frac = _stick_response(mx, mz, cs[C_DEAD_ZONE], cs[C_RESPONSE_EXPONENT])
+    cam_c, cam_s = math.cos(cs[C_CAMERA_YAW]), math.sin(cs[C_CAMERA_YAW])
     yaw = held_yaw
     if strafe and has_look:
-        if math.hypot(lx, lz) > cs[2]:
+        if math.hypot(lx, lz) > cs[C_LOOK_DEAD_ZONE]:
             yaw = math.atan2(lx * cam_c + lz * cam_s, -lx * cam_s + lz * cam_c)
     if frac == 0.0:
         return 0.0, 0.0, yaw, False
@@ -112,9 +119,9 @@ def _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, held_yaw, cs):
     dx = (mx * cam_c + mz * cam_s) / m
     dz = (-mx * cam_s + mz * cam_c) / m
     if run:
-        fwd, side, back = cs[6], cs[7], cs[8]
+        fwd, side, back = cs[C_RUN_FORWARD], cs[C_RUN_SIDE], cs[C_RUN_BACKWARD]
     else:
-        fwd, side, back = cs[3], cs[4], cs[5]
+        fwd, side, back = cs[C_WALK_FORWARD], cs[C_WALK_SIDE], cs[C_WALK_BACKWARD]
     if not strafe:
         return dx * fwd * frac, dz * fwd * frac, math.atan2(dx, dz), True
     fc, fs = math.cos(yaw), math.sin(yaw)
@@ -158,10 +165,10 @@ def advance_state(st, i, dt, rot_halflife, gait_halflife):
 @numba.njit(cache=True)
 def _gamepad_agent(st, i, mx, mz, has_look, lx, lz, run, strafe, dt, cs):
     vx, vz, yaw, moving = _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, st[i, GOAL_YAW], cs)
-    halflife = cs[9] if moving or cs[10] < 0.0 else cs[10]
+    halflife = cs[C_VELOCITY_HALFLIFE] if moving or cs[C_STOP_HALFLIFE] < 0.0 else cs[C_STOP_HALFLIFE]
     st[i, GOAL_VX], st[i, GOAL_VZ], st[i, GOAL_YAW] = vx, vz, yaw
     st[i, GOAL_GAIT], st[i, HALFLIFE] = 1.0 if run else 0.0, halflife
-    advance_state(st, i, dt, cs[11], cs[12])
+    advance_state(st, i, dt, cs[C_ROTATION_HALFLIFE], cs[C_GAIT_HALFLIFE])
 
 
 @numba.njit(cache=True, parallel=True)

@@ -142,8 +142,8 @@ def search_set(db, s: CharacterSettings, events=()) -> SearchSet:
     """The shared SearchSet for a character's weights, back-end and end exclusion; time_to_event channels
     weigh only for the event types in `events` (a request's, runtime/requests.py)."""
     fs = db.features
-    weights = {c.name: float(s.weights.get(c.name, c.weight)) if c.kind != "time_to_event" or c.event in events
-               else 0.0 for c in fs.schema.channels}
+    weights = {c.name: s.channel_weight(c.kind, float(s.weights.get(c.name, c.weight)))
+               if c.kind != "time_to_event" or c.event in events else 0.0 for c in fs.schema.channels}
     unknown = set(s.weights) - set(weights)
     if unknown:
         raise ValueError(f"unknown feature channel(s) {sorted(unknown)}; channels are {sorted(weights)}")

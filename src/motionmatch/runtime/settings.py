@@ -1,7 +1,9 @@
 """Character settings, and their packed form: one float64 row per character that compiled kernels read.
 
-Every per-character number a tick needs is a column of that row (constants below), so a crowd whose
-characters differ in settings still runs each stage as one loop over characters.
+Every per-character number a tick needs is a column of that row, so a crowd whose characters differ in
+settings still runs each stage as one loop over characters. The fields, their defaults and bounds, and
+the columns come from the settings schema (settings_schema.py): a column constant (SEARCH_INTERVAL,
+W_LIMIT, ...) is the `column` of a character or warp row there, numbered in schema order.
 """
 from __future__ import annotations
 
@@ -10,108 +12,92 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .settings_schema import (INERTIALIZATION_METHODS, MODES, check_fields, defaults, packed_rows,  # noqa: F401
+                              rows, setting)
 from .warping import WarpSettings
 
-# Packed as the index: "dead_blending" comes after "off" so existing rows keep their numbers.
-INERTIALIZATION_METHODS = ("spring", "quintic", "off", "dead_blending")
-MODES = ("classic", "lmm")
-
-(SEARCH_INTERVAL, BIAS, INERTIALIZATION, HALFLIFE, BLEND_TIME, ADJUSTMENT, ADJ_POS_HALFLIFE, ADJ_ROT_HALFLIFE,
- ADJ_MAX_RATIO, CLAMPING, CLAMP_RADIUS, CLAMP_ANGLE, FOOT_LOCKING, UNLOCK_RADIUS, LOCK_HALFLIFE, IK, NO_REWIND,
- SHARP_SPEED, SHARP_ANGLE_DEG, W_ORIENTATION, W_LIMIT, W_BACKWARD_ANGLE, W_ORIENT_HALFLIFE, W_MIN_TRAVEL,
- W_PLAY_RATE, W_RATE_MIN, W_RATE_MAX, W_RATE_SHARE, W_STRIDE, W_STRIDE_MIN, W_STRIDE_MAX, W_SPEED_HALFLIFE,
- W_QUERY_FLOOR, W_SLOPE, W_SLOPE_MAX, END_EXCLUDE, W_HIP_LIMIT, W_SPINE_LIMIT, W_TIMESCALE, W_SPINE_PITCH,
- W_SPINE_PITCH_MAX, LOCK_GLIDE_HALFLIFE, LMM_BIAS, LMM_PUSH, LMM_DRIFT) = range(45)
-COLUMNS = 45
+_PACKED = packed_rows("character", "warp")
+globals().update({s.column: i for i, s in enumerate(_PACKED)})
+COLUMNS = len(_PACKED)
+# Ponton's two sliders (seed 002, eq. 3.16) multiply the trajectory and the pose channels' weights.
+RESPONSIVE_KINDS = ("trajectory_position", "trajectory_direction")
+QUALITY_KINDS = ("position", "velocity")
+# Columns the sliders scale, with the exponents of 2 per unit of (2 * responsiveness - 1) and of
+# (2 * quality - 1): both at 0.5 leave every setting as it is (docs/tuning.md).
+SLIDER_EXPONENTS = {"search_interval": (-1.0, 0.0), "sharp_change_speed": (-1.0, 0.0),
+                    "sharp_change_angle_deg": (-1.0, 0.0), "bias": (-1.0, 1.0), "lmm_bias": (-1.0, 1.0)}
+SLIDER_WEIGHT_EXPONENTS = {kind: (1.0, 0.0) for kind in RESPONSIVE_KINDS} | {kind: (0.0, 1.0)
+                                                                           for kind in QUALITY_KINDS}
+_D = defaults("character")
 
 
 @dataclass
 class CharacterSettings:
-    """Live-tunable settings. Times in seconds, distances in metres, angles in degrees."""
+    """Live-tunable settings (settings_schema.py: bounds, units, docs). Times in seconds, distances in
+    metres, angles in degrees."""
 
-    weights: dict = field(default_factory=dict)     # channel name -> weight (missing: schema default)
+    weights: dict = field(default_factory=dict)     # channel name -> weight (missing: the database's)
     # "classic": poses from the database; "lmm": from the learned model file `model` (docs/LMM.md). One
     # crowd runs one mode and model.
-    mode: str = "classic"
+    mode: str = _D["mode"]
     model: str | None = None
-    # The defaults of search_interval, bias, inertialization, halflife, adjustment_*, clamp_*,
-    # foot_unlock_radius, foot_lock_halflife and sharp_change_* come from `motionmatch tune` on the mixed
-    # database, together with its channel weights (features.TUNED_WEIGHTS; docs/tuning.md, 2026-11-23,
-    # second study).
-    search_interval: float = 0.089
-    bias: float = 0.04                               # continuing-pose bias, in normalized cost units
-    # Learned agents (mode "lmm") compare their projection with their stepped features, which already carry
-    # the stepper's drift: the classic bias (then 0.08) kept them on it (jlpm22, 128-wide model: walk
-    # responsiveness 0.72 s at 0.08 vs 0.53 at 0, classic 0.35; docs/LMM.md).
-    lmm_bias: float = 0.0
-    # The projector regresses to the data's mean (walk starts projected slow, stops creeping on): learned
-    # agents project a second time with the query's trajectory pushed past the first projection by this
-    # many times its shortfall (0: one projection; runtime/learned.py, docs/LMM.md).
-    lmm_push: float = 2.0
-    # A learned agent's stepped features drift away from the pose it shows: the cost of staying on them
-    # adds this weight times the squared drift of their velocity columns (feet, hips) from that pose's,
-    # so a state whose features no longer describe its motion is re-projected (runtime/learned.py;
-    # default database, three models, 13 scenarios: trajectory error 0.835x -> 0.740x classic, docs/LMM.md).
-    lmm_drift: float = 0.5
-    inertialization: str = "spring"                  # "spring" | "quintic" | "off" | "dead_blending"
-    halflife: float = 0.13                           # spring halflife; dead blending's velocity decay halflife
-    blend_time: float = 0.3                          # quintic and dead blending blend time
-    adjustment: bool = True
-    adjustment_position_halflife: float = 0.087
-    adjustment_rotation_halflife: float = 0.19
-    adjustment_max_ratio: float = 0.42               # adjust at most this fraction of the root's own speed
-    clamping: bool = True
-    clamp_radius: float = 0.2
-    clamp_angle_deg: float = 96.0
-    foot_locking: bool = True
-    foot_unlock_radius: float = 0.36                 # m; 0.2 let transitions unlock most Bandai steps
-    foot_lock_halflife: float = 0.097
-    # s: a locking foot keeps its velocity, decaying with this halflife, and rests where it stops
-    foot_lock_glide_halflife: float = 0.01
-    ik: bool = True                                  # leg IK when foot locking or terrain needs it
-    tag_filter: str | None = None
-    end_exclude: int = 20
-    search_backend: str = "aabb"
-    no_rewind_frames: int = 30                       # never jump 1..N frames away from the playing one
-    sharp_change_speed: float = 0.9                  # m/s change of desired velocity forcing a search
-    sharp_change_angle_deg: float = 11.0             # change of desired facing forcing a search
-    # Orientation, stride and slope warping on; play-rate warping off by default: on the jlpm22 data it
-    # raised foot sliding on runs (11 -> 16 cm/s) without better velocity tracking.
-    warp: WarpSettings = field(default_factory=lambda: WarpSettings(play_rate=False))
+    responsiveness: float = _D["responsiveness"]
+    quality: float = _D["quality"]
+    search_interval: float = _D["search_interval"]
+    bias: float = _D["bias"]
+    lmm_bias: float = _D["lmm_bias"]
+    lmm_push: float = _D["lmm_push"]
+    lmm_drift: float = _D["lmm_drift"]
+    inertialization: str = _D["inertialization"]
+    halflife: float = _D["halflife"]
+    blend_time: float = _D["blend_time"]
+    adjustment: bool = _D["adjustment"]
+    adjustment_position_halflife: float = _D["adjustment_position_halflife"]
+    adjustment_rotation_halflife: float = _D["adjustment_rotation_halflife"]
+    adjustment_max_ratio: float = _D["adjustment_max_ratio"]
+    clamping: bool = _D["clamping"]
+    clamp_radius: float = _D["clamp_radius"]
+    clamp_angle_deg: float = _D["clamp_angle_deg"]
+    foot_locking: bool = _D["foot_locking"]
+    foot_unlock_radius: float = _D["foot_unlock_radius"]
+    foot_lock_halflife: float = _D["foot_lock_halflife"]
+    foot_lock_glide_halflife: float = _D["foot_lock_glide_halflife"]
+    ik: bool = _D["ik"]
+    tag_filter: str | None = _D["tag_filter"]
+    end_exclude: int = _D["end_exclude"]
+    search_backend: str = _D["search_backend"]
+    no_rewind_frames: int = _D["no_rewind_frames"]
+    sharp_change_speed: float = _D["sharp_change_speed"]
+    sharp_change_angle_deg: float = _D["sharp_change_angle_deg"]
+    warp: WarpSettings = field(default_factory=WarpSettings)
+
+    def check(self) -> None:
+        """SettingError (a ValueError) naming `table.key` and the bound for a field out of the schema."""
+        check_fields(self, "character")
+        check_fields(self.warp, "warp")
+        for ch, w in self.weights.items():
+            setting("weights", ch).check(w)
+
+    def slider_scale(self, exponents: tuple[float, float]) -> float:
+        """2 ** (a * (2 responsiveness - 1) + b * (2 quality - 1)) for exponents (a, b)."""
+        a, b = exponents
+        return 2.0 ** (a * (2.0 * self.responsiveness - 1.0) + b * (2.0 * self.quality - 1.0))
+
+    def channel_weight(self, kind: str, weight: float) -> float:
+        """A channel's weight (the setting, else the database's) times the sliders' factor for its kind."""
+        e = SLIDER_WEIGHT_EXPONENTS.get(kind)
+        return weight if e is None else weight * self.slider_scale(e)
 
     def packed(self) -> np.ndarray:
-        """The numeric settings as one float64 row (columns: the constants of this module)."""
-        if self.inertialization not in INERTIALIZATION_METHODS:
-            raise ValueError(f"inertialization: expected one of {INERTIALIZATION_METHODS}, "
-                             f"got {self.inertialization!r}")
-        w = self.warp
-        row = np.zeros(COLUMNS)
-        row[SEARCH_INTERVAL], row[BIAS], row[LMM_BIAS] = self.search_interval, self.bias, self.lmm_bias
-        row[LMM_PUSH], row[LMM_DRIFT] = self.lmm_push, self.lmm_drift
-        row[INERTIALIZATION] = INERTIALIZATION_METHODS.index(self.inertialization)
-        row[HALFLIFE], row[BLEND_TIME] = max(self.halflife, 1e-3), max(self.blend_time, 1e-3)
-        row[ADJUSTMENT], row[ADJ_POS_HALFLIFE] = self.adjustment, self.adjustment_position_halflife
-        row[ADJ_ROT_HALFLIFE], row[ADJ_MAX_RATIO] = self.adjustment_rotation_halflife, self.adjustment_max_ratio
-        row[CLAMPING], row[CLAMP_RADIUS] = self.clamping, self.clamp_radius
-        row[CLAMP_ANGLE] = math.radians(self.clamp_angle_deg)
-        row[FOOT_LOCKING], row[UNLOCK_RADIUS], row[LOCK_HALFLIFE] = (self.foot_locking, self.foot_unlock_radius,
-                                                                     self.foot_lock_halflife)
-        row[IK], row[NO_REWIND] = self.ik, self.no_rewind_frames
-        row[SHARP_SPEED], row[SHARP_ANGLE_DEG] = self.sharp_change_speed, self.sharp_change_angle_deg
-        row[W_ORIENTATION], row[W_LIMIT] = w.orientation, math.radians(w.orientation_limit_deg)
-        row[W_HIP_LIMIT] = math.radians(w.hip_twist_limit_deg)
-        row[W_SPINE_LIMIT] = math.radians(w.spine_twist_limit_deg)
-        row[W_BACKWARD_ANGLE], row[W_ORIENT_HALFLIFE] = math.radians(w.backward_angle_deg), w.orientation_halflife
-        row[W_MIN_TRAVEL] = w.min_travel_speed
-        row[W_PLAY_RATE], row[W_RATE_MIN], row[W_RATE_MAX], row[W_RATE_SHARE] = (w.play_rate, w.rate_min,
-                                                                                 w.rate_max, w.rate_share)
-        row[W_STRIDE], row[W_STRIDE_MIN], row[W_STRIDE_MAX] = w.stride, w.stride_min, w.stride_max
-        row[W_SPEED_HALFLIFE], row[W_QUERY_FLOOR] = w.speed_halflife, w.query_speed_floor
-        row[W_SLOPE], row[W_SLOPE_MAX] = w.slope, math.radians(w.slope_max_deg)
-        row[END_EXCLUDE] = self.end_exclude
-        row[W_TIMESCALE] = w.timescale
-        row[W_SPINE_PITCH], row[W_SPINE_PITCH_MAX] = w.spine_pitch, math.radians(w.spine_pitch_max_deg)
-        row[LOCK_GLIDE_HALFLIFE] = max(self.foot_lock_glide_halflife, 1e-3)
+        """The numeric settings as one float64 row (checked against the schema; columns: the constants of
+        this module), with the sliders applied (clipped to the schema's bounds)."""
+        self.check()
+        row = np.empty(COLUMNS)
+        for i, s in enumerate(_PACKED):
+            v = getattr(self.warp if s.table == "warp" else self, s.key)
+            if s.key in SLIDER_EXPONENTS:
+                v = min(max(v * self.slider_scale(SLIDER_EXPONENTS[s.key]), s.lo), s.hi)
+            row[i] = s.choices.index(v) if s.choices else math.radians(v) if s.radians else v
         return row
 
 
@@ -120,12 +106,6 @@ def _warp_flag(name: str, doc: str):
     return property(lambda self: getattr(self.warp, name), lambda self, v: setattr(self.warp, name, v), doc=doc)
 
 
-CharacterSettings.warp_orientation = _warp_flag("orientation", "orientation warping (strafe, backward)")
-CharacterSettings.warp_stride = _warp_flag("stride", "stride warping (speed between the data's speeds)")
-CharacterSettings.warp_play_rate = _warp_flag("play_rate", "play-rate warping")
-CharacterSettings.warp_slope = _warp_flag("slope", "feet tilted to the ground normal on terrain")
-CharacterSettings.warp_limit_deg = _warp_flag("orientation_limit_deg", "largest warp between lower and upper body (degrees)")
-CharacterSettings.warp_hip_twist_limit_deg = _warp_flag("hip_twist_limit_deg",
-                                                        "share of the warp the hip joints take (degrees)")
-CharacterSettings.warp_spine_twist_limit_deg = _warp_flag("spine_twist_limit_deg",
-                                                          "largest pelvis-to-shoulder twist (degrees)")
+for _s in rows("warp"):
+    if _s.app is not None:
+        setattr(CharacterSettings, _s.app_field, _warp_flag(_s.key, _s.doc))

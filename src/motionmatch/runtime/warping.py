@@ -28,38 +28,41 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .settings_schema import defaults
 from .springs import spring_exact
 
 _TWO_PI = 2.0 * math.pi
 
+_D = defaults("warp")
+
+
 @dataclass
 class WarpSettings:
-    """Live-tunable warping settings. Angles in degrees, speeds in m/s, times in seconds."""
+    """Live-tunable warping settings (settings_schema.py: bounds, units, docs). Angles in degrees,
+    speeds in m/s, times in seconds."""
 
-    orientation: bool = True
-    orientation_limit_deg: float = 90.0     # largest warp (lower body against upper body)
-    hip_twist_limit_deg: float = 50.0       # share of the warp the hip joints take (legs vs pelvis)
-    # Largest twist the warp adds between pelvis and shoulders; the rest lags. The animation's own twist
-    # (turning steps) comes on top: 35 keeps the total's p95 under 50 on strafes (docs/mixed_sources.md).
-    spine_twist_limit_deg: float = 35.0
-    backward_angle_deg: float = 120.0       # facing-vs-travel angle beyond which backward motion is asked
-    orientation_halflife: float = 0.1       # smoothing of the twist
-    min_travel_speed: float = 0.3           # below this there is no travel direction to warp to
-    play_rate: bool = True
-    rate_min: float = 0.8
-    rate_max: float = 1.2
-    rate_share: float = 1.0                 # share of the speed ratio (in log) given to the play rate first
-    stride: bool = True
-    stride_min: float = 0.5
-    stride_max: float = 1.2
-    speed_halflife: float = 0.1             # smoothing of play rate and stride scale (0.2 lagged turns)
-    timescale: bool = False                 # rate and stride from the predicted error ratio (runtime/timescale.py)
-    query_speed_floor: float = 0.8          # slower requests ask the matcher for this speed (0: off)
-    slope: bool = True
-    slope_max_deg: float = 30.0             # steepest tilt given to a foot
-    spine_pitch: float = 0.0                # share of the ground's slope the spine leans with (runtime/spine.py)
-    spine_pitch_max_deg: float = 10.0       # largest lean
-    hips_halflife: float = 0.1
+    orientation: bool = _D["orientation"]
+    orientation_limit_deg: float = _D["orientation_limit_deg"]
+    hip_twist_limit_deg: float = _D["hip_twist_limit_deg"]
+    spine_twist_limit_deg: float = _D["spine_twist_limit_deg"]
+    backward_angle_deg: float = _D["backward_angle_deg"]
+    orientation_halflife: float = _D["orientation_halflife"]
+    min_travel_speed: float = _D["min_travel_speed"]
+    play_rate: bool = _D["play_rate"]
+    rate_min: float = _D["rate_min"]
+    rate_max: float = _D["rate_max"]
+    rate_share: float = _D["rate_share"]
+    stride: bool = _D["stride"]
+    stride_min: float = _D["stride_min"]
+    stride_max: float = _D["stride_max"]
+    speed_halflife: float = _D["speed_halflife"]
+    timescale: bool = _D["timescale"]
+    query_speed_floor: float = _D["query_speed_floor"]
+    slope: bool = _D["slope"]
+    slope_max_deg: float = _D["slope_max_deg"]
+    spine_pitch: float = _D["spine_pitch"]
+    spine_pitch_max_deg: float = _D["spine_pitch_max_deg"]
+    hips_halflife: float = _D["hips_halflife"]
 
 
 # ----------------------------------------------------------------------------------------------
