@@ -276,7 +276,9 @@ class Crowd:
         mode = crowd_mode(self.settings)
         old = getattr(self, "packed", None)
         old_filters = getattr(self, "tag_filters", None)
-        self.packed = np.stack([s.packed() for s in self.settings])
+        # Agents sharing one settings object (a crowd made from one) check and pack it once.
+        rows = {id(s): s.packed() for s in {id(s): s for s in self.settings}.values()}
+        self.packed = np.stack([rows[id(s)] for s in self.settings])
         if self.mode == "lmm" and self.packed[:, S.W_TIMESCALE].any():
             raise ValueError("warp.timescale (timescale by predicted error) reads database frames: classic mode only")
         self.search_sets = [search_set(self.db, s) for s in self.settings]
