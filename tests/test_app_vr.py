@@ -183,7 +183,9 @@ def test_streamed_device_poses_drive_the_avatar(vr_server, jlpm_db, walk_stream)
                 if started is None:
                     started = await c.next_text("vr")
                 if i == 100:
-                    await c.ws.send_str('{"type": "trackers", "t": 50, "hmd": null, "left": null, "right": null}')
+                    # A second late (a clock running back further restarts the stream instead).
+                    await c.ws.send_str(json.dumps({"type": "trackers", "t": 100.0 + t - 1.0, "hmd": None,
+                                                    "left": None, "right": None}))
                 await c.pump(max(0.0, t0 + t - loop.time()))
             await c.pump(0.2)
             errors = [m["message"] for m in c.texts if m["type"] == "error"]

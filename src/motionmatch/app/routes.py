@@ -19,6 +19,7 @@ from .assets import STATIC_DIR
 from .messages import MessageError, number, reject_constant
 from .session import Session
 from .state import DT, STATE
+from .uploads import read_body, upload_name
 
 log = logging.getLogger("motionmatch.app")
 
@@ -36,10 +37,11 @@ def _session_or_404(request: web.Request) -> Session:
 def recording_animation(session: Session):
     """The session's recorded local poses as an Animation (60 fps)."""
     from ..animation import Animation
-    if not session.rec_pos:
+    if not len(session.recorded):
         raise web.HTTPNotFound(text="nothing recorded: press Record first\n")
-    return Animation(skeleton=session.ch.skeleton, positions=np.stack(session.rec_pos),
-                     rotations=np.stack(session.rec_rot), fps=1.0 / DT, source="motionmatch serve")
+    positions, rotations = session.recorded.arrays()
+    return Animation(skeleton=session.ch.skeleton, positions=positions, rotations=rotations, fps=1.0 / DT,
+                     source="motionmatch serve")
 
 
 async def record_handler(request: web.Request) -> web.StreamResponse:
@@ -76,18 +78,8 @@ async def scenario_handler(request: web.Request) -> web.Response:
     loader = request.app[STATE].backend.load_scenario
     if loader is None:
         raise web.HTTPNotImplemented(text="scenarios are not available with this backend\n")
-    if request.content_length is not None and request.content_length > MAX_SCENARIO_BYTES:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_SCENARIO_BYTES, actual_size=request.content_length)
-    # A chunked upload has no length: read at most the limit and refuse what goes beyond.
-    raw = bytearray()
-    while len(raw) <= MAX_SCENARIO_BYTES:
-        part = await request.content.read(MAX_SCENARIO_BYTES + 1 - len(raw))
-        if not part:
-            break
-        raw += part
-    raw = bytes(raw)
-    if len(raw) > MAX_SCENARIO_BYTES:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_SCENARIO_BYTES, actual_size=len(raw))
+    name = upload_name(request, "scenario")
+    raw = await read_body(request, MAX_SCENARIO_BYTES)
     try:
         obj = json.loads(raw, parse_constant=reject_constant)
         if not isinstance(obj, dict):
@@ -101,7 +93,6 @@ async def scenario_handler(request: web.Request) -> web.Response:
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError, MessageError) as exc:
         # ValueError covers UnicodeDecodeError and Python's limit on integer digits.
         return web.json_response({"type": "error", "message": f"bad scenario: {str(exc)[:300]}"}, status=400)
-    name = request.query.get("name", "scenario")[:80]
     try:
         session.start_scenario(scenario, name)
     except MessageError as exc:
@@ -122,20 +113,20 @@ async def terrain_png_handler(request: web.Request) -> web.Response:
     ?cell= metres per pixel (default 0.1), centred on the world origin."""
     from ..runtime.terrain import Heightfield, TerrainError
     session = _session_or_404(request)
-    if request.content_length is None or request.content_length > MAX_TERRAIN_BYTES:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_TERRAIN_BYTES, actual_size=request.content_length or 0)
-    raw = await request.read()
-    name = request.query.get("name", "heightmap.png")[:80]
+    name = upload_name(request, "heightmap.png")
+    raw = await read_body(request, MAX_TERRAIN_BYTES)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "heightmap.png"
         try:
             scale = number(-20.0, 20.0)(float(request.query.get("scale", 1.0)), "scale")
             cell = number(0.01, 10.0)(float(request.query.get("cell", 0.1)), "cell")
             path.write_bytes(raw)
-            terrain = Heightfield.from_png(path, scale=scale, cell=cell)
+            # Decoding a large image takes a while: off the loop that streams every page's frames.
+            terrain = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: Heightfield.from_png(path, scale=scale, cell=cell))
         except (ValueError, MessageError, TerrainError) as exc:
             msg = str(exc).replace(str(path), name)
-            return web.json_response({"type": "error", "message": f"bad heightmap: {msg}"}, status=400)
+            return web.json_response({"type": "error", "message": f"bad heightmap: {msg[:300]}"}, status=400)
     session.set_terrain(terrain, name)
     return web.json_response(session.terrain_status())
 

@@ -35,7 +35,8 @@ from .backend import Backend
 from .crowd_mode import add_crowd_routes
 from .hosts import guard, server_host_names
 from .routes import MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES, add_routes
-from .state import STATE, AppState
+from . import state
+from .state import MAX_SESSIONS, STATE, AppState
 from .vr import add_vr_routes
 from .websocket import websocket_handler
 
@@ -44,12 +45,17 @@ log = logging.getLogger("motionmatch.app")
 PORT_TRIES = 10                 # a busy --port moves on to the next ones
 
 
-def make_app(backend: Backend, node_modules=None, host: str | None = None) -> web.Application:
+def make_app(backend: Backend, node_modules=None, host: str | None = None,
+             max_sessions: int = MAX_SESSIONS) -> web.Application:
     """The aiohttp application: page, static files, /vendor/three, WebSocket and session API.
-    host: the address bound (None: loopback only), which fixes the Host names accepted."""
+    host: the address bound (None: loopback only), which fixes the Host names accepted; max_sessions:
+    pages connected at once (one more is told the server is full). Serve it with `app_runner`."""
+    if not 1 <= max_sessions <= 10_000:
+        raise ValueError(f"max_sessions: expected 1..10000, got {max_sessions}")
     app = web.Application(middlewares=[guard], client_max_size=max(MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES) + 1024)
     three = find_three(node_modules)
-    app[STATE] = AppState(backend=backend, three_dir=three, allowed_hosts=server_host_names(host))
+    app[STATE] = AppState(backend=backend, three_dir=three, allowed_hosts=server_host_names(host),
+                          max_sessions=max_sessions)
     app.router.add_get("/ws", websocket_handler)
     add_routes(app, three)
     add_crowd_routes(app)
@@ -60,6 +66,13 @@ def make_app(backend: Backend, node_modules=None, host: str | None = None) -> we
             await s.ws.close(code=1001, message=b"server shutdown")
     app.on_shutdown.append(close_sessions)
     return app
+
+
+def app_runner(app: web.Application) -> web.AppRunner:
+    """The runner to serve `app` with: a connection that has not sent a whole request's headers within
+    HEADER_TIMEOUT_S (or idles that long between requests) is closed (aiohttp's default holds it for an
+    hour, so a few thousand half-open requests would hold the server's sockets)."""
+    return web.AppRunner(app, access_log=None, keepalive_timeout=state.HEADER_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -105,7 +118,7 @@ def run_app(app: web.Application, host: str, port: int) -> int:
     """Serve `app` on host:port (a busy port moves on to the next PORT_TRIES - 1) until Ctrl+C; prints the
     URLs (announcement). Returns the exit status."""
     async def main():
-        runner = web.AppRunner(app, access_log=None)
+        runner = app_runner(app)
         await runner.setup()
         tries = 1 if port == 0 else PORT_TRIES
         for k in range(tries):

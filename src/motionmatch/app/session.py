@@ -17,6 +17,7 @@ from aiohttp import web
 from ..posture import frame_posture
 from .backend import Backend
 from .messages import MAX_TEXT_BYTES, SETTINGS_FIELDS, MessageError
+from .recording import Recording
 from .state import DT
 
 log = logging.getLogger("motionmatch.app")
@@ -71,8 +72,7 @@ class Session:
         self.tokens, self.token_time, self.last_rate_warning = RATE_PER_S, time.monotonic(), 0.0
         self.dropped = 0
         self.recording = False
-        self.rec_pos: list[np.ndarray] = []
-        self.rec_rot: list[np.ndarray] = []
+        self.recorded = Recording(len(character.skeleton.names), MAX_RECORD_FRAMES)
         self.scenario = None
         self.scenario_name = ""
         self.scenario_time = 0.0
@@ -92,6 +92,16 @@ class Session:
         self.resets = 0                 # characters reset after an exception or a non-finite state
         self.fatal = False              # a reset failed too: the session ends with a message
         self.reset_times: list[float] = []
+
+    def close(self) -> None:
+        """Release what the session holds (recording, scenario, caches) once its page is gone: the
+        server runs for hours while pages come and go."""
+        self.recording = False
+        self.recorded.clear()
+        self.scenario = None
+        self.pending.clear()
+        self._masks.clear()
+        self.weights_pending.clear()
 
     # -- messages --------------------------------------------------------------------------------
 
@@ -185,8 +195,7 @@ class Session:
             elif f["action"] == "stop":
                 self.recording = False
             else:
-                self.rec_pos.clear()
-                self.rec_rot.clear()
+                self.recorded.clear()
             return self.record_status()
         if kind == "scenario_stop":
             self.stop_scenario()
@@ -285,7 +294,8 @@ class Session:
             for n, t, a, b in zip(db.range_names, db.range_tags, db.range_starts.tolist(), db.range_stops.tolist())]}
 
     def record_status(self) -> dict:
-        return {"type": "record", "recording": self.recording, "frames": len(self.rec_pos)}
+        return {"type": "record", "recording": self.recording, "frames": len(self.recorded),
+                "max_frames": MAX_RECORD_FRAMES}
 
     # -- simulation ------------------------------------------------------------------------------
 
@@ -370,11 +380,7 @@ class Session:
         self.step_us = us if self.seq == 0 else 0.95 * self.step_us + 0.05 * us
         self.sim_time += DT
         if self.recording:
-            if len(self.rec_pos) < MAX_RECORD_FRAMES:
-                p, r = self.ch.local_pose()
-                self.rec_pos.append(np.asarray(p, dtype=np.float32).copy())
-                self.rec_rot.append(np.asarray(r, dtype=np.float32).copy())
-            else:
+            if not self.recorded.append(*self.ch.local_pose()):
                 self.recording = False
                 self.pending.append({**self.record_status(), "warning": "recording limit reached"})
 
@@ -383,7 +389,7 @@ class Session:
         dbg["server_step_us"] = self.step_us
         dbg["scenario"] = ({"name": self.scenario_name, "time": self.scenario_time,
                             "duration": float(self.scenario.duration)} if self.scenario is not None else None)
-        dbg["recording"] = len(self.rec_pos) if (self.recording or self.rec_pos) else 0
+        dbg["recording"] = len(self.recorded) if (self.recording or len(self.recorded)) else 0
         ctrl = getattr(self.ch, "controller", None)
         if ctrl is not None:
             dv, rv = ctrl.desired_velocity, self.ch.root_velocity

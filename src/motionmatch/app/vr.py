@@ -22,8 +22,8 @@ Metres, seconds, quaternions (w, x, y, z), Y up.
 from __future__ import annotations
 
 import asyncio
+import csv
 import logging
-import math
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,11 +34,12 @@ from aiohttp import web
 
 from ..runtime.settings import CharacterSettings
 from ..vr.driver import VRDriver, VRDriverSettings, facing_yaw, vr_character_settings
-from ..vr.live import LiveTrackerFeed, LiveVRDriver
+from ..vr.live import MAX_TIME_S, LiveTrackerFeed, LiveVRDriver
 from ..vr.trackers import (DEVICES, STREAM_FPS, BodyTruth, TrackerFileError, TrackerStream, device_pose,
                            read_trackers, slice_stream)
 from .messages import MessageError
 from .state import STATE
+from .uploads import read_body, upload_name
 
 log = logging.getLogger("motionmatch.app")
 
@@ -245,8 +246,9 @@ def _device(v, name):
 
 
 def _time(v, name):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
-        raise MessageError(f"{name} must be a finite number of seconds")
+    # Compared before float(): an integer too large for a float must not raise OverflowError.
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not -MAX_TIME_S <= v <= MAX_TIME_S:
+        raise MessageError(f"{name} must be a finite number of seconds within +-{MAX_TIME_S:g}")
     return float(v)
 
 
@@ -337,6 +339,8 @@ async def vr_clip_handler(request: web.Request) -> web.Response:
     clips = _vr_info(request)["clips"]
     try:
         i = int(request.match_info["index"])
+        if not 0 <= i < len(clips):     # -1 would play the last clip
+            raise IndexError(i)
         name, path, part = clips[i]
     except (ValueError, IndexError):
         return web.json_response({"type": "error", "message": f"clip: expected 0..{len(clips) - 1}"}, status=400)
@@ -348,10 +352,8 @@ async def vr_clip_handler(request: web.Request) -> web.Response:
 async def vr_trackers_handler(request: web.Request) -> web.Response:
     """An uploaded tracker file (JSON, CSV or BVH; ?name= gives its name and type)."""
     session = _vr_session(request)
-    name = Path(request.query.get("name", "")).name[:80] or "trackers.json"
-    raw = await request.content.read(MAX_TRACKER_BYTES + 1)
-    if len(raw) > MAX_TRACKER_BYTES:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_TRACKER_BYTES, actual_size=len(raw))
+    name = upload_name(request, "trackers.json")
+    raw = await read_body(request, MAX_TRACKER_BYTES)
 
     def load():
         with tempfile.TemporaryDirectory() as tmp:
@@ -359,7 +361,8 @@ async def vr_trackers_handler(request: web.Request) -> web.Response:
             path.write_bytes(raw)
             try:
                 return load_replay(path, name)
-            except (ValueError, KeyError, OSError) as exc:   # TrackerFileError and BVHError are ValueErrors
+            # TrackerFileError and BVHError are ValueErrors; csv.Error: a field beyond csv's size limit.
+            except (ValueError, KeyError, OSError, RecursionError, OverflowError, csv.Error) as exc:
                 raise TrackerFileError(str(exc).replace(str(path), name)) from None
 
     try:

@@ -19,6 +19,7 @@ from .state import DT, MAX_CATCHUP, STATE
 log = logging.getLogger("motionmatch.app")
 
 MAX_FRAME_BYTES = 64 * 1024     # beyond this aiohttp closes the connection (code 1009)
+SERVER_FULL_CLOSE_CODE = 1013   # WebSocket "try again later": max_sessions pages are connected
 WEIGHTS_INTERVAL_S = 0.25       # a session's weight changes apply at most this often (latest values win)
 
 
@@ -71,9 +72,18 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     if not origin_ok(request):
         return web.Response(status=403, text="cross-origin WebSocket refused\n")
     ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, heartbeat=30.0)
-    await ws.prepare(request)
     state = app[STATE]
+    if len(state.sessions) + state.opening >= state.max_sessions:
+        # Accepted only to say why: a browser cannot read the body of a refused handshake.
+        await ws.prepare(request)
+        await _send_json(ws, {"type": "error", "fatal": True, "full": True, "message":
+                              f"the server is full ({state.max_sessions} pages connected, its limit: "
+                              f"serve --max-sessions); try again later"})
+        await ws.close(code=SERVER_FULL_CLOSE_CODE, message=b"server full")
+        return ws
+    await ws.prepare(request)
     backend = state.backend
+    state.opening += 1
     try:
         character = await asyncio.get_running_loop().run_in_executor(None, backend.new_character)
     except Exception as exc:  # a broken database must not take the server down
@@ -81,6 +91,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         await _send_json(ws, {"type": "error", "fatal": True, "message": f"could not create a character: {exc}"})
         await ws.close()
         return ws
+    finally:
+        state.opening -= 1
     sid = secrets.token_urlsafe(12)
     session = Session(sid, ws, character, backend)
     state.sessions[sid] = session
@@ -136,6 +148,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         except Exception:
             log.exception("session %s: simulation failed", sid)
         state.sessions.pop(sid, None)
+        session.close()
         if not ws.closed:
             await ws.close()
         secs = max(1e-6, time.monotonic() - session.started)

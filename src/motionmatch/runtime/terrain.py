@@ -39,6 +39,9 @@ def normal_at(heights, ox, oz, cell, x, z):
     return -gx / n, 1.0 / n, -gz / n
 
 
+MAX_HEIGHTMAP_PIXELS = 2048 * 2048   # a PNG heightmap (205 m a side at 0.1 m per pixel)
+
+
 class TerrainError(ValueError):
     """A terrain specification or file that cannot be used; the message names the field or file."""
 
@@ -134,6 +137,11 @@ class Heightfield:
         try:
             from PIL import Image  # Pillow comes with matplotlib
             with Image.open(path) as im:
+                # Opening reads only the header: refuse a huge image before its pixels are decoded (a
+                # 90 kB PNG can hold 9400 x 9400 pixels, 1.5 GB once decoded to float64).
+                if im.width * im.height > MAX_HEIGHTMAP_PIXELS:
+                    raise TerrainError(f"{path}: heightmap of {im.width} x {im.height} pixels: at most "
+                                       f"{MAX_HEIGHTMAP_PIXELS:,} pixels (e.g. 2048 x 2048)")
                 if im.mode in ("I;16", "I;16B", "I;16L", "I"):
                     a = np.asarray(im, dtype=np.float64) / 65535.0
                 else:

@@ -18,6 +18,12 @@ from .trackers import DEVICES, STREAM_FPS, TrackerFileError
 # A longer silence (tracking lost, page hidden) restarts the stream instead of interpolating across it:
 # the velocities of one interpolated second would be meaningless.
 MAX_GAP_S = 0.5
+# A clock that runs backward by more than this is a new stream (a reloaded page, a restarted tracker
+# app): restart instead of refusing every later message. Smaller steps back are refused.
+RESTART_BACKWARD_S = 2.0
+# Time stamps beyond this (s, about 115 days) are refused: at 1e300 adding a frame's 1/60 s changes
+# nothing and resampling would never reach the next sample.
+MAX_TIME_S = 1e7
 # Samples a paused character lets pile up before the oldest are dropped (one second at 60 fps).
 MAX_PENDING = 60
 # Without new samples for this long the devices count as still (their poses held, as a lost device's
@@ -43,6 +49,10 @@ class LiveTrackerFeed:
     def push(self, t: float, positions, rotations) -> None:
         """Add the poses of time t: positions / rotations are per device (3,) / (4,) or None (lost).
         Raises TrackerFileError naming the field (`t`, or a device lost before its first pose)."""
+        if not -MAX_TIME_S <= t <= MAX_TIME_S:
+            raise TrackerFileError(f"t: expected seconds within +-{MAX_TIME_S:g}, got {t:g}")
+        if self.t is not None and self.t - t > RESTART_BACKWARD_S:
+            self.t = None                    # a new clock: its first sample starts afresh
         if self.t is not None and not t > self.t:
             raise TrackerFileError(f"t: times must increase ({self.t:g} then {t:g})")
         pos, rot = np.zeros((3, 3)), np.zeros((3, 4))

@@ -507,10 +507,12 @@ function connect() {
   ws = new WebSocket(url);
   ws.binaryType = 'arraybuffer';
   ws.onopen = () => { setConn(true); };
-  ws.onclose = () => {
+  ws.onclose = (ev) => {
     setConn(false);
     state.session = null;
-    setTimeout(connect, 1500);
+    // 1013: the server is full (its message said so); ask again later rather than hammer it.
+    if (ev.code === 1013) $('conn').textContent = 'server full';
+    setTimeout(connect, ev.code === 1013 ? 10000 : 1500);
   };
   ws.onmessage = (ev) => {
     state.bytesReceived += ev.data.byteLength || ev.data.length || 0;

@@ -1,0 +1,186 @@
+"""The server's limits over hours and many clients: bounded recordings released with their session, a cap
+on sessions, half-open requests dropped, uploads checked before they are decoded, and live tracker
+clocks that cannot poison a stream.
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import struct
+import weakref
+import zlib
+
+import aiohttp
+import numpy as np
+import pytest
+
+from motionmatch.app import backend as app_backend
+from motionmatch.app import server as srv
+from motionmatch.app import state as app_state
+from motionmatch.app import websocket as app_websocket
+from motionmatch.app.recording import BLOCK_FRAMES, Recording
+from motionmatch.app.state import STATE
+from motionmatch.vr.live import LiveTrackerFeed
+from motionmatch.vr.trackers import TrackerFileError
+from test_app import Client, ServerThread, run
+
+
+@pytest.fixture(scope="module")
+def small_server(jlpm_db):
+    """A server over the jlpm22 database that takes two pages at most."""
+    s = ServerThread(srv.make_app(app_backend.runtime_backend(jlpm_db), max_sessions=2))
+    yield s
+    s.stop()
+
+
+def test_recording_is_bounded_and_exact():
+    rec = Recording(joints=3, max_frames=BLOCK_FRAMES + 5)
+    rng = np.random.default_rng(0)
+    frames = [(rng.normal(size=(3, 3)), rng.normal(size=(3, 4))) for _ in range(BLOCK_FRAMES + 5)]
+    for p, r in frames:
+        assert rec.append(p, r)
+    assert rec.full and not rec.append(*frames[0]) and len(rec) == BLOCK_FRAMES + 5
+    pos, rot = rec.arrays()
+    assert pos.shape == (BLOCK_FRAMES + 5, 3, 3) and rot.dtype == np.float32
+    np.testing.assert_array_equal(pos[-1], frames[-1][0].astype(np.float32))
+    np.testing.assert_array_equal(rot[BLOCK_FRAMES], frames[BLOCK_FRAMES][1].astype(np.float32))
+    rec.clear()
+    assert len(rec) == 0 and rec.arrays()[0].shape == (0, 3, 3)
+
+
+def test_session_cap_refuses_with_a_message_and_frees_its_place(small_server):
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            a = await Client.open(s, small_server.url)
+            b = await Client.open(s, small_server.url)
+            ws = await s.ws_connect(small_server.url.replace("http", "ws") + "/ws")
+            msg = await ws.receive(timeout=10)
+            refused = json.loads(msg.data)
+            closing = await ws.receive(timeout=10)
+            await b.ws.close()
+            for _ in range(100):            # the server drops b's session once its loop sees the close
+                if len(small_server.app[STATE].sessions) < 2:
+                    break
+                await asyncio.sleep(0.05)
+            c = await Client.open(s, small_server.url)
+            await c.pump_frames(3)
+            await a.ws.close()
+            await c.ws.close()
+            return refused, closing, c
+
+    refused, closing, c = run(go())
+    assert refused["type"] == "error" and refused["fatal"] and refused["full"]
+    assert "full" in refused["message"] and "--max-sessions" in refused["message"]
+    assert closing.type == aiohttp.WSMsgType.CLOSE and closing.data == app_websocket.SERVER_FULL_CLOSE_CODE
+    assert len(c.frames) >= 3                # the freed place serves a new page
+
+
+def test_closed_session_releases_its_recording(small_server):
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, small_server.url)
+            session = small_server.app[STATE].sessions[c.hello["session"]]
+            await c.ws.send_str(json.dumps({"type": "record", "action": "start"}))
+            await c.pump_frames(30)
+            recorded = len(session.recorded)
+            ref = weakref.ref(session)
+            del session
+            await c.ws.close()
+            for _ in range(100):
+                if not small_server.app[STATE].sessions:
+                    break
+                await asyncio.sleep(0.05)
+            return recorded, ref
+
+    recorded, ref = run(go())
+    assert recorded >= 20
+    for _ in range(20):
+        gc.collect()
+        if ref() is None:
+            break
+        run(asyncio.sleep(0.05))
+    assert ref() is None, gc.get_referrers(ref())   # nothing keeps a closed session (and its recording)
+
+
+def test_half_open_request_is_dropped(jlpm_db, monkeypatch):
+    monkeypatch.setattr(app_state, "HEADER_TIMEOUT_S", 1.0)
+    app = srv.make_app(app_backend.runtime_backend(jlpm_db))
+
+    async def go():
+        runner = srv.app_runner(app)
+        await runner.setup()
+        site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")   # headers never finish
+        await writer.drain()
+        t0 = asyncio.get_running_loop().time()
+        data = await asyncio.wait_for(reader.read(), 15)                     # b"" once the server closes
+        waited = asyncio.get_running_loop().time() - t0
+        writer.close()
+        await runner.cleanup()
+        return data, waited
+
+    data, waited = run(go())
+    assert data == b"" and waited < 10
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG with a valid IHDR of the given size and one tiny IDAT: enough to be opened, not decoded."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + \
+        chunk(b"IEND", b"")
+
+
+def test_uploads_are_checked_before_decoding(small_server, monkeypatch):
+    monkeypatch.setattr(app_state, "BODY_TIMEOUT_S", 1.0)
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, small_server.url)
+            base = f"{small_server.url}/api/session/{c.hello['session']}"
+            out = {}
+            async with s.post(f"{base}/terrain?name=huge.png", data=_png_header_only(9400, 9400)) as r:
+                out["huge"] = (r.status, await r.text())
+            async with s.post(f"{base}/scenario?name=a%00b", data=b"{}") as r:
+                out["nul"] = (r.status, await r.text())
+            async with s.post(f"{base}/scenario", data=b"[" * 100_000) as r:
+                out["nested"] = (r.status, await r.text())
+            # A body that never arrives: the handler gives up after BODY_TIMEOUT_S instead of waiting.
+            reader, writer = await asyncio.open_connection("127.0.0.1", int(small_server.url.rsplit(":", 1)[1]))
+            writer.write(f"POST /api/session/{c.hello['session']}/scenario HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Content-Length: 1000\r\n\r\n{\"dur".encode())
+            await writer.drain()
+            out["slow"] = await asyncio.wait_for(reader.read(200), 15)
+            writer.close()
+            await c.ws.close()
+        return out
+
+    out = run(go())
+    assert out["huge"][0] == 400 and "9400 x 9400" in out["huge"][1] and "at most" in out["huge"][1]
+    assert out["nul"][0] == 400 and out["nul"][1].startswith("name:")
+    assert out["nested"][0] == 400
+    assert out["slow"].split(b" ")[1] == b"408", out["slow"]
+
+
+def _poses():
+    return [np.zeros(3), np.zeros(3), np.zeros(3)], [np.array([1.0, 0, 0, 0])] * 3
+
+
+def test_live_tracker_clock_cannot_poison_the_stream():
+    feed = LiveTrackerFeed()
+    feed.push(10.0, *_poses())
+    with pytest.raises(TrackerFileError, match="^t:"):
+        feed.push(1e300, *_poses())              # refused by name, the stream keeps its clock
+    feed.push(10.1, *_poses())
+    with pytest.raises(TrackerFileError, match="times must increase"):
+        feed.push(10.05, *_poses())              # a small step back is an error ...
+    before = len(feed.pending)
+    feed.push(3.0, *_poses())                    # ... a big one is a new clock (a reloaded page)
+    assert len(feed.pending) == before + 1 and feed.pending[-1][2]   # a fresh start, not a refusal
+    feed.push(3.0 + 1 / 60, *_poses())
+    assert feed.t == pytest.approx(3.0 + 1 / 60)
