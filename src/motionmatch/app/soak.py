@@ -1,0 +1,169 @@
+"""`motionmatch bench serve`: a soak of the app's server. A `motionmatch serve` process is started on a
+free port and N simulated pages connect to it, hold a stick, record, and leave again every few seconds
+(new ones take their place); the server's resident memory is sampled over time and every page's frame
+rate is kept. What it shows: memory that returns when pages leave, and the frame rate the connected
+pages keep (the session cap is chosen from it, docs/ROBUSTNESS.md).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+FPS = 60.0
+
+
+@dataclass
+class SoakResult:
+    """rss_mb: (seconds since the soak started, server RSS in MB) samples; page_fps: frames a second
+    each page received while connected (one value per page visit); start_mb / end_mb: RSS after the
+    warm-up round and after every page of the soak had left."""
+
+    pages: int
+    seconds: float
+    rss_mb: list = field(default_factory=list)
+    page_fps: list = field(default_factory=list)
+    refused: int = 0
+    start_mb: float = 0.0
+    end_mb: float = 0.0
+
+    def to_dict(self) -> dict:
+        fps = sorted(self.page_fps)
+        return {"pages": self.pages, "seconds": round(self.seconds, 1), "visits": len(fps), "refused": self.refused,
+                "page_fps": {"median": _pick(fps, 0.5), "p5": _pick(fps, 0.05), "min": fps[0] if fps else None},
+                "rss_mb": {"start": round(self.start_mb, 1), "end": round(self.end_mb, 1),
+                           "max": round(max((m for _, m in self.rss_mb), default=0.0), 1),
+                           "end_over_start": round(self.end_mb / self.start_mb, 3) if self.start_mb else None},
+                "samples": [[round(t, 1), round(m, 1)] for t, m in self.rss_mb]}
+
+
+def _pick(values: list, q: float):
+    return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else None
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (MB) from /proc."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024.0
+
+
+def start_server(db: str | None, max_sessions: int, extra: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A `motionmatch serve` subprocess on a free loopback port; returns it and its URL."""
+    cmd = [sys.executable, "-m", "motionmatch", "serve", "--port", "0", "--max-sessions", str(max_sessions)]
+    cmd += (["--db", str(db)] if db else []) + (extra or [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    for line in proc.stdout:
+        m = re.search(r"serving on (http://127\.0\.0\.1:\d+)/", line)
+        if m:
+            return proc, m.group(1)
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    raise RuntimeError("the server did not start (run `motionmatch serve` to see why)")
+
+
+async def _visit(http: aiohttp.ClientSession, url: str, seconds: float, record: bool, out: SoakResult,
+                 rng: random.Random) -> None:
+    """One page: connect, walk about (recording if asked) for `seconds`, leave."""
+    try:
+        ws = await http.ws_connect(url.replace("http", "ws", 1) + "/ws", max_msg_size=0)
+    except aiohttp.ClientError:
+        out.refused += 1
+        return
+    async with ws:
+        hello = json.loads((await ws.receive(timeout=60)).data)
+        if hello.get("type") != "hello":          # e.g. the server is full
+            out.refused += 1
+            return
+        if record:
+            await ws.send_str(json.dumps({"type": "record", "action": "start"}))
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        end, next_input, frames = t0 + seconds, t0, 0
+        while (left := end - loop.time()) > 0:
+            if loop.time() >= next_input:         # a new stick direction now and then
+                angle = rng.uniform(-math.pi, math.pi)
+                await ws.send_str(json.dumps({"type": "input", "move": [round(0.9 * math.sin(angle), 3),
+                                                                        round(0.9 * math.cos(angle), 3)],
+                                              "run": rng.random() < 0.3}))
+                next_input = loop.time() + rng.uniform(0.5, 2.0)
+            try:
+                msg = await ws.receive(timeout=left)
+            except asyncio.TimeoutError:
+                break
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                frames += 1
+            elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                break
+        out.page_fps.append(frames / max(1e-6, loop.time() - t0))
+
+
+async def _soak(url: str, pid: int, pages: int, seconds: float, visit_s: float, record: bool,
+                progress, seed: int) -> SoakResult:
+    out = SoakResult(pages=pages, seconds=seconds)
+    rng = random.Random(seed)
+    async with aiohttp.ClientSession() as http:
+        # Warm-up: every page slot once (characters, compiled code and caches reach their steady state).
+        warm = SoakResult(pages=pages, seconds=0.0)
+        await asyncio.gather(*[_visit(http, url, min(3.0, visit_s), record, warm, rng) for _ in range(pages)])
+        await asyncio.sleep(1.0)
+        out.start_mb = rss_mb(pid)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+
+        async def slot(k):
+            r = random.Random(seed * 1000 + k)
+            await asyncio.sleep(r.uniform(0, visit_s))          # pages come and go out of step
+            while loop.time() - t0 < seconds:
+                await _visit(http, url, min(visit_s * r.uniform(0.5, 1.5), seconds - (loop.time() - t0) + 0.1),
+                             record, out, r)
+
+        async def sampler():
+            while loop.time() - t0 < seconds:
+                out.rss_mb.append((loop.time() - t0, rss_mb(pid)))
+                if progress:
+                    fps = sorted(out.page_fps[-pages:])
+                    progress(f"{loop.time() - t0:6.0f} s  RSS {out.rss_mb[-1][1]:7.1f} MB  pages' fps (last "
+                             f"{len(fps)}): median {_pick(fps, 0.5)} min {fps[0] if fps else None}")
+                await asyncio.sleep(max(1.0, seconds / 60))
+
+        await asyncio.gather(sampler(), *[slot(k) for k in range(pages)])
+        await asyncio.sleep(2.0)                  # the server drops the last sessions
+        out.end_mb = rss_mb(pid)
+        out.rss_mb.append((loop.time() - t0, out.end_mb))
+    return out
+
+
+def soak(db: str | None, pages: int = 20, seconds: float = 300.0, visit_s: float = 20.0, record: bool = True,
+         max_sessions: int | None = None, progress=print, seed: int = 0) -> SoakResult:
+    """Run the soak against a fresh server: `pages` simulated pages at once for `seconds`, each visit
+    lasting about `visit_s` seconds (0.5-1.5x), recording when `record`."""
+    proc, url = start_server(db, max_sessions or max(pages, 1))
+    try:
+        return asyncio.run(_soak(url, proc.pid, pages, seconds, visit_s, record, progress, seed))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def table(result: SoakResult) -> str:
+    d = result.to_dict()
+    return "\n".join([
+        f"pages {d['pages']}, {d['seconds']} s, {d['visits']} visits, {d['refused']} refused",
+        f"page fps: median {d['page_fps']['median']}, p5 {d['page_fps']['p5']}, min {d['page_fps']['min']}",
+        f"server RSS (MB): start {d['rss_mb']['start']}, max {d['rss_mb']['max']}, end {d['rss_mb']['end']} "
+        f"(end/start {d['rss_mb']['end_over_start']})"])
+
