@@ -9,6 +9,7 @@ from pathlib import Path
 from ..app.assets import find_three
 from ..app.backend import character_for, runtime_backend
 from ..app.server import PORT_TRIES, make_app, run_app
+from ..app.state import MAX_SESSIONS
 from .options import add_crouch_args, crouch_settings, database_path
 
 log = logging.getLogger("motionmatch.app")
@@ -29,6 +30,9 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
                         help="a rigged humanoid glTF to drive (default: a body generated for the database skeleton)")
     parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
                         help="[roles] table (role = \"joint name\") for a model whose joint names are not recognised")
+    parser.add_argument("--max-sessions", type=int, default=MAX_SESSIONS, metavar="N",
+                        help=f"pages connected at once; one more is told the server is full (default {MAX_SESSIONS}: "
+                             "what keeps every page at 60 fps on a 2-core machine, docs/ROBUSTNESS.md)")
     parser.add_argument("--settings", default=None, help="settings file (TOML) every character starts from")
     parser.add_argument("--lmm", default=None, metavar="MODEL.npz",
                         help="learned motion matching: characters take their poses from this model (docs/LMM.md)")
@@ -70,7 +74,10 @@ def run_serve(args) -> int:
     except ImportError as exc:   # the body needs scikit-image and pygltflib; the capsules do not
         log.warning("no character body (%s): drawing capsules", exc)
         character = None
-    app = make_app(runtime_backend(db, character, settings), node_modules=args.node_modules, host=args.host)
+    if not 1 <= args.max_sessions <= 10_000:
+        raise ValueError(f"--max-sessions: expected 1..10000, got {args.max_sessions}")
+    app = make_app(runtime_backend(db, character, settings), node_modules=args.node_modules, host=args.host,
+                   max_sessions=args.max_sessions)
     if getattr(args, "vr_model", None):
         from ..vr.driver import VRDriverSettings
         from ..app.vr import setup_vr
