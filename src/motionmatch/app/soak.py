@@ -39,7 +39,7 @@ class SoakResult:
     def to_dict(self) -> dict:
         fps = sorted(self.page_fps)
         return {"pages": self.pages, "seconds": round(self.seconds, 1), "visits": len(fps), "refused": self.refused,
-                "page_fps": {"median": _pick(fps, 0.5), "p5": _pick(fps, 0.05), "min": fps[0] if fps else None},
+                "page_fps": {"median": _pick(fps, 0.5), "p5": _pick(fps, 0.05), "min": _pick(fps, 0.0)},
                 "rss_mb": {"start": round(self.start_mb, 1), "end": round(self.end_mb, 1),
                            "max": round(max((m for _, m in self.rss_mb), default=0.0), 1),
                            "end_over_start": round(self.end_mb / self.start_mb, 3) if self.start_mb else None},
@@ -134,7 +134,7 @@ async def _soak(url: str, pid: int, pages: int, seconds: float, visit_s: float, 
                 if progress:
                     fps = sorted(out.page_fps[-pages:])
                     progress(f"{loop.time() - t0:6.0f} s  RSS {out.rss_mb[-1][1]:7.1f} MB  pages' fps (last "
-                             f"{len(fps)}): median {_pick(fps, 0.5)} min {fps[0] if fps else None}")
+                             f"{len(fps)}): median {_pick(fps, 0.5)} min {_pick(fps, 0.0)}")
                 await asyncio.sleep(max(1.0, seconds / 60))
 
         await asyncio.gather(sampler(), *[slot(k) for k in range(pages)])

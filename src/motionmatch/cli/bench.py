@@ -50,7 +50,33 @@ def register(sub) -> None:
     pl = bsub.add_parser("lmm", help="learned motion matching against classic: memory (quality: with the runtime)")
     add_bench_lmm_args(pl)
     pl.set_defaults(func=run_bench_lmm)
+    pv = bsub.add_parser("serve", help="server soak: simulated pages come and go; memory over time, pages' fps")
+    pv.add_argument("--db", default=None, help="database file (default: the cached default database)")
+    pv.add_argument("--pages", type=int, default=20, help="simulated pages connected at once (default 20)")
+    pv.add_argument("--minutes", type=float, default=5.0, help="length of the soak after a warm-up round")
+    pv.add_argument("--visit", type=float, default=20.0, help="seconds a page stays, 0.5-1.5x (default 20)")
+    pv.add_argument("--no-record", action="store_true", help="pages do not record (they do by default)")
+    pv.add_argument("--max-sessions", type=int, default=None,
+                    help="the server's cap (default: --pages, so no page is refused)")
+    pv.add_argument("--seed", type=int, default=0)
+    pv.add_argument("--json", action="store_true")
+    pv.set_defaults(func=run_bench_serve)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def run_bench_serve(args) -> int:
+    from ..app.soak import soak, table
+    if not 1 <= args.pages <= 1000:
+        raise ValueError(f"--pages: expected 1..1000, got {args.pages}")
+    if not 0 < args.minutes <= 24 * 60:
+        raise ValueError(f"--minutes: expected more than 0 and at most 1440, got {args.minutes}")
+    if not 1.0 <= args.visit <= 3600:
+        raise ValueError(f"--visit: expected 1..3600 seconds, got {args.visit}")
+    result = soak(args.db, pages=args.pages, seconds=60.0 * args.minutes, visit_s=args.visit,
+                  record=not args.no_record, max_sessions=args.max_sessions,
+                  progress=None if args.json else print, seed=args.seed)
+    print(json.dumps(result.to_dict()) if args.json else table(result))
+    return 0
 
 
 def run_bench_crowd(args) -> int:
