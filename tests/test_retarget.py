@@ -326,3 +326,48 @@ def test_explicit_mapping_and_cli(tmp_path):
     assert run_retarget(args) == 1
     with pytest.raises(RetargetError, match="source joint 'Pelvis'"):
         retarget_animation(src, tgt, mapping=tmp_path / "bad.toml", source_bind_frame=0)
+
+
+def _planted_toe_height(anim):
+    """Median height (m) of toe joints where the metrics see contact, both feet."""
+    from motionmatch.metrics import toe_contacts
+    roles = find_roles(anim.skeleton.names)
+    gp, _ = anim.global_transforms()
+    hs = []
+    for side in ("left", "right"):
+        toe = gp[:, roles[f"{side}_toe"]]
+        contact, _ = toe_contacts(toe, anim.fps)
+        hs.append(toe[1:, 1][contact])
+    return float(np.median(np.concatenate(hs)))
+
+
+def test_retargeted_feet_plant_like_the_target_rig():
+    """A Bandai-Namco walk on the jlpm22 skeleton, retargeted as the mixed database does (floor and foot
+    pitch of the jlpm22 take): its planted feet take the jlpm22 rig's pitch, so its planted toes sit
+    within 1 cm of the jlpm22 actor's own (the mixed database's Bandai clips: 1.5 vs 2.0 cm; 0.7 without
+    the pitch) and not below the floor; knees keep the source's angles."""
+    from motionmatch.retarget import bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto
+    jl = read_bvh(JLPM)
+    roles = find_roles(jl.skeleton.names)
+    gp, _ = jl.global_transforms()
+    pitch = planted_foot_pitch(gp, roles, jl.fps)
+    assert 25.0 < pitch < 37.0, pitch                 # measured 31.3 degrees
+    src = read_bvh(BANDAI)
+    assert planted_foot_pitch(src.global_transforms()[0], find_roles(src.skeleton.names), src.fps) > pitch + 5.0
+    target = bind_pose_of(jl, roles)
+    actor = _planted_toe_height(jl)
+    plain = retarget_onto(src, target, foot_floor(gp, roles))
+    fixed = retarget_onto(src, target, foot_floor(gp, roles), pitch)
+    assert abs(_planted_toe_height(fixed) - actor) < 0.01, (_planted_toe_height(fixed), actor)
+    assert abs(_planted_toe_height(fixed) - actor) < abs(_planted_toe_height(plain) - actor)
+    assert _planted_toe_height(fixed) > 0.0
+    gs, _ = src.global_transforms()
+    gf, _ = fixed.global_transforms()
+    rs = find_roles(src.skeleton.names)
+
+    def knee(g, r):
+        u = g[:, r["left_upper_leg"]] - g[:, r["left_lower_leg"]]
+        v = g[:, r["left_foot"]] - g[:, r["left_lower_leg"]]
+        return np.degrees(np.arccos(np.clip((u * v).sum(-1) / np.linalg.norm(u, axis=-1) / np.linalg.norm(v, axis=-1),
+                                            -1, 1)))
+    np.testing.assert_allclose(knee(gf, roles), knee(gs, rs), atol=1.0)

@@ -318,16 +318,17 @@ def bind_pose_of(anim: Animation, roles: dict | None = None) -> Animation:
                      fps=anim.fps, source=anim.source, tags=list(anim.tags))
 
 
-def retarget_onto(anim: Animation, target: Animation, floor: float | None = None) -> Animation:
+def retarget_onto(anim: Animation, target: Animation, floor: float | None = None,
+                  foot_pitch: float | None = None) -> Animation:
     """Retarget a clip of any humanoid skeleton onto `target` (frame 0 is its bind pose, e.g. from
     `bind_pose_of`) with no hand-holding: a synthetic leading T-pose frame is dropped, the source's
     bind pose is found from its roles, lengths follow the target (any source unit works: the root
-    travel is scaled by the leg-length ratio); `floor` as in `retarget_animation`."""
+    travel is scaled by the leg-length ratio); `floor` and `foot_pitch` as in `retarget_animation`."""
     drop = synthetic_tpose_frames(anim)
     if drop:
         anim = Animation(skeleton=anim.skeleton, positions=anim.positions[drop:], rotations=anim.rotations[drop:],
                          fps=anim.fps, source=anim.source, tags=list(anim.tags))
-    return retarget_animation(anim, target, target_bind_frame=0, floor=floor)
+    return retarget_animation(anim, target, target_bind_frame=0, floor=floor, foot_pitch=foot_pitch)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -451,9 +452,30 @@ def foot_floor(gpos: np.ndarray, roles: dict) -> float:
     return float(np.percentile(_lowest_foot(gpos, roles), 5))
 
 
+def planted_foot_pitch(gpos: np.ndarray, roles: dict, fps: float) -> float | None:
+    """Median pitch (degrees below horizontal) of the ankle-to-toe line while a foot is planted, both
+    feet (gpos (F, J, 3) global positions), or None with fewer than 10 planted frames. A property of the
+    rig as much as of the motion: where its toe joint sits (jlpm22 ~31, Bandai-Namco ~40, CMU ~14).
+    Planted: ankle and toe within 3 % of the hips' height of their lowest and the ankle slower than 0.35
+    hips heights per second (unit free: some sources are not in metres)."""
+    if "left_toe" not in roles or "right_toe" not in roles:
+        return None
+    scale = max(float(np.median(gpos[:, roles["hips"], 1] - _lowest_foot(gpos, roles))), 1e-9)
+    pitches = []
+    for side in ("left", "right"):
+        ankle, toe = gpos[:, roles[f"{side}_foot"]], gpos[:, roles[f"{side}_toe"]]
+        speed = np.r_[np.inf, np.linalg.norm(np.diff(ankle[:, [0, 2]], axis=0), axis=1) * fps]
+        low = ((ankle[:, 1] < np.percentile(ankle[:, 1], 5) + 0.03 * scale)
+               & (toe[:, 1] < np.percentile(toe[:, 1], 5) + 0.03 * scale))
+        d = toe[(speed < 0.35 * scale) & low] - ankle[(speed < 0.35 * scale) & low]
+        pitches.append(np.degrees(np.arctan2(-d[:, 1], np.linalg.norm(d[:, [0, 2]], axis=1))))
+    p = np.concatenate(pitches)
+    return float(np.median(p)) if len(p) >= 10 else None
+
+
 def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame: int = 0,
                        source_bind_frame: int | None = None, fit_ground: bool = True,
-                       floor: float | None = None) -> Animation:
+                       floor: float | None = None, foot_pitch: float | None = None) -> Animation:
     """Retarget `anim` onto the target skeleton; returns an Animation of the target skeleton.
 
     target: an Animation (frame `target_bind_frame` is its bind pose) or a Skeleton (rest pose).
@@ -464,6 +486,11 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
     fit_ground: shift the hips vertically so the feet rest on the ground like the source's, or, when
     `floor` is given, so that the 5th percentile of the lowest foot/toe joint height is `floor` (metres;
     e.g. the target's own captures' `foot_floor`, as toe joints sit at different heights in each rig).
+    foot_pitch: the target's own planted foot pitch (degrees, `planted_foot_pitch` of its captures).
+    Given it, a planted source foot lands planted: the canonical pose lays every foot bone flat, but
+    each rig plants its foot at its own pitch (its toe joint sits elsewhere), so the target's feet are
+    turned by the difference to this clip's `planted_foot_pitch`. Without it a Bandai-Namco foot stood
+    on its toes on the jlpm22 skeleton and a CMU one on its heels, and the fitted floor bent the knees.
     """
     src = anim.skeleton
     if isinstance(target, Animation):
@@ -530,6 +557,14 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
 
     # World rotations of the target per frame (eq. 3.23 for mapped joints, bind-relative otherwise).
     s_gpos, s_grot = anim.global_transforms()
+    src_pitch = planted_foot_pitch(s_gpos, src_roles, anim.fps) if foot_pitch is not None else None
+    if src_pitch is not None:
+        # Canonical feet point along +Z with the left towards +X: a turn about +X pitches the toes down.
+        half = np.radians(foot_pitch - src_pitch) / 2
+        turn = np.array([np.cos(half), np.sin(half), 0.0, 0.0])
+        t_grot0 = t_grot0.copy()
+        for side in ("left", "right"):
+            t_grot0[tgt_roles[f"{side}_foot"]] = quat_mul(turn, t_grot0[tgt_roles[f"{side}_foot"]])
     F, Jt = anim.num_frames, tgt.num_joints
     t_grot = np.empty((F, Jt, 4))
     for j in range(Jt):
