@@ -371,3 +371,24 @@ def test_retargeted_feet_plant_like_the_target_rig():
         return np.degrees(np.arccos(np.clip((u * v).sum(-1) / np.linalg.norm(u, axis=-1) / np.linalg.norm(v, axis=-1),
                                             -1, 1)))
     np.testing.assert_allclose(knee(gf, roles), knee(gs, rs), atol=1.0)
+
+
+def test_retargeted_walk_takes_the_target_actors_stance():
+    """Bandai-Namco's backward walk (knees ~157 degrees while moving) on the jlpm22 skeleton with the jlpm22
+    actor's walking knee angle (~142): the hips come down until the knees match within 2 degrees, and
+    leg IK leaves the feet where the plain retarget put them."""
+    from motionmatch.retarget import bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto, walking_knee_deg
+    jl = read_bvh(JLPM)
+    roles = find_roles(jl.skeleton.names)
+    gp, _ = jl.global_transforms()
+    knee = walking_knee_deg(gp, roles, jl.fps)
+    assert 135.0 < knee < 150.0, knee
+    src = read_bvh(MOCAP / "bandai-namco/dataset-1/dataset-1_walk-back_normal_001.bvh")
+    target, floor, pitch = bind_pose_of(jl, roles), foot_floor(gp, roles), planted_foot_pitch(gp, roles, jl.fps)
+    plain = retarget_onto(src, target, floor, pitch).global_transforms()[0]
+    matched = retarget_onto(src, target, floor, pitch, knee).global_transforms()[0]
+    assert walking_knee_deg(plain, roles, jl.fps) > knee + 10.0
+    assert abs(walking_knee_deg(matched, roles, jl.fps) - knee) < 2.0
+    ankles = [roles["left_foot"], roles["right_foot"]]
+    np.testing.assert_allclose(matched[:, ankles], plain[:, ankles], atol=1e-6)
+    assert (matched[:, roles["hips"], 1] < plain[:, roles["hips"], 1]).all()

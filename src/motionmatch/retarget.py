@@ -37,6 +37,7 @@ the canonical pose), then shifted vertically so the feet rest on the ground as l
 """
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -319,16 +320,18 @@ def bind_pose_of(anim: Animation, roles: dict | None = None) -> Animation:
 
 
 def retarget_onto(anim: Animation, target: Animation, floor: float | None = None,
-                  foot_pitch: float | None = None) -> Animation:
+                  foot_pitch: float | None = None, knee_deg: float | None = None) -> Animation:
     """Retarget a clip of any humanoid skeleton onto `target` (frame 0 is its bind pose, e.g. from
     `bind_pose_of`) with no hand-holding: a synthetic leading T-pose frame is dropped, the source's
     bind pose is found from its roles, lengths follow the target (any source unit works: the root
-    travel is scaled by the leg-length ratio); `floor` and `foot_pitch` as in `retarget_animation`."""
+    travel is scaled by the leg-length ratio); `floor`, `foot_pitch` and `knee_deg` as in
+    `retarget_animation`."""
     drop = synthetic_tpose_frames(anim)
     if drop:
         anim = Animation(skeleton=anim.skeleton, positions=anim.positions[drop:], rotations=anim.rotations[drop:],
                          fps=anim.fps, source=anim.source, tags=list(anim.tags))
-    return retarget_animation(anim, target, target_bind_frame=0, floor=floor, foot_pitch=foot_pitch)
+    return retarget_animation(anim, target, target_bind_frame=0, floor=floor, foot_pitch=foot_pitch,
+                              knee_deg=knee_deg)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -473,9 +476,39 @@ def planted_foot_pitch(gpos: np.ndarray, roles: dict, fps: float) -> float | Non
     return float(np.median(p)) if len(p) >= 10 else None
 
 
+def knee_angles_deg(gpos: np.ndarray, roles: dict) -> np.ndarray:
+    """(F, 2) inner knee angles (degrees, 180 = straight) of the left and right legs."""
+    out = []
+    for side in ("left", "right"):
+        knee = gpos[:, roles[f"{side}_lower_leg"]]
+        u, v = _unit(gpos[:, roles[f"{side}_upper_leg"]] - knee), _unit(gpos[:, roles[f"{side}_foot"]] - knee)
+        out.append(np.degrees(np.arccos(np.clip((u * v).sum(-1), -1.0, 1.0))))
+    return np.stack(out, axis=1)
+
+
+def walking_knee_deg(gpos: np.ndarray, roles: dict, fps: float) -> float | None:
+    """Median knee angle (degrees) while the hips move faster than 0.55 hips heights per second (~0.5
+    m/s: walking and running; unit free), or None when the clip never moves that fast: how extended an
+    actor keeps the legs in motion (jlpm22 ~143, Bandai-Namco backward walking ~157)."""
+    hips = gpos[:, roles["hips"]]
+    scale = max(float(np.median(hips[:, 1] - _lowest_foot(gpos, roles))), 1e-9)
+    speed = np.r_[0.0, np.linalg.norm(np.diff(hips[:, [0, 2]], axis=0), axis=1) * fps]
+    moving = speed > 0.55 * scale
+    return float(np.median(knee_angles_deg(gpos[moving], roles))) if moving.sum() >= 10 else None
+
+
+def _stance_drop(knee_from: float, knee_to: float, thigh: float, shin: float) -> float:
+    """How far (m) the hips come down when a leg of these bone lengths bends from knee_from to knee_to
+    (degrees), feet in place."""
+    def reach(deg):
+        return math.sqrt(thigh * thigh + shin * shin - 2.0 * thigh * shin * math.cos(math.radians(deg)))
+    return reach(knee_from) - reach(knee_to)
+
+
 def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame: int = 0,
                        source_bind_frame: int | None = None, fit_ground: bool = True,
-                       floor: float | None = None, foot_pitch: float | None = None) -> Animation:
+                       floor: float | None = None, foot_pitch: float | None = None,
+                       knee_deg: float | None = None) -> Animation:
     """Retarget `anim` onto the target skeleton; returns an Animation of the target skeleton.
 
     target: an Animation (frame `target_bind_frame` is its bind pose) or a Skeleton (rest pose).
@@ -491,6 +524,11 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
     each rig plants its foot at its own pitch (its toe joint sits elsewhere), so the target's feet are
     turned by the difference to this clip's `planted_foot_pitch`. Without it a Bandai-Namco foot stood
     on its toes on the jlpm22 skeleton and a CMU one on its heels, and the fitted floor bent the knees.
+    knee_deg: the target actor's walking knee angle (`walking_knee_deg` of its captures). Given it, the
+    clip moves with the legs as extended as that actor's: the hips come down (or up) by what turns the
+    clip's own walking knee angle into this one, and leg IK keeps the feet where they were. Every actor
+    carries their weight their own way (Bandai-Namco's walks backward with knees 14 degrees straighter
+    than jlpm22's walks), and a database of one person should not switch stance with the clip.
     """
     src = anim.skeleton
     if isinstance(target, Animation):
@@ -593,9 +631,37 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
         shift = want - foot_floor(t_gpos, tgt_roles)
         hips_world[:, 1] += shift
         _place_hips(tgt, tgt_roles["hips"], t_pos, t_grot, hips_world)
+    if knee_deg is not None:
+        _match_stance(tgt, tgt_roles, t_pos, t_rot, walking_knee_deg(s_gpos, src_roles, anim.fps), knee_deg,
+                      t_gpos0, anim.fps)
 
     return Animation(skeleton=tgt, positions=t_pos, rotations=t_rot, fps=anim.fps,
                      source=anim.source, tags=list(anim.tags))
+
+
+def _match_stance(tgt: Skeleton, roles: dict, t_pos: np.ndarray, t_rot: np.ndarray, knee_from: float | None,
+                  knee_to: float, bind_gpos: np.ndarray, fps: float) -> None:
+    """Lower (or raise) the hips of a retargeted clip in place so its walking knee angle becomes knee_to,
+    the feet kept where they are by leg IK (retarget_animation's knee_deg). A clip that never walks
+    (knee_from None) is left alone."""
+    if knee_from is None:
+        return
+    from .runtime.ik import apply_leg_ik_in_place, leg_chains
+    thigh = float(np.linalg.norm(bind_gpos[roles["left_lower_leg"]] - bind_gpos[roles["left_upper_leg"]]))
+    shin = float(np.linalg.norm(bind_gpos[roles["left_foot"]] - bind_gpos[roles["left_lower_leg"]]))
+    drop = _stance_drop(knee_from, knee_to, thigh, shin)
+    if abs(drop) < 1e-3:
+        return
+    P = np.ascontiguousarray(tgt.parents, dtype=np.int64)
+    legs = leg_chains(roles)
+    gpos, grot = forward_kinematics(t_pos, t_rot, P)
+    for f in range(len(t_pos)):
+        lp, lr = np.ascontiguousarray(t_pos[f]), np.ascontiguousarray(t_rot[f])
+        gp, gr = np.ascontiguousarray(gpos[f]), np.ascontiguousarray(grot[f])
+        ankles = gp[legs[:, 2]].copy()
+        # The root (joint 0, whose frame is the world's) comes down, then the legs reach the ankles again.
+        apply_leg_ik_in_place(lp, lr, gp, gr, P, legs, ankles[0], ankles[1], drop=drop)
+        t_pos[f], t_rot[f] = lp, lr
 
 
 def _place_hips(tgt: Skeleton, hips: int, t_pos: np.ndarray, t_grot: np.ndarray, hips_world: np.ndarray) -> None:
