@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from motionmatch.database import build_default_database, default_weights, load_database, save_database
+from motionmatch.database import (build_default_database, default_definition, default_weights, load_database,
+                                  save_database)
+from motionmatch.datapaths import DataNotFoundError
 from motionmatch.features import BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSet, default_schema
 
 
@@ -18,11 +20,14 @@ def test_cached_default_database_with_stale_weights_gets_its_default_weights(jlp
     stale = FeatureSet(schema.with_weights(old), jlpm_db.features.raw, jlpm_db.features.offset,
                        jlpm_db.features.dim_std)
     jlpm_db.features, kept = stale, jlpm_db.features
+    meta = dict(jlpm_db.meta)
+    # A cache of the current definition (the mixed one is keyed by its sets and build revision).
+    jlpm_db.meta["definition"] = default_definition(mixed, kind)
     try:
         path = tmp_path / "default.npz"
         save_database(jlpm_db, path)
     finally:
-        jlpm_db.features = kept
+        jlpm_db.features, jlpm_db.meta = kept, meta
     assert load_database(path).features.schema.channels[0].weight == schema.channels[0].weight * 2.0
     # Found in the cache: no rebuild (there is no mocap at `data`), only the weights change.
     assert build_default_database(path, data=tmp_path / "no-mocap-here", progress=False, mixed=mixed,
@@ -44,3 +49,22 @@ def test_each_locomotion_database_has_its_own_tuned_weights():
     assert default_weights("bandai") == BANDAI_WEIGHTS != TUNED_WEIGHTS
     assert set(BANDAI_WEIGHTS) == set(TUNED_WEIGHTS) <= set(default_schema().names)
     assert default_weights() == default_weights("actions") == {c.name: c.weight for c in default_schema().channels}
+
+
+@pytest.mark.parametrize("key", [None, "0123456789ab"])
+def test_cached_mixed_database_of_another_definition_is_rebuilt(jlpm_db, tmp_path, key):
+    """A mixed default cache built before its definition (sets, globs, build revision) changed is not
+    reused: build_default_database builds again (here it looks for the mocap and finds none)."""
+    meta = dict(jlpm_db.meta)
+    if key is None:
+        jlpm_db.meta.pop("definition", None)
+    else:
+        jlpm_db.meta["definition"] = key
+    try:
+        path = tmp_path / "mixed.npz"
+        save_database(jlpm_db, path)
+    finally:
+        jlpm_db.meta = meta
+    assert default_definition(True) not in (None, key)
+    with pytest.raises(DataNotFoundError):
+        build_default_database(path, data=tmp_path / "no-mocap-here", progress=False, mixed=True)

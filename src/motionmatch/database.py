@@ -8,6 +8,7 @@ an existing database.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import math
 import numbers
@@ -29,8 +30,8 @@ from .kinematics import forward_kinematics
 from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, hips_forward_axis, mirror,
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename, toe_floor_height)
-from .retarget import RetargetError, bind_pose_of, foot_floor, retarget_onto
 from .posture import source_posture
+from .retarget import RetargetError, bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto, walking_knee_deg
 from .skeleton import SkeletonError, find_roles, mirror_pairs
 from .styles import check_style_tags, default_style_tags
 
@@ -260,7 +261,7 @@ def _preprocess_file(path: Path, anim: Animation, ctx: dict):
             f"one with --skeleton-from DATA (or --skeleton T.bvh), or build the sets separately")
     else:
         try:
-            anim = retarget_onto(anim, ctx["target"], ctx["floor"])
+            anim = retarget_onto(anim, ctx["target"], ctx["floor"], ctx["foot_pitch"], ctx["knee_deg"])
         except RetargetError as e:
             return f"{path}: cannot retarget onto {s.skeleton}: {e}"
     anim.tags = file_tags(path, s)
@@ -344,6 +345,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "settings": settings, "schema": schema, "skeleton": skel0, "first": settings.skeleton or str(files[0]),
         # Retargeted clips rest their feet where the skeleton file's own captures do.
         "target": target, "floor": foot_floor(gp, roles0) if target is not None else None,
+        "foot_pitch": planted_foot_pitch(gp, roles0, first.fps) if target is not None else None,
+        "knee_deg": walking_knee_deg(gp, roles0, first.fps) if target is not None else None,
         "roles": roles0, "roles_db": {k: v + 1 for k, v in roles0.items()},
         "forward_axis": hips_forward_axis(gp, gr, roles0),
         "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names),
@@ -692,6 +695,28 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
     return db
 
 
+# Bumped when building the same files gives another database (retargeting, contacts): part of the
+# default databases' definitions, so their caches are rebuilt.
+BUILD_REVISION = "2026-11-27 retargeted feet planted at the target rig's pitch"
+
+
+def default_definition(mixed: bool = False, kind: str | None = None) -> str | None:
+    """Key of what a default database is built from (its sets, file globs and BUILD_REVISION), stored in
+    its meta "definition"; a cache holding another key is rebuilt (build_default_database). None for
+    the single-rig databases (jlpm22-only, Bandai-Namco), which nothing retargets."""
+    from .datapaths import ACTION_NAMES, MIXED_DEFAULT_SETS
+    if kind not in ("actions",) and not (mixed and kind is None):
+        return None
+    spec = [MIXED_DEFAULT_SETS, ACTION_NAMES if kind == "actions" else None, BUILD_REVISION]
+    return hashlib.sha1(json.dumps(spec).encode()).hexdigest()[:12]
+
+
+def cached_definition(path) -> str | None:
+    """The "definition" key of the database file at `path` (None when it has none). DatabaseError when
+    the file does not load."""
+    return load_database(path).meta.get("definition")
+
+
 def refresh_default_weights(path, weights: dict) -> bool:
     """Give the cached default database at `path` the default channel `weights` (name -> weight) where
     its own differ (the defaults are tuned, docs/tuning.md; a cache built before a change kept the old
@@ -726,7 +751,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
                            map_chunks=None) -> Path:
     """Build (once) a default database into the cache; returns its path. Default: the jlpm22 locomotion
     takes; `mixed`: the mixed default set (datapaths.MIXED_DEFAULT_SETS: jlpm22 takes, CMU side-steps,
-    Bandai-Namco backward and slow walks) retargeted onto the jlpm22 skeleton, clips tagged by source;
+    Bandai-Namco's normal backward walk) retargeted onto the jlpm22 skeleton, clips tagged by source;
     kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database);
     kind="bandai": the Bandai-Namco walking and running clips on their own skeleton
     (datapaths.BANDAI_LOCOMOTION). map_chunks: as build_database's (the distributed engine's map)."""
@@ -734,28 +759,32 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
                             mixed_default_files, source_tags)
 
     path = Path(path) if path else default_database_path(mixed, kind)
+    definition = default_definition(mixed, kind)
+
+    def current() -> bool:
+        try:
+            return cached_definition(path) == definition
+        except DatabaseError:
+            return False  # stale format: rebuild
+
     if kind == "actions":
-        if path.exists() and not rebuild and not events:
-            try:
-                refresh_default_weights(path, default_weights())
-                return path
-            except DatabaseError:
-                pass  # stale format: rebuild below
+        if path.exists() and not rebuild and not events and current():
+            refresh_default_weights(path, default_weights())
+            return path
         warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
         files, tags, skeleton = actions_default_files(data, warn=warn)
         from .datapaths import print_licences
         print_licences(tags, file=sys.stderr)
-        save_database(build_actions_database(files, tags, skeleton, progress=progress, events=events), path)
+        db = build_actions_database(files, tags, skeleton, progress=progress, events=events)
+        db.meta["definition"] = definition
+        save_database(db, path)
         return path
     # Each locomotion database has the weights tuned on it; the jlpm22-only one, without backward or
     # sideways data, keeps the schema's (docs/tuning.md).
     weights = default_weights("bandai" if kind == "bandai" else "mixed" if mixed else None)
-    if path.exists() and not rebuild:
-        try:
-            refresh_default_weights(path, weights)
-            return path
-        except DatabaseError:
-            pass  # stale format: rebuild below
+    if path.exists() and not rebuild and current():
+        refresh_default_weights(path, weights)
+        return path
     if kind == "bandai":
         files, tags = bandai_locomotion_files(data)
         settings = BuildSettings(file_tags=tags, events=events)
@@ -769,5 +798,6 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
         settings = BuildSettings(file_tags=source_tags([root], files))
     db = build_database(files, settings, default_schema().with_weights(weights), progress=progress,
                         map_chunks=map_chunks)
+    db.meta["definition"] = definition
     save_database(db, path)
     return path

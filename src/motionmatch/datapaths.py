@@ -118,12 +118,16 @@ def source_tags(roots, files) -> dict[str, list[str]]:
     return out
 
 
-# The mixed default database: each set with the file-name globs it contributes (None: all). The jlpm22
-# takes give complete locomotion and the skeleton; the CMU trial adds true side-steps, Bandai-Namco real
-# backward walking (`walk-back`, 15 styles) and slow walks (the `elderly` walks, 0.6-0.9 m/s: the only
-# style slower than ~1 m/s with many clips).
+# The mixed default database: each set with the file-name globs it contributes (None: all). One ordinary
+# person: the jlpm22 takes give complete locomotion and the skeleton; the CMU trial adds true side-steps,
+# Bandai-Namco's `normal` style adds real backward walking and walks towards the left and right. No
+# exaggerated style (elderly, chimpira, tired, ...): with them the search played a hunched elderly walk
+# for a plain forward walk and a swagger for a backward one, because they tracked the stick a little
+# better (docs/look.md). Changing this changes the cached database's definition key
+# (database.default_definition), so every cache of the old set is rebuilt on first use.
 MIXED_DEFAULT_SETS = (("jlpm22-locomotion", None), ("cmu-locomotion", None),
-                      ("bandai-namco", ("dataset-1_walk-back_*", "dataset-2_walk_elderly_*")))
+                      ("bandai-namco", ("dataset-1_walk-back_normal_*", "dataset-1_walk-left_normal_*",
+                                        "dataset-1_walk-right_normal_*")))
 LICENCES = {
     "jlpm22-locomotion": "MIT (Jose Luis Ponton)",
     "cmu-locomotion": "free for all uses; credit: \"The data used in this project was obtained from "

@@ -73,7 +73,7 @@ def _add_build(sub) -> None:
     one.add_argument("--skeleton", metavar="T.bvh", help="retarget every clip onto the skeleton of T.bvh")
     p.add_argument("--jlpm22-only", action="store_true",
                    help="without DATA: only the jlpm22 takes (default: the mixed default set: jlpm22 takes, CMU "
-                        "side-steps, Bandai-Namco backward and slow walks, retargeted onto the jlpm22 skeleton)")
+                        "side-steps, Bandai-Namco's normal backward walk, retargeted onto the jlpm22 skeleton)")
     add_engine_options(p, "files")
     p.set_defaults(func=run_build)
 
