@@ -59,6 +59,18 @@ def spring_exact(x, v, goal, halflife, dt):
 
 
 @numba.njit(cache=True)
+def spring_moving_goal_exact(x, v, goal, goal_vel, halflife, dt):
+    """spring_exact toward a goal moving at goal_vel (units per second): the offset from the goal
+    decays as spring_exact's does, so a goal on a steady ramp is followed without the lag of a fixed
+    goal (2 goal_vel / y behind it: 5 cm for a 0.15 s halflife walking up a 10 degree slope)."""
+    y = half_damping(halflife)
+    j0 = x - goal
+    j1 = (v - goal_vel) + j0 * y
+    e = math.exp(-y * dt)
+    return e * (j0 + j1 * dt) + goal + goal_vel * dt, e * ((v - goal_vel) - j1 * y * dt) + goal_vel
+
+
+@numba.njit(cache=True)
 def decay_exact(x, v, y, dt):
     """Critically damped decay of an offset x (velocity v) to zero with half damping y (see
     half_damping); (x, v) after dt seconds."""

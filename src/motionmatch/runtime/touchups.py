@@ -18,7 +18,7 @@ from ..scalar_quat import qrot
 from . import settings as S
 from .ik import legs_pose
 from .spine import bend_spine, facing_slope, smoothed_lean
-from .springs import damper_factor, decay_exact, half_damping, spring_exact
+from .springs import damper_factor, decay_exact, half_damping, spring_exact, spring_moving_goal_exact
 from .terrain import height_at, normal_at
 from .warping import twist_pose, twist_split
 
@@ -37,6 +37,7 @@ FOOT_LOCK = np.dtype([
 GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R, LEAN, LEAN_VEL = range(9)
 HEIGHT_COLUMNS = 9
 HIPS_HALFLIFE = 0.08
+RISE_REACH = 0.5         # m either side of the root: the ground's mean slope under a step
 
 
 class Rig(NamedTuple):
@@ -108,6 +109,19 @@ def place_pose(i, local, root_pos, half_yaw, angle, hips, spine, rig, out):
                 lr[j, k] = local_rot[j, k]
         lr[0, 0], lr[0, 1], lr[0, 2], lr[0, 3] = qw, 0.0, qy, 0.0
     fk_pose_into(lp, lr, rig.parents, gp, gr)
+
+
+@numba.njit(cache=True)
+def ground_rise(heights, ox, oz, cell, x, z, vx, vz):
+    """Rate (m/s) at which the ground under (x, z) rises for a root moving at (vx, vz) m/s: the speed
+    times the mean slope along the travel over RISE_REACH either side."""
+    speed = math.hypot(vx, vz)
+    if speed < 1e-6:
+        return 0.0
+    ux, uz = RISE_REACH * vx / speed, RISE_REACH * vz / speed
+    up = height_at(heights, ox, oz, cell, x + ux, z + uz)
+    down = height_at(heights, ox, oz, cell, x - ux, z - uz)
+    return speed * (up - down) / (2.0 * RISE_REACH)
 
 
 @numba.njit(cache=True)
@@ -200,7 +214,12 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
         if hs[HAS_GROUND] == 0.0:
             hs[GROUND], hs[HAS_GROUND] = g, 1.0
         else:
-            hs[GROUND], hs[GROUND_VEL] = spring_exact(hs[GROUND], hs[GROUND_VEL], g, ground_halflife, dt)
+            # The smoothed height follows the ground's rise along the travel (the mean slope over a step
+            # either side, so stairs count as a ramp): on a fixed goal the hips trailed 5 cm below the
+            # ground walking uphill and every leg bent to reach it.
+            hs[GROUND], hs[GROUND_VEL] = spring_moving_goal_exact(
+                hs[GROUND], hs[GROUND_VEL], g, ground_rise(heights, ox, oz, cell, root_pos[i, 0], root_pos[i, 2],
+                                                           root_vel[i, 0], root_vel[i, 2]), ground_halflife, dt)
         root_pos[i, 1] = hs[GROUND]
     angle = play.warp_angle[i]
     yaw = root_yaw[i]
