@@ -31,7 +31,7 @@ from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSetting
                          new_state, reset_state)
 from .inertialization import new_offsets
 from .matching import (FORCE, SEARCH_COLUMNS, TIMER, Desired, plan_serial, plan_stage, predict_stage, query_serial,
-                       query_stage, trajectory_layout)
+                       query_stage, still_stretch_ends, trajectory_layout)
 from .playback import Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_stage
 from .requests import Requests
 from .settings import CharacterSettings
@@ -195,6 +195,7 @@ class Crowd:
         self.range_of = shared(db, "range_of", lambda: np.repeat(np.arange(len(db.range_starts)),
                                                                  db.range_stops - db.range_starts))
         self.stop_of = shared(db, "stop_of", lambda: np.asarray(db.range_stops, dtype=np.int64)[self.range_of])
+        self.still_to = shared(db, "still_to", lambda: still_stretch_ends(rvel, rang, db.range_stops, db.fps))
         self.clip_speed = shared(db, "clip_speed",
                                  lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
         self.db_arrays = Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
@@ -408,9 +409,11 @@ class Crowd:
         t0 = time.perf_counter()
         searching = self.searched
         L = self.learned
-        frame, stop = (self.frame, self.stop_of) if L is None else (L.frame, L.never)
+        # Learned agents play no clip to hold (still_to 0: never held).
+        frame, stop, still = ((self.frame, self.stop_of, self.still_to) if L is None
+                              else (L.frame, L.never, np.zeros_like(L.never)))
         (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, frame, stop, self.clip_hold,
-                   searching)
+                   still, searching)
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
         if len(agents):

@@ -32,10 +32,43 @@ class Desired(NamedTuple):
     layout: np.ndarray         # (D, 3) int64 trajectory_layout: (feature column, point, component)
 
 
+# Idle hold: a frame is still when its root moves slower than this (m/s) and turns slower than this (rad/s).
+STILL_SPEED = 0.15
+STILL_TURN = 0.35
+# A held still stretch is left this long (s) before it starts to move: the next search still finds
+# the whole of its playing pose's own stillness ahead.
+STILL_MARGIN_S = 0.25
+
+
+def still_stretch_ends(root_velocities: np.ndarray, root_angular_velocities: np.ndarray, range_stops: np.ndarray,
+                       fps: float) -> np.ndarray:
+    """(N,) int64: per database frame, the frame until which an idle character keeps playing its clip
+    (plan_agent's idle hold): STILL_MARGIN_S before the clip's root next moves or turns (STILL_SPEED,
+    STILL_TURN) or its clip ends; at or before the frame itself when the frame is not still.
+    root_velocities, root_angular_velocities (N, 3): the simulation bone's, m/s and rad/s."""
+    v, w = np.asarray(root_velocities), np.asarray(root_angular_velocities)
+    still = (np.hypot(v[:, 0], v[:, 2]) < STILL_SPEED) & (np.abs(w[:, 1]) < STILL_TURN)
+    n = len(still)
+    stops = np.asarray(range_stops, dtype=np.int64)
+    stop_of = np.repeat(stops, np.diff(np.concatenate([[0], stops])))
+    # The next frame at or after f that moves (or the clip's stop), scanning backwards.
+    nxt = np.empty(n, dtype=np.int64)
+    after = n
+    for f in range(n - 1, -1, -1):
+        if f + 1 == stop_of[f] or not still[f]:
+            after = f if not still[f] else stop_of[f]
+        nxt[f] = after
+    return nxt - int(round(STILL_MARGIN_S * fps))
+
+
 @numba.njit(cache=True)
-def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out_search):
+def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search):
     """Orientation-warp plan and the search decision of character i (out_search[i] = 1 to search).
-    A character with clip_hold[i] set (play_clip) does not search until its clip is about to end."""
+    A character with clip_hold[i] set (play_clip) does not search until its clip is about to end.
+    Idle hold: with the stick at rest and the character standing, a character playing a still stretch
+    keeps playing it until `still_to[frame]` (still_stretch_ends) instead of searching on its timer,
+    so it breathes and shifts its weight as the actor did rather than hopping between similar poses
+    (a sharp input change or a forced search still searches)."""
     s = settings[i]
     if clip_hold[i]:
         if frame[i] + 1 < stop_of[frame[i]] - 1:
@@ -57,6 +90,10 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out
         if not sharp:
             dyaw = abs(remainder_2pi(gyaw - search[i, LAST_YAW]))
             sharp = math.degrees(dyaw) > s[S.SHARP_ANGLE_DEG]
+    if (search[i, FORCE] == 0.0 and not sharp and frame[i] < still_to[frame[i]]
+            and math.hypot(gx, gz) < 1e-3 and math.hypot(ctrl[i, VX], ctrl[i, VZ]) < STILL_SPEED):
+        out_search[i] = 0
+        return
     if force or sharp:
         search[i, HAS_LAST] = 1.0
         search[i, LAST_VX], search[i, LAST_VZ], search[i, LAST_YAW] = gx, gz, gyaw
@@ -66,17 +103,17 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out
 
 
 @numba.njit(cache=True, parallel=True)
-def plan_stage(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out_search):
+def plan_stage(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search):
     """plan_agent for every character, in parallel."""
     for i in numba.prange(frame.shape[0]):
-        plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out_search)
+        plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search)
 
 
 @numba.njit(cache=True)
-def plan_serial(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out_search):
+def plan_serial(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search):
     """plan_agent for every character on the calling thread (small crowds: no thread hand-off)."""
     for i in range(frame.shape[0]):
-        plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, out_search)
+        plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search)
 
 
 @numba.njit(cache=True)

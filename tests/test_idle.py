@@ -1,0 +1,43 @@
+"""Standing still after a walk: the idle hold (runtime/matching.py plan_agent, still_stretch_ends) plays
+the actor's own still stretches instead of hopping between similar standing poses."""
+import numpy as np
+
+from motionmatch.runtime.crowd import database_velocities
+from motionmatch.runtime.matching import STILL_MARGIN_S, still_stretch_ends
+from motionmatch.scenario import parse_scenario
+from motionmatch.synth import run_scenario
+
+WALK_THEN_STAND = {"duration": 9.0, "inputs": [
+    {"t": 0.0, "move": [0.0, 1.0], "run": False, "strafe": False, "look": None},
+    {"t": 2.5, "move": [0.0, 0.0], "run": False, "strafe": False, "look": None}]}
+
+
+def test_still_stretches_end_before_the_clip_moves(jlpm_db):
+    _, _, rvel, rang = database_velocities(jlpm_db)
+    ends = still_stretch_ends(rvel, rang, jlpm_db.range_stops, jlpm_db.fps)
+    margin = int(round(STILL_MARGIN_S * jlpm_db.fps))
+    speed = np.hypot(rvel[:, 0], rvel[:, 2])
+    held = np.flatnonzero(np.arange(len(ends)) < ends)
+    assert len(held) > 2 * jlpm_db.fps          # the takes stand still for seconds
+    for f in held[::97]:
+        # every frame up to the stretch's end (plus the margin) stands: nothing moves on a held frame
+        assert (speed[f:ends[f] + margin] < 0.15).all(), f
+    assert (ends <= np.repeat(jlpm_db.range_stops, np.diff(np.r_[0, jlpm_db.range_stops])) - margin).all()
+
+
+def test_standing_after_a_walk_holds_still_stretches_and_breathes(jlpm_db):
+    rec = run_scenario(jlpm_db, parse_scenario(WALK_THEN_STAND))
+    fps = jlpm_db.fps
+    rest = int(3.0 * fps)                           # from 0.5 s after the release
+    transitions = np.asarray(rec["transition_frames"])
+    resting = transitions[transitions >= rest]
+    # measured: 1-2 transitions in these 6 s (each still stretch plays for 1-2 s); before the hold 16
+    assert len(resting) <= (len(rec["frames"]) - rest) / fps / 2.0, resting
+    speed = np.hypot(rec["root_vel"][rest:, 0], rec["root_vel"][rest:, 2])
+    assert (speed < 0.1).all(), speed.max()
+    # alive: head and hands move relative to the hips (the actor breathes and shifts weight)
+    gp = rec["global_positions"][rest:]
+    r = jlpm_db.roles
+    rel = gp[:, [r["head"], r["left_hand"], r["right_hand"]]] - gp[:, [r["hips"]]]
+    rms = np.sqrt((np.linalg.norm(np.diff(rel, axis=0), axis=-1) ** 2).mean()) * fps * 100
+    assert rms > 1.0, rms
