@@ -346,7 +346,7 @@ def test_retargeted_feet_plant_like_the_target_rig():
     pitch of the jlpm22 take): its planted feet take the jlpm22 rig's pitch, so its planted toes sit
     within 1 cm of the jlpm22 actor's own (the mixed database's Bandai clips: 1.5 vs 2.0 cm; 0.7 without
     the pitch) and not below the floor; knees keep the source's angles."""
-    from motionmatch.retarget import bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto
+    from motionmatch.retarget import Stance, bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto
     jl = read_bvh(JLPM)
     roles = find_roles(jl.skeleton.names)
     gp, _ = jl.global_transforms()
@@ -357,7 +357,7 @@ def test_retargeted_feet_plant_like_the_target_rig():
     target = bind_pose_of(jl, roles)
     actor = _planted_toe_height(jl)
     plain = retarget_onto(src, target, foot_floor(gp, roles))
-    fixed = retarget_onto(src, target, foot_floor(gp, roles), pitch)
+    fixed = retarget_onto(src, target, foot_floor(gp, roles), Stance(pitch, None, None, None))
     assert abs(_planted_toe_height(fixed) - actor) < 0.01, (_planted_toe_height(fixed), actor)
     assert abs(_planted_toe_height(fixed) - actor) < abs(_planted_toe_height(plain) - actor)
     assert _planted_toe_height(fixed) > 0.0
@@ -374,21 +374,26 @@ def test_retargeted_feet_plant_like_the_target_rig():
 
 
 def test_retargeted_walk_takes_the_target_actors_stance():
-    """Bandai-Namco's backward walk (knees ~157 degrees while moving) on the jlpm22 skeleton with the jlpm22
-    actor's walking knee angle (~142): the hips come down until the knees match within 2 degrees, and
-    leg IK leaves the feet where the plain retarget put them."""
-    from motionmatch.retarget import bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto, walking_knee_deg
+    """Bandai-Namco's backward walk (knees ~157 degrees while moving, hands 32 cm apart, toes planted
+    first) on the jlpm22 skeleton with the jlpm22 actor's stance: knees within 2 degrees of the actor's
+    walking knee angle, hands as far apart within 1 cm, planted toes at the actor's height within 0.5
+    cm; leg IK keeps the feet's placement (horizontally: the floor fit moves them only vertically)."""
+    from motionmatch.retarget import (actor_stance, bind_pose_of, foot_floor, median_hand_spread, planted_toe_height,
+                                      retarget_onto, walking_knee_deg)
     jl = read_bvh(JLPM)
     roles = find_roles(jl.skeleton.names)
     gp, _ = jl.global_transforms()
-    knee = walking_knee_deg(gp, roles, jl.fps)
-    assert 135.0 < knee < 150.0, knee
+    stance = actor_stance(gp, roles, jl.fps)
+    assert 135.0 < stance.knee_deg < 150.0 and 0.4 < stance.hand_spread < 0.6, stance
     src = read_bvh(MOCAP / "bandai-namco/dataset-1/dataset-1_walk-back_normal_001.bvh")
-    target, floor, pitch = bind_pose_of(jl, roles), foot_floor(gp, roles), planted_foot_pitch(gp, roles, jl.fps)
-    plain = retarget_onto(src, target, floor, pitch).global_transforms()[0]
-    matched = retarget_onto(src, target, floor, pitch, knee).global_transforms()[0]
-    assert walking_knee_deg(plain, roles, jl.fps) > knee + 10.0
-    assert abs(walking_knee_deg(matched, roles, jl.fps) - knee) < 2.0
+    target, floor = bind_pose_of(jl, roles), foot_floor(gp, roles)
+    plain = retarget_onto(src, target, floor, stance._replace(knee_deg=None, hand_spread=None, planted_toe=None))
+    plain = plain.global_transforms()[0]
+    matched = retarget_onto(src, target, floor, stance).global_transforms()[0]
+    assert walking_knee_deg(plain, roles, jl.fps) > stance.knee_deg + 10.0
+    assert abs(walking_knee_deg(matched, roles, jl.fps) - stance.knee_deg) < 2.0
+    assert median_hand_spread(plain, roles) < stance.hand_spread - 0.1
+    assert abs(median_hand_spread(matched, roles) - stance.hand_spread) < 0.01
+    assert abs(planted_toe_height(matched, roles, jl.fps) - stance.planted_toe) < 0.005
     ankles = [roles["left_foot"], roles["right_foot"]]
-    np.testing.assert_allclose(matched[:, ankles], plain[:, ankles], atol=1e-6)
-    assert (matched[:, roles["hips"], 1] < plain[:, roles["hips"], 1]).all()
+    np.testing.assert_allclose(matched[:, ankles][..., [0, 2]], plain[:, ankles][..., [0, 2]], atol=1e-6)

@@ -31,7 +31,7 @@ from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, 
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename, toe_floor_height)
 from .posture import source_posture
-from .retarget import RetargetError, bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto, walking_knee_deg
+from .retarget import RetargetError, actor_stance, bind_pose_of, foot_floor, retarget_onto
 from .skeleton import SkeletonError, find_roles, mirror_pairs
 from .styles import check_style_tags, default_style_tags
 
@@ -261,7 +261,7 @@ def _preprocess_file(path: Path, anim: Animation, ctx: dict):
             f"one with --skeleton-from DATA (or --skeleton T.bvh), or build the sets separately")
     else:
         try:
-            anim = retarget_onto(anim, ctx["target"], ctx["floor"], ctx["foot_pitch"], ctx["knee_deg"])
+            anim = retarget_onto(anim, ctx["target"], ctx["floor"], ctx["stance"])
         except RetargetError as e:
             return f"{path}: cannot retarget onto {s.skeleton}: {e}"
     anim.tags = file_tags(path, s)
@@ -345,8 +345,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         "settings": settings, "schema": schema, "skeleton": skel0, "first": settings.skeleton or str(files[0]),
         # Retargeted clips rest their feet where the skeleton file's own captures do.
         "target": target, "floor": foot_floor(gp, roles0) if target is not None else None,
-        "foot_pitch": planted_foot_pitch(gp, roles0, first.fps) if target is not None else None,
-        "knee_deg": walking_knee_deg(gp, roles0, first.fps) if target is not None else None,
+        # ... and move like its actor (feet, knees, arms).
+        "stance": actor_stance(gp, roles0, first.fps) if target is not None else None,
         "roles": roles0, "roles_db": {k: v + 1 for k, v in roles0.items()},
         "forward_axis": hips_forward_axis(gp, gr, roles0),
         "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names),

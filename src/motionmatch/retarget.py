@@ -41,11 +41,13 @@ import math
 import re
 import tomllib
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from .animation import Animation, Skeleton
 from .kinematics import forward_kinematics
+from .posture import POSTURE_ROLES, hand_spread_cm, knee_angles_deg, posture_joints
 from .rotations import quat_angle, quat_between, quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate
 from .skeleton import SkeletonError, arm_chains, find_roles
 
@@ -320,18 +322,16 @@ def bind_pose_of(anim: Animation, roles: dict | None = None) -> Animation:
 
 
 def retarget_onto(anim: Animation, target: Animation, floor: float | None = None,
-                  foot_pitch: float | None = None, knee_deg: float | None = None) -> Animation:
+                  stance: Stance | None = None) -> Animation:
     """Retarget a clip of any humanoid skeleton onto `target` (frame 0 is its bind pose, e.g. from
     `bind_pose_of`) with no hand-holding: a synthetic leading T-pose frame is dropped, the source's
     bind pose is found from its roles, lengths follow the target (any source unit works: the root
-    travel is scaled by the leg-length ratio); `floor`, `foot_pitch` and `knee_deg` as in
-    `retarget_animation`."""
+    travel is scaled by the leg-length ratio); `floor` and `stance` as in `retarget_animation`."""
     drop = synthetic_tpose_frames(anim)
     if drop:
         anim = Animation(skeleton=anim.skeleton, positions=anim.positions[drop:], rotations=anim.rotations[drop:],
                          fps=anim.fps, source=anim.source, tags=list(anim.tags))
-    return retarget_animation(anim, target, target_bind_frame=0, floor=floor, foot_pitch=foot_pitch,
-                              knee_deg=knee_deg)
+    return retarget_animation(anim, target, target_bind_frame=0, floor=floor, stance=stance)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -476,25 +476,57 @@ def planted_foot_pitch(gpos: np.ndarray, roles: dict, fps: float) -> float | Non
     return float(np.median(p)) if len(p) >= 10 else None
 
 
-def knee_angles_deg(gpos: np.ndarray, roles: dict) -> np.ndarray:
-    """(F, 2) inner knee angles (degrees, 180 = straight) of the left and right legs."""
-    out = []
-    for side in ("left", "right"):
-        knee = gpos[:, roles[f"{side}_lower_leg"]]
-        u, v = _unit(gpos[:, roles[f"{side}_upper_leg"]] - knee), _unit(gpos[:, roles[f"{side}_foot"]] - knee)
-        out.append(np.degrees(np.arccos(np.clip((u * v).sum(-1), -1.0, 1.0))))
-    return np.stack(out, axis=1)
-
-
 def walking_knee_deg(gpos: np.ndarray, roles: dict, fps: float) -> float | None:
     """Median knee angle (degrees) while the hips move faster than 0.55 hips heights per second (~0.5
-    m/s: walking and running; unit free), or None when the clip never moves that fast: how extended an
-    actor keeps the legs in motion (jlpm22 ~143, Bandai-Namco backward walking ~157)."""
+    m/s: walking and running; unit free), or None when the clip never moves that fast (or its roles
+    lack posture.POSTURE_ROLES): how extended an actor keeps the legs in motion (jlpm22 ~143,
+    Bandai-Namco backward walking ~157)."""
+    if not all(r in roles for r in POSTURE_ROLES):
+        return None
     hips = gpos[:, roles["hips"]]
     scale = max(float(np.median(hips[:, 1] - _lowest_foot(gpos, roles))), 1e-9)
     speed = np.r_[0.0, np.linalg.norm(np.diff(hips[:, [0, 2]], axis=0), axis=1) * fps]
     moving = speed > 0.55 * scale
-    return float(np.median(knee_angles_deg(gpos[moving], roles))) if moving.sum() >= 10 else None
+    knees = knee_angles_deg(gpos[moving][:, posture_joints(roles)])
+    return float(np.median(knees)) if moving.sum() >= 10 else None
+
+
+def planted_toe_height(gpos: np.ndarray, roles: dict, fps: float) -> float | None:
+    """Median height of the toe joints while planted (moving slower than 0.55 hips heights per second on
+    the ground plane, ~0.5 m/s: posture.planted_toe_heights_cm's contact, unit free), both feet, or None."""
+    scale = max(float(np.median(gpos[:, roles["hips"], 1] - _lowest_foot(gpos, roles))), 1e-9)
+    hs = []
+    for side in ("left", "right"):
+        toe = gpos[:, roles[f"{side}_toe"]]
+        slow = np.linalg.norm(np.diff(toe[:, [0, 2]], axis=0), axis=1) * fps < 0.55 * scale
+        hs.append(toe[1:, 1][slow])
+    h = np.concatenate(hs)
+    return float(np.median(h)) if len(h) >= 10 else None
+
+
+def median_hand_spread(gpos: np.ndarray, roles: dict) -> float:
+    """Median distance between the hands along the hips' left-right axis (posture.hand_spread_cm), in
+    the clip's units."""
+    return float(np.median(hand_spread_cm(gpos[:, posture_joints(roles)]))) / 100.0
+
+
+class Stance(NamedTuple):
+    """How an actor stands and moves, measured on their own captures (`actor_stance`): what clips of other
+    actors retargeted onto their skeleton are made to share, so a database of several sources moves like
+    one person. Each figure None when the captures do not show it."""
+
+    foot_pitch_deg: float | None    # planted_foot_pitch
+    knee_deg: float | None          # walking_knee_deg
+    planted_toe: float | None       # planted_toe_height (the captures' units: metres)
+    hand_spread: float | None       # median_hand_spread
+
+
+def actor_stance(gpos: np.ndarray, roles: dict, fps: float) -> Stance:
+    """The Stance of the actor of a clip (gpos (F, J, 3) global positions)."""
+    body = all(r in roles for r in POSTURE_ROLES)
+    return Stance(planted_foot_pitch(gpos, roles, fps), walking_knee_deg(gpos, roles, fps),
+                  planted_toe_height(gpos, roles, fps) if "left_toe" in roles and "right_toe" in roles else None,
+                  median_hand_spread(gpos, roles) if body else None)
 
 
 def _stance_drop(knee_from: float, knee_to: float, thigh: float, shin: float) -> float:
@@ -507,8 +539,7 @@ def _stance_drop(knee_from: float, knee_to: float, thigh: float, shin: float) ->
 
 def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame: int = 0,
                        source_bind_frame: int | None = None, fit_ground: bool = True,
-                       floor: float | None = None, foot_pitch: float | None = None,
-                       knee_deg: float | None = None) -> Animation:
+                       floor: float | None = None, stance: Stance | None = None) -> Animation:
     """Retarget `anim` onto the target skeleton; returns an Animation of the target skeleton.
 
     target: an Animation (frame `target_bind_frame` is its bind pose) or a Skeleton (rest pose).
@@ -519,16 +550,19 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
     fit_ground: shift the hips vertically so the feet rest on the ground like the source's, or, when
     `floor` is given, so that the 5th percentile of the lowest foot/toe joint height is `floor` (metres;
     e.g. the target's own captures' `foot_floor`, as toe joints sit at different heights in each rig).
-    foot_pitch: the target's own planted foot pitch (degrees, `planted_foot_pitch` of its captures).
-    Given it, a planted source foot lands planted: the canonical pose lays every foot bone flat, but
-    each rig plants its foot at its own pitch (its toe joint sits elsewhere), so the target's feet are
-    turned by the difference to this clip's `planted_foot_pitch`. Without it a Bandai-Namco foot stood
-    on its toes on the jlpm22 skeleton and a CMU one on its heels, and the fitted floor bent the knees.
-    knee_deg: the target actor's walking knee angle (`walking_knee_deg` of its captures). Given it, the
-    clip moves with the legs as extended as that actor's: the hips come down (or up) by what turns the
-    clip's own walking knee angle into this one, and leg IK keeps the feet where they were. Every actor
-    carries their weight their own way (Bandai-Namco's walks backward with knees 14 degrees straighter
-    than jlpm22's walks), and a database of one person should not switch stance with the clip.
+    stance: the target actor's Stance (`actor_stance` of their captures). Given it, the clip is made to
+    stand and move like that actor, as each figure allows:
+    - feet: a planted source foot lands planted. The canonical pose lays every foot bone flat, but each
+      rig plants its foot at its own pitch (its toe joint sits elsewhere), so the target's feet are
+      turned by the difference to this clip's `planted_foot_pitch`. Without it a Bandai-Namco foot stood
+      on its toes on the jlpm22 skeleton and a CMU one on its heels, and the fitted floor bent the knees;
+    - knees: the hips come down (or up) by what turns the clip's own walking knee angle into the
+      actor's, and leg IK keeps the feet where they were (Bandai-Namco walks backward with knees 14
+      degrees straighter than jlpm22 walks);
+    - arms: the upper arms turn about the body's forward axis until the hands hang as far apart as the
+      actor's (Bandai-Namco's walking backward: 32 cm, jlpm22's walks: about 51);
+    - floor: last, the clip moves vertically until its planted toes sit at the actor's height (instead
+      of `floor`, which a backward walk, planting toe first, reaches too often).
     """
     src = anim.skeleton
     if isinstance(target, Animation):
@@ -595,6 +629,7 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
 
     # World rotations of the target per frame (eq. 3.23 for mapped joints, bind-relative otherwise).
     s_gpos, s_grot = anim.global_transforms()
+    foot_pitch = stance.foot_pitch_deg if stance is not None else None
     src_pitch = planted_foot_pitch(s_gpos, src_roles, anim.fps) if foot_pitch is not None else None
     if src_pitch is not None:
         # Canonical feet point along +Z with the left towards +X: a turn about +X pitches the toes down.
@@ -631,18 +666,58 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
         shift = want - foot_floor(t_gpos, tgt_roles)
         hips_world[:, 1] += shift
         _place_hips(tgt, tgt_roles["hips"], t_pos, t_grot, hips_world)
-    if knee_deg is not None:
-        _match_stance(tgt, tgt_roles, t_pos, t_rot, walking_knee_deg(s_gpos, src_roles, anim.fps), knee_deg,
-                      t_gpos0, anim.fps)
+    if stance is not None and stance.knee_deg is not None:
+        _match_knees(tgt, tgt_roles, t_pos, t_rot, walking_knee_deg(s_gpos, src_roles, anim.fps), stance.knee_deg,
+                     t_gpos0)
+    if stance is not None and stance.hand_spread is not None and all(r in tgt_roles for r in POSTURE_ROLES):
+        _match_arms(tgt, tgt_roles, t_pos, t_rot, t_grot0, t_gpos0, stance.hand_spread)
+    if stance is not None and stance.planted_toe is not None and tgt.parents[0] < 0:
+        # The root's frame is the world's: moving its translation moves the clip.
+        toe = planted_toe_height(forward_kinematics(t_pos, t_rot, P)[0], tgt_roles, anim.fps)
+        if toe is not None:
+            t_pos[:, 0, 1] += stance.planted_toe - toe
 
     return Animation(skeleton=tgt, positions=t_pos, rotations=t_rot, fps=anim.fps,
                      source=anim.source, tags=list(anim.tags))
 
 
-def _match_stance(tgt: Skeleton, roles: dict, t_pos: np.ndarray, t_rot: np.ndarray, knee_from: float | None,
-                  knee_to: float, bind_gpos: np.ndarray, fps: float) -> None:
+def _match_arms(tgt: Skeleton, roles: dict, t_pos: np.ndarray, t_rot: np.ndarray, bind_grot: np.ndarray,
+               bind_gpos: np.ndarray, spread: float) -> None:
+    """Turn both upper arms of a retargeted clip in place, about the canonical body's forward axis (+Z) in
+    their parents' frames, so the hands' median spread becomes `spread` (retarget_animation's stance)."""
+    chains = arm_chains(tgt.parents, roles)
+    if not chains:
+        return
+    P = tgt.parents
+    upper = {side: c[1] if len(c) >= 3 else c[0] for side, c in chains.items()}
+    reach = float(np.linalg.norm(bind_gpos[roles["left_hand"]] - bind_gpos[upper["left"]]))
+    if reach < 1e-6:
+        return
+    base = {side: t_rot[:, j].copy() for side, j in upper.items()}
+
+    def turn(angle):
+        for side, j in upper.items():
+            a = angle if side == "left" else -angle   # the left arm swings out towards +X
+            r = np.array([math.cos(a / 2), 0.0, 0.0, math.sin(a / 2)])
+            g = bind_grot[P[j]]
+            t_rot[:, j] = quat_mul(quat_mul(quat_mul(quat_inv(g), r), g), base[side])
+        return median_hand_spread(forward_kinematics(t_pos, t_rot, P)[0], roles)
+
+    # Each hand moves about reach * angle sideways: two secant steps from that guess.
+    a0, s0 = 0.0, median_hand_spread(forward_kinematics(t_pos, t_rot, P)[0], roles)
+    a1 = (spread - s0) / (2.0 * reach)
+    for _ in range(2):
+        s1 = turn(a1)
+        if abs(s1 - s0) < 1e-9:
+            break
+        a0, s0, a1 = a1, s1, a1 + (spread - s1) * (a1 - a0) / (s1 - s0)
+    turn(a1)
+
+
+def _match_knees(tgt: Skeleton, roles: dict, t_pos: np.ndarray, t_rot: np.ndarray, knee_from: float | None,
+                 knee_to: float, bind_gpos: np.ndarray) -> None:
     """Lower (or raise) the hips of a retargeted clip in place so its walking knee angle becomes knee_to,
-    the feet kept where they are by leg IK (retarget_animation's knee_deg). A clip that never walks
+    the feet kept where they are by leg IK (retarget_animation's stance). A clip that never walks
     (knee_from None) is left alone."""
     if knee_from is None:
         return
