@@ -30,8 +30,9 @@ from . import settings as S
 from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
                          new_state, reset_state)
 from .inertialization import new_offsets
-from .matching import (FORCE, SEARCH_COLUMNS, TIMER, Desired, plan_serial, plan_stage, predict_stage, query_serial,
-                       query_stage, still_stretch_ends, trajectory_layout)
+from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
+                       plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
+                       trajectory_layout)
 from .playback import Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_stage
 from .requests import Requests
 from .settings import CharacterSettings
@@ -137,6 +138,16 @@ class SearchSet:
             self.prepared[tag_filter] = (m, self.searcher.prepare(m))
         return self.prepared[tag_filter]
 
+    def idle_mask(self, db, tag_filter: str | None, holdable: np.ndarray):
+        """The prepared mask of the frames of a tag expression an idle character may land on: `holdable`
+        ones (a still stretch of its own ahead), or all of them when none is."""
+        key = ("idle", tag_filter)
+        if key not in self.prepared:
+            base = self.mask(db, tag_filter)
+            m = holdable if base is None else base[0] & holdable
+            self.prepared[key] = base if not m.any() else (m, self.searcher.prepare(m))
+        return self.prepared[key]
+
 
 def search_set(db, s: CharacterSettings, events=()) -> SearchSet:
     """The shared SearchSet for a character's weights, back-end and end exclusion; time_to_event channels
@@ -196,6 +207,8 @@ class Crowd:
                                                                  db.range_stops - db.range_starts))
         self.stop_of = shared(db, "stop_of", lambda: np.asarray(db.range_stops, dtype=np.int64)[self.range_of])
         self.still_to = shared(db, "still_to", lambda: still_stretch_ends(rvel, rang, db.range_stops, db.fps))
+        self.holdable = shared(db, "holdable", lambda: self.still_to - np.arange(db.num_frames)
+                               >= IDLE_MIN_HOLD_S * db.fps)
         self.clip_speed = shared(db, "clip_speed",
                                  lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
         self.db_arrays = Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
@@ -523,12 +536,22 @@ class Crowd:
             # The frames just around the playing one are excluded inside the search: a small jump back
             # replays what was just shown (a stutter loop on slow walks), and throwing such a result
             # away afterwards left a character frozen on a short clip's last frame.
-            if len(sel) == 1:
-                best[sel[0]], cost[sel[0]] = ss.searcher.search(q[0], current=int(self.frame[agents[sel[0]]]),
-                                                                skip=skip, bias=bias, mask=mask)
-            else:
-                best[sel], cost[sel] = ss.searcher.search_batch(q, current=self.frame[agents[sel]], skip=skip,
-                                                                bias=bias, mask=mask)
+            # Idle characters search alone: on frames with a still stretch ahead to hold, off the one they
+            # just played (no pose loop).
+            idle = resting(self.ctrl, agents[sel])
+            wide = max(skip, int(round(IDLE_NO_REWIND_S * self.db.fps)))
+            if idle.any():
+                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], self.holdable)
+                idle_mask = None if held is None else held[1]
+            if len(sel) == 1 or idle.any():
+                for k in range(len(sel)) if len(sel) == 1 else np.flatnonzero(idle):
+                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(self.frame[agents[sel[k]]]),
+                                                                    skip=wide if idle[k] else skip, bias=bias,
+                                                                    mask=idle_mask if idle[k] else mask)
+            if len(sel) > 1 and not idle.all():
+                busy = np.flatnonzero(~idle)
+                best[sel[busy]], cost[sel[busy]] = ss.searcher.search_batch(
+                    q[busy], current=self.frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
         jump = (best >= 0) & (best != self.frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():

@@ -61,6 +61,20 @@ def still_stretch_ends(root_velocities: np.ndarray, root_angular_velocities: np.
     return nxt - int(round(STILL_MARGIN_S * fps))
 
 
+# While idle a search may not land this close (s) to the playing frame: it would replay the still stretch
+# just shown (the takes' stretches last 0.9-2.3 s; replaying one looped a 0.8 s pose cycle).
+IDLE_NO_REWIND_S = 2.5
+# ... and lands only where at least this much (s) of still stretch is left to hold.
+IDLE_MIN_HOLD_S = 1.0
+
+
+def resting(ctrl: np.ndarray, agents: np.ndarray) -> np.ndarray:
+    """(len(agents),) bool: the stick rests (no velocity goal) and the simulation stands (plan_agent's
+    idle hold condition)."""
+    c = ctrl[agents]
+    return (np.hypot(c[:, GOAL_VX], c[:, GOAL_VZ]) < 1e-3) & (np.hypot(c[:, VX], c[:, VZ]) < STILL_SPEED)
+
+
 @numba.njit(cache=True)
 def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search):
     """Orientation-warp plan and the search decision of character i (out_search[i] = 1 to search).
