@@ -8,7 +8,6 @@ an existing database.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import math
 import numbers
@@ -31,6 +30,7 @@ from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, 
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename, toe_floor_height)
 from .posture import source_posture
+from .datapaths import default_definition
 from .retarget import RetargetError, actor_stance, bind_pose_of, foot_floor, retarget_onto
 from .skeleton import SkeletonError, find_roles, mirror_pairs
 from .styles import check_style_tags, default_style_tags
@@ -693,22 +693,6 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
                         progress=progress)
     db.meta["default_tag_filter"] = "!action"
     return db
-
-
-# Bumped when building the same files gives another database (retargeting, contacts): part of the
-# default databases' definitions, so their caches are rebuilt.
-BUILD_REVISION = "2026-11-27 retargeted feet planted at the target rig's pitch"
-
-
-def default_definition(mixed: bool = False, kind: str | None = None) -> str | None:
-    """Key of what a default database is built from (its sets, file globs and BUILD_REVISION), stored in
-    its meta "definition"; a cache holding another key is rebuilt (build_default_database). None for
-    the single-rig databases (jlpm22-only, Bandai-Namco), which nothing retargets."""
-    from .datapaths import ACTION_NAMES, MIXED_DEFAULT_SETS
-    if kind not in ("actions",) and not (mixed and kind is None):
-        return None
-    spec = [MIXED_DEFAULT_SETS, ACTION_NAMES if kind == "actions" else None, BUILD_REVISION]
-    return hashlib.sha1(json.dumps(spec).encode()).hexdigest()[:12]
 
 
 def cached_definition(path) -> str | None:

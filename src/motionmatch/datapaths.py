@@ -3,6 +3,8 @@ the project (`../shared/mocap/<name>`), or the `motionmatch fetch-data` cache.""
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -125,7 +127,7 @@ def source_tags(roots, files) -> dict[str, list[str]]:
 # for a backward one, because they tracked the stick a little better. Nor Bandai-Namco's `normal` walks
 # towards the left and right: they are forward walks, and the search then played the Bandai actor instead
 # of the main one for a plain forward walk (press W: 9.3 of 10 s; docs/look.md). Changing this changes
-# the cached database's definition key (database.default_definition), so its cache is rebuilt on first use.
+# the cached database's definition key (default_definition), so its cache is rebuilt on first use.
 MIXED_DEFAULT_SETS = (("jlpm22-locomotion", None), ("cmu-locomotion", None),
                       ("bandai-namco", ("dataset-1_walk-back_normal_*",)))
 LICENCES = {
@@ -216,3 +218,18 @@ def bandai_locomotion_files(data: str | os.PathLike | None = None) -> tuple[list
     if not files:
         raise DataNotFoundError(f"no Bandai-Namco locomotion clips (dataset-2_walk_*.bvh, ...) under {root}")
     return files, {str(f): ["source:bandai-namco"] for f in files}
+
+
+# Bumped when building the same files gives another database (retargeting, contacts): part of the
+# default databases' definitions, so their caches are rebuilt.
+BUILD_REVISION = "2026-11-27 retargeted feet planted at the target rig's pitch"
+
+
+def default_definition(mixed: bool = False, kind: str | None = None) -> str | None:
+    """Key of what a default database is built from (its sets, file globs and BUILD_REVISION), stored in
+    its meta "definition"; a cache holding another key is rebuilt (database.build_default_database).
+    None for the single-rig databases (jlpm22-only, Bandai-Namco), which nothing retargets."""
+    if kind not in ("actions",) and not (mixed and kind is None):
+        return None
+    spec = [MIXED_DEFAULT_SETS, ACTION_NAMES if kind == "actions" else None, BUILD_REVISION]
+    return hashlib.sha1(json.dumps(spec).encode()).hexdigest()[:12]
