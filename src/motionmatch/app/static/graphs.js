@@ -13,9 +13,10 @@ export function initGraphs(ctx) {
     { title: 'time (µs):', series: [
       { name: 'last search', color: '#ef6b6b', get: (d) => d.search_us || null },
       { name: 'frame', color: '#c38cf0', get: (d) => d.frame_us }] },
-    { title: 'knee (deg):', series: [
+    // From 90 deg: the gap between a bent and the actor's gait is what shows.
+    { title: 'knee (deg):', low: 90, series: [
       { name: 'now', color: '#5ccf8a', get: (d) => d.posture && d.posture.knee_deg },
-      { name: "actor's (moving)", color: '#8d98a6', get: (d) => d.posture && d.posture.knee_source_deg }] },
+      { name: "actor's (moving)", color: '#e8edf2', get: (d) => d.posture && d.posture.knee_source_deg }] },
     { title: 'transitions · style switches (red)', events: true },
     { title: 'feet: contact (light) · locked (dark); left · right', feet: true },
   ];
@@ -46,9 +47,10 @@ export function initGraphs(ctx) {
       g.fillStyle = 'rgba(255,255,255,0.05)'; g.fillRect(0, top, W, h);
       const X = (i) => ((off + i) / n) * W;
       if (p.series) {
-        let max = 1e-6;
+        const low = p.low || 0;
+        let max = low + 1e-6;
         for (const s of p.series) for (const f of history) { const v = s.get(f.debug); if (v != null && v > max) max = v; }
-        const label = `max ${max >= 100 ? max.toFixed(0) : max.toFixed(2)}`;
+        const label = `${low ? `${low}-` : 'max '}${max >= 100 ? max.toFixed(0) : max.toFixed(2)}`;
         g.fillStyle = '#8d98a6'; g.fillText(label, W - 8 - g.measureText(label).width, y + 18);
         for (const s of p.series) {
           g.strokeStyle = s.color; g.lineWidth = 2; g.beginPath();
@@ -56,7 +58,7 @@ export function initGraphs(ctx) {
           history.forEach((f, i) => {
             const v = s.get(f.debug);
             if (v == null) { pen = false; return; }
-            const py = top + h - (v / max) * (h - 4);
+            const py = top + h - (Math.max(v - low, 0) / (max - low)) * (h - 4);
             if (pen) g.lineTo(X(i), py); else g.moveTo(X(i), py);
             pen = true; count++;
           });
