@@ -8,7 +8,7 @@ import pytest
 from motionmatch.database import BuildSettings, build_database, load_database, save_database
 from motionmatch.idle import idle_figures, rest_stretches, shortest_loop_frames
 from motionmatch.kinematics import forward_kinematics
-from motionmatch.posture import knee_angles_deg, main_actor_ranges, posture_joints, source_posture
+from motionmatch.posture import frame_posture, knee_angles_deg, main_actor_ranges, posture_joints, source_posture
 from motionmatch.rotations import quat_angle
 from motionmatch.scenario import parse_scenario
 from motionmatch.styles import StyleError, clip_styles, default_style_tags, style_figures
@@ -41,6 +41,9 @@ def test_knee_angle_is_180_for_a_straight_leg_and_follows_the_knee_rotation(jlpm
     flex = np.degrees(quat_angle(np.asarray(jlpm_db.rotations[sl][:, legs], dtype=np.float64)))
     assert knees.min() < 120.0 < 170.0 < knees.max()      # a real walk bends and straightens them
     assert np.median(np.abs(knees - (180.0 - flex))) < 1.0
+    # The app's per-frame figure (plain floats) is the same angle.
+    for f in range(0, 1500, 97):
+        assert frame_posture(jlpm_db, gp[f])["knee_deg"] == pytest.approx(knees[f].mean(), abs=0.01)
 
 
 def test_the_source_walk_has_the_source_posture(jlpm_db, walk_rest):

@@ -13,6 +13,8 @@ Inputs are the positions of POSTURE_ROLES per frame (F, K, 3), metres, Y up.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .metrics import CONTACT_SPEED
@@ -156,8 +158,15 @@ def _well_formed(got) -> bool:
 
 def frame_posture(db, gp: np.ndarray) -> dict:
     """One output frame's posture for the app's graphs (JSON-ready): `knee_deg`, the mean of both knee
-    angles, and `knee_source_deg`, the main actor's moving median (source_posture); gp (J, 3) global
-    joint positions of a character on `db`."""
-    knees = knee_angles_deg(np.asarray(gp)[posture_joints(db.roles)][None])
-    return {"knee_deg": round(float(knees.mean()), 2),
-            "knee_source_deg": source_posture(db)["figures"]["knee_deg"]}
+    angles (as knee_angles_deg), and `knee_source_deg`, the main actor's moving median (source_posture);
+    gp (J, 3) global joint positions of a character on `db`. Plain floats: the app calls it every frame."""
+    r = db.roles
+    legs = np.asarray(gp)[[r["left_upper_leg"], r["left_lower_leg"], r["left_foot"],
+                           r["right_upper_leg"], r["right_lower_leg"], r["right_foot"]]].tolist()
+    total = 0.0
+    for hip, knee, foot in (legs[:3], legs[3:]):
+        u = [a - b for a, b in zip(hip, knee)]
+        v = [a - b for a, b in zip(foot, knee)]
+        c = sum(a * b for a, b in zip(u, v)) / max(math.hypot(*u) * math.hypot(*v), 1e-12)
+        total += math.degrees(math.acos(min(max(c, -1.0), 1.0)))
+    return {"knee_deg": round(total / 2.0, 2), "knee_source_deg": source_posture(db)["figures"]["knee_deg"]}
