@@ -275,6 +275,42 @@ def test_settings_are_validated_and_applied_live(server):
     run(go())
 
 
+def test_settings_schema_route_bounds_every_settings_message(server):
+    """GET /api/settings/schema is the schema the messages are checked with: every numeric setting of the
+    panel is accepted at its maximum and refused one beyond, naming the message field and `table.key`."""
+    from motionmatch.runtime.settings_schema import app_fields, describe
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            async with s.get(server.url + "/api/settings/schema") as r:
+                assert r.status == 200
+                schema = await r.json()
+            assert schema == json.loads(json.dumps(describe(server.app[STATE].backend.channel_weights)))
+            c = await Client.open(s, server.url)
+            assert set(c.hello["channels"]) == set(schema["weights"])
+            defaults = c.hello["settings"]
+            checked = 0
+            for field, row in app_fields().items():
+                desc = schema[row.table][row.key]
+                assert desc["app"]["field"] == field
+                if desc["type"] != "float":
+                    continue
+                await c.ws.send_str(json.dumps({"type": "settings", field: desc["max"]}))
+                assert (await c.next_text("settings"))["settings"][field] == desc["max"]
+                await c.ws.send_str(json.dumps({"type": "settings", field: desc["max"] + 1e-6}))
+                msg = (await c.next_text("error"))["message"]
+                assert field in msg and row.name in msg and f"maximum {desc['max']:g}" in msg, msg
+                checked += 1
+            assert checked >= 8
+            ch0 = c.hello["channels"][0]
+            await c.ws.send_str(json.dumps({"type": "settings", "weights": {ch0: schema["weights"][ch0]["max"] + 1}}))
+            assert f"weights.{ch0}" in (await c.next_text("error"))["message"]
+            await c.ws.send_str(json.dumps({"type": "settings", **defaults}))
+            assert (await c.next_text("settings"))["settings"] == defaults
+            await c.ws.close()
+    run(go())
+
+
 def test_record_downloads_bvh(server, tmp_path):
     from motionmatch.io.bvh import read_bvh
 

@@ -21,6 +21,8 @@ class Backend:
     # More client message types: {type: (schema as in messages.SCHEMAS, handler(session, fields) -> reply
     # or None)}
     messages: dict = field(default_factory=dict)
+    # {feature channel: default weight} of the database (GET /api/settings/schema lists them; None: unknown)
+    channel_weights: dict | None = None
 
 
 def runtime_backend(db, character: dict | None = None, settings=None) -> Backend:
@@ -41,7 +43,12 @@ def runtime_backend(db, character: dict | None = None, settings=None) -> Backend
     warm_up(db)
     return Backend(new_character=new_character, make_input=GamepadInput,
                    load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")),
-                   character=character)
+                   character=character, channel_weights=channel_weights(db))
+
+
+def channel_weights(db) -> dict:
+    """{feature channel: the database's weight}: the defaults of the schema's weights table for it."""
+    return {c.name: float(c.weight) for c in db.features.schema.channels}
 
 
 def character_for(db, db_path, model_path=None, role_map=None) -> dict:

@@ -8,10 +8,10 @@ import json
 import math
 from typing import Any, Callable
 
+from ..runtime.settings_schema import Setting, SettingError, app_fields, setting
 from ..scenario import clamp_stick
 
 MAX_TEXT_BYTES = 4096           # larger client messages get an error reply and are dropped
-INERTIALIZATION = ("spring", "quintic", "off", "dead_blending")
 TERRAIN_KINDS = ("flat", "slope", "steps", "noise")
 
 
@@ -89,29 +89,27 @@ def _numbers(max_len: int):
 def _weights(v, name):
     if not isinstance(v, dict) or len(v) > 64:
         raise MessageError(f"{name} must be an object {{channel: weight}}")
-    w = number(0.0, 10.0)
-    return {str(k): w(x, f"{name}.{k}") for k, x in v.items()}
+    return {str(k): _schema_check(setting("weights", str(k)[:64]), x, f"{name}.{k}") for k, x in v.items()}
 
 
-SETTINGS_FIELDS = {
-    "weights": _weights,
-    "search_interval": number(0.02, 1.0),
-    "bias": number(0.0, 5.0),
-    "inertialization": _choice(INERTIALIZATION),
-    "halflife": number(0.01, 1.0),
-    "adjustment": _boolean,
-    "clamping": _boolean,
-    "foot_locking": _boolean,
-    "warp_orientation": _boolean,
-    "warp_stride": _boolean,
-    "warp_play_rate": _boolean,
-    "warp_slope": _boolean,
-    "warp_limit_deg": number(0.0, 120.0),
-    "warp_hip_twist_limit_deg": number(0.0, 90.0),
-    "warp_spine_twist_limit_deg": number(0.0, 90.0),
-    "tag_filter": _optional(_text(200)),
-    "mode": _choice(("classic", "lmm")),     # learned motion matching needs a model (serve --lmm)
-}
+def _schema_check(row: Setting, v, name: str):
+    """A value checked by its settings schema row; the error names the message field and `table.key`."""
+    try:
+        return row.check(v)
+    except SettingError as e:
+        raise MessageError(str(e) if name in (row.name, row.key) else f"{name}: {e}") from None
+
+
+def _setting(row: Setting):
+    text = _optional(_text(200)) if row.type == "text" else None
+
+    def check(v, name):
+        return _schema_check(row, v if text is None else text(v, name), name)
+    return check
+
+
+# The settings a page may change: every setting the schema gives an app control (message field -> check).
+SETTINGS_FIELDS = {"weights": _weights, **{field: _setting(row) for field, row in app_fields().items()}}
 
 # type -> {field: (validator, required)}
 SCHEMAS: dict[str, dict[str, tuple[Callable, bool]]] = {

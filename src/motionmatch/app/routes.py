@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from aiohttp import web
 
+from ..runtime.settings_schema import describe
 from .assets import STATIC_DIR
 from .messages import MessageError, number, reject_constant
 from .session import Session
@@ -150,6 +151,13 @@ async def status_handler(request: web.Request) -> web.Response:
 
 
 
+async def settings_schema_handler(request: web.Request) -> web.Response:
+    """The settings schema (`motionmatch settings --json` for the served database): the page builds its
+    tuning panel from it."""
+    return web.json_response(describe(request.app[STATE].backend.channel_weights),
+                             headers={"Cache-Control": "no-cache"})
+
+
 async def _three_missing(request: web.Request) -> web.Response:
     return web.Response(status=503, text="three.js is not installed: run `make node_modules` (npm ci) in the "
                                          "project root or set MOTIONMATCH_NODE_MODULES\n")
@@ -159,6 +167,7 @@ def add_routes(app: web.Application, three: Path | None) -> None:
     answer 503 saying how to install it)."""
     app.router.add_get("/", index_handler)
     app.router.add_get("/api/status", status_handler)
+    app.router.add_get("/api/settings/schema", settings_schema_handler)
     app.router.add_get("/api/character.glb", character_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
     app.router.add_get("/api/session/{sid}/settings.toml", settings_file_handler)

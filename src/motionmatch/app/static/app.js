@@ -588,16 +588,18 @@ function onMessage(msg) {
         : 'no tags in this database';
       buildCharacter(msg.names, msg.parents);
       body.load(msg.character, msg.parents);
-      buildTuning(msg);
-      $('row-mode').style.display = msg.lmm ? '' : 'none';   // the classic/learned switch needs a model (serve --lmm)
-      applySettingsToUi(msg.settings);
+      settingsSchema.then(() => {
+        buildTuning(msg);
+        $('row-mode').style.display = msg.lmm ? '' : 'none';   // the classic/learned switch needs a model (serve --lmm)
+        applySettingsToUi(msg.settings);
+      });
       $('b-download').href = `/api/session/${msg.session}/record.bvh`;
       $('b-settings').href = `/api/session/${msg.session}/settings.toml`;
       setMode('live');
       pumpInput(true);
       break;
     case 'settings':
-      applySettingsToUi(msg.settings);
+      settingsSchema.then(() => applySettingsToUi(msg.settings));
       break;
     case 'error':
       state.errors.push(msg.message);
@@ -663,14 +665,63 @@ $('scrub').addEventListener('input', (e) => {
 // Tuning panel
 function fmt(v) { return typeof v === 'number' ? (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2)) : String(v); }
 
+// The settings rows of the tuning panel come from the settings schema (the same table the server checks
+// messages and settings files with): every setting with an app control, its bounds, step and doc.
+const settingsSchema = fetch('/api/settings/schema').then((r) => r.json()).then((schema) => {
+  state.schema = schema;
+  for (const table of ['character', 'warp', 'controller']) {
+    for (const row of Object.values(schema[table] || {})) {
+      if (row.app && row.app.kind !== 'text') addSettingControl(row);
+    }
+  }
+});
+
+function addSettingControl(row) {
+  const { field, kind, section, label } = row.app;
+  const box = document.querySelector(`[data-section="${CSS.escape(section)}"]`);
+  let el;
+  if (kind === 'checkbox') {
+    let toggles = box.querySelector('.toggles');
+    if (!toggles) { toggles = document.createElement('div'); toggles.className = 'toggles'; box.appendChild(toggles); }
+    const l = document.createElement('label');
+    el = document.createElement('input'); el.type = 'checkbox';
+    l.append(el, ` ${label}`);
+    l.title = row.doc;
+    toggles.appendChild(l);
+  } else {
+    const div = document.createElement('div');
+    div.className = 'row'; div.id = `row-${field}`; div.title = row.doc;
+    const l = document.createElement('label'); l.htmlFor = `t-${field}`; l.textContent = label;
+    if (kind === 'select') {
+      el = document.createElement('select');
+      for (const c of row.choices) { const o = document.createElement('option'); o.value = c; o.textContent = c; el.appendChild(o); }
+      div.append(l, el);
+    } else {
+      el = document.createElement('input'); el.type = 'range';
+      el.min = row.min; el.max = row.max; el.step = row.app.step || (row.max - row.min) / 100;
+      div.append(l, el, document.createElement('output'));
+    }
+    el.id = `t-${field}`;
+    box.insertBefore(div, box.querySelector('.toggles'));
+  }
+  el.dataset.setting = field;
+  el.addEventListener(el.type === 'range' ? 'input' : 'change', () => {
+    const v = el.type === 'checkbox' ? el.checked : el.type === 'range' ? Number(el.value) : el.value;
+    const out = el.parentElement.querySelector('output');
+    if (out) out.textContent = fmt(v);
+    queueSettings({ [field]: v });
+  });
+}
+
 function buildTuning(hello) {
   const box = $('weights');
   box.innerHTML = '';
   for (const name of hello.channels) {
+    const w = state.schema.weights[name] || state.schema.weights['*'];
     const row = document.createElement('div');
     row.className = 'row';
     row.innerHTML = `<label title="${name}">${name.replaceAll('_', ' ')}</label>
-      <input type="range" min="0" max="5" step="0.05" data-weight="${name}"><output></output>`;
+      <input type="range" min="${w.min}" max="${w.max}" step="0.05" data-weight="${name}"><output></output>`;
     box.appendChild(row);
     const input = row.querySelector('input');
     input.addEventListener('input', () => {
@@ -730,15 +781,6 @@ function applySettingsToUi(s) {
   $('t-tags').classList.remove('invalid');
 }
 
-for (const el of document.querySelectorAll('[data-setting]')) {
-  const k = el.dataset.setting;
-  el.addEventListener(el.type === 'range' ? 'input' : 'change', () => {
-    const v = el.type === 'checkbox' ? el.checked : el.type === 'range' ? Number(el.value) : el.value;
-    const out = el.parentElement.querySelector('output');
-    if (out) out.textContent = fmt(v);
-    queueSettings({ [k]: v });
-  });
-}
 function sendTagFilter() {
   const v = $('t-tags').value.trim() || null;
   // Enter sends, then the blur fires 'change' with the same text: send (and get any error) once.
