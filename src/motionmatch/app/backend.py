@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..runtime.settings_schema import database_weights
 from ..scenario import parse_scenario
 
 
@@ -43,12 +44,7 @@ def runtime_backend(db, character: dict | None = None, settings=None) -> Backend
     warm_up(db)
     return Backend(new_character=new_character, make_input=GamepadInput,
                    load_scenario=parse_scenario, description=str(getattr(db, "meta", {}).get("source", "database")),
-                   character=character, channel_weights=channel_weights(db))
-
-
-def channel_weights(db) -> dict:
-    """{feature channel: the database's weight}: the defaults of the schema's weights table for it."""
-    return {c.name: float(c.weight) for c in db.features.schema.channels}
+                   character=character, channel_weights=database_weights(db))
 
 
 def character_for(db, db_path, model_path=None, role_map=None) -> dict:

@@ -349,6 +349,11 @@ def app_fields() -> dict[str, Setting]:
     return {s.app_field: s for s in SETTINGS if s.app is not None}
 
 
+def database_weights(db) -> dict:
+    """{feature channel: weight} of a database: the defaults of the weights table for it."""
+    return {c.name: float(c.weight) for c in db.features.schema.channels}
+
+
 def describe(weights: dict | None = None) -> dict:
     """The schema as one JSON object {table: {key: row}} (`motionmatch settings --json`,
     GET /api/settings/schema). weights: {channel: default weight} listed under "weights" (None: the
