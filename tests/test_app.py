@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -33,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 BROWSER_SCRIPT = ROOT / "tests" / "browser" / "app_test.mjs"
 
 
+def _database_path():
+    from motionmatch import database
+    return os.environ.get("MOTIONMATCH_TEST_DB") or database.build_default_database(progress=False)
+
+
 def _backend() -> app_backend.Backend:
     try:
         from motionmatch.runtime.character import Character  # noqa: F401
@@ -40,8 +46,7 @@ def _backend() -> app_backend.Backend:
         from motionmatch import database
     except ImportError:
         return app_backend.standin_backend()
-    path = os.environ.get("MOTIONMATCH_TEST_DB") or database.build_default_database(progress=False)
-    return app_backend.runtime_backend(database.load_database(path))
+    return app_backend.runtime_backend(database.load_database(_database_path()))
 
 
 class ServerThread:
@@ -156,7 +161,7 @@ def test_parse_message_rejects_bad_input():
     assert f["move"] == pytest.approx((math.sqrt(0.5), -math.sqrt(0.5)))
     bad = ['{"type":"input","move":[2,0]}', '{"type":"input","move":[0]}', '{"type":"input","move":"up"}',
            '{"type":"input","move":[0,0],"run":1}', '{"type":"input","move":[NaN,0]}',
-           '{"type":"input","move":[0,0],"x":1}', '{"type":"nope"}', '[1,2]', '{"type":"settings","bias":9}',
+           '{"type":"input","move":[0,0],"x":1}', '{"type":"nope"}', '[1,2]', '{"type":"settings","bias":11}',
            '{"type":"settings","inertialization":"cubic"}', '{"type":"pause"}', "{", b"\x00\x01",
            '{"type":"settings","halflife":1e999}', " " * 5000]
     for text in bad:
@@ -286,6 +291,10 @@ def test_settings_schema_route_bounds_every_settings_message(server):
                 assert r.status == 200
                 schema = await r.json()
             assert schema == json.loads(json.dumps(describe(server.app[STATE].backend.channel_weights)))
+            # `motionmatch settings --json` over the served database prints the same object.
+            out = subprocess.run([str(Path(sys.executable).parent / "motionmatch"), "settings", "--json", "--db",
+                                  str(_database_path())], capture_output=True, text=True, check=True).stdout
+            assert json.loads(out) == schema and len(out.strip().splitlines()) == 1
             c = await Client.open(s, server.url)
             assert set(c.hello["channels"]) == set(schema["weights"])
             defaults = c.hello["settings"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import bench, database, demo, export, features, fetch, lmm, retarget, serve, synth, tune, vr
+from . import bench, database, demo, export, features, fetch, lmm, retarget, serve, settings, synth, tune, vr
 
 # In the order `motionmatch --help` lists them.
-_GROUPS = (database, synth, bench, features, fetch, retarget, export, serve, demo, tune, vr, lmm)
+_GROUPS = (database, synth, bench, features, fetch, retarget, export, serve, demo, settings, tune, vr, lmm)
 
 
 def build_parser() -> argparse.ArgumentParser:

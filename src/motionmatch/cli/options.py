@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..runtime.settings_schema import SettingError, setting
+
 
 def database_path(db: str | None, progress: bool = True, **default_options) -> Path:
     """The --db file, else the cached default database (built on first use with `default_options`), as
@@ -19,16 +21,35 @@ def database_path(db: str | None, progress: bool = True, **default_options) -> P
     return build_default_database(progress=progress, **default_options)
 
 
+# Character settings the command line sets directly: flag -> (schema row, attribute of args). Their types,
+# choices and bounds come from the settings schema, as for settings files and the app.
+SETTING_FLAGS = {"--inertialization": ("inertialization", "inertialization"), "--halflife": ("halflife", "halflife"),
+                 "--search-interval": ("search_interval", "search_interval"), "--bias": ("bias", "bias"),
+                 "--backend": ("search_backend", "backend"), "--responsiveness": ("responsiveness", "responsiveness"),
+                 "--quality": ("quality", "quality")}
+
+
+def _schema_value(row):
+    """An argparse type: the text as the schema row's type, checked against its bounds."""
+    def parse(text: str):
+        try:
+            return row.check(int(text) if row.type == "int" else float(text) if row.type == "float" else text)
+        except SettingError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = row.name
+    return parse
+
+
 def add_character_options(p):
-    p.add_argument("--inertialization", choices=("spring", "quintic", "off", "dead_blending"), default=None)
-    p.add_argument("--halflife", type=float, default=None, help="spring inertialization halflife (s)")
-    p.add_argument("--search-interval", type=float, default=None, help="seconds between searches")
-    p.add_argument("--bias", type=float, default=None, help="continuing-pose bias (normalized cost)")
+    for flag, (key, dest) in SETTING_FLAGS.items():
+        row = setting("character", key)
+        bounds = (f"{row.lo:g}..{row.hi:g}{' ' + row.unit if row.unit else ''}; " if row.lo is not None else "")
+        p.add_argument(flag, dest=dest, type=_schema_value(row), choices=row.choices or None, default=None,
+                       help=f"{row.doc} ({bounds}character.{key}, default {row.default})")
     p.add_argument("--no-adjustment", action="store_true")
     p.add_argument("--no-clamping", action="store_true")
     p.add_argument("--foot-locking", action=argparse.BooleanOptionalAction, default=None,
                    help="lock feet in contact with leg IK (default on)")
-    p.add_argument("--backend", default=None, help="search back-end (aabb, brute, brute_numpy)")
     p.add_argument("--warping", action=argparse.BooleanOptionalAction, default=None,
                    help="orientation, play-rate, stride and slope warping (default on)")
     p.add_argument("--settings", default=None,
@@ -49,11 +70,10 @@ def character_settings_from_args(args, s=None):
     """CharacterSettings `s` (default: new defaults) with the character options that were given."""
     from ..runtime.character import CharacterSettings
     s = s if s is not None else CharacterSettings()
-    for name, attr in (("inertialization", "inertialization"), ("halflife", "halflife"),
-                       ("search_interval", "search_interval"), ("bias", "bias"), ("backend", "search_backend")):
-        v = getattr(args, name, None)
+    for key, dest in SETTING_FLAGS.values():
+        v = getattr(args, dest, None)
         if v is not None:
-            setattr(s, attr, v)
+            setattr(s, key, v)
     if getattr(args, "lmm", None):
         s.mode, s.model = "lmm", args.lmm
     if getattr(args, "no_adjustment", False):

@@ -163,8 +163,8 @@ SETTINGS: tuple[Setting, ...] = (
        "and sticks less to the playing clip (docs/tuning.md)",
        app=Control(_FEEL, "responsiveness", step=0.05)),
     _f(C, "quality", 0.5, 0, 1, "",
-       "0..1, 0.5 leaves the settings as they are; higher weighs the pose more, sticks more to the playing "
-       "clip and blends transitions longer (docs/tuning.md)",
+       "0..1, 0.5 leaves the settings as they are; higher weighs the pose more and sticks more to the playing "
+       "clip (docs/tuning.md)",
        app=Control(_FEEL, "quality", step=0.05)),
     # -- character: search
     Setting(C, "mode", "choice", "classic", "classic: poses from the database; lmm: from the learned model "
