@@ -7,6 +7,7 @@ from pathlib import Path
 from ..fuzz import damaged_databases, fuzz_bvh, fuzz_databases, fuzz_scenarios
 from ..fuzz_rigs import door_campaigns
 from ..search_bench import add_bench_search_args, run_bench_search
+from ..sliders_bench import add_bench_sliders_args, run_bench_sliders
 from .lmm import add_bench_lmm_args, run_bench_lmm
 from .options import add_character_options, add_engine_options, runtime_settings_from_args
 
@@ -44,6 +45,10 @@ def register(sub) -> None:
     add_engine_options(pq, "scenarios")
     add_character_options(pq)
     pq.set_defaults(func=run_bench_quality)
+    pv = bsub.add_parser("sliders", help="quality figures along the responsiveness or quality slider "
+                         "(docs/tuning.md)")
+    add_bench_sliders_args(pv)
+    pv.set_defaults(func=run_bench_sliders)
     pf = bsub.add_parser("fuzz", help="hostile-input campaigns: BVH mutants, damaged databases, bad scenarios")
     add_bench_fuzz_args(pf)
     pf.set_defaults(func=run_bench_fuzz)
