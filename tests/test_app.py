@@ -1,8 +1,7 @@
 """The browser app: HTTP routes, WebSocket validation and isolation, recording, and the page in chromium.
 
 The server runs in a background thread on a free 127.0.0.1 port. It uses the library's runtime character
-over $MOTIONMATCH_TEST_DB (or the cached default database) when the runtime exists, else the BVH-loop
-stand-in. The browser test needs node, npm packages (`make node_modules`) and Debian chromium
+over $MOTIONMATCH_TEST_DB (or the cached default database). The browser test needs node, npm packages (`make node_modules`) and Debian chromium
 (`make browser-deps`); it is skipped only when one of them is absent.
 """
 from __future__ import annotations
@@ -40,12 +39,7 @@ def _database_path():
 
 
 def _backend() -> app_backend.Backend:
-    try:
-        from motionmatch.runtime.character import Character  # noqa: F401
-        from motionmatch.runtime.controller import GamepadInput  # noqa: F401
-        from motionmatch import database
-    except ImportError:
-        return app_backend.standin_backend()
+    from motionmatch import database
     return app_backend.runtime_backend(database.load_database(_database_path()))
 
 

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 from bvh_fixtures import LAFAN1_NAMES, lafan1_bvh_text, tiny_bvh_text, write_lafan1_bvh
+from conftest import MOCAP
 from motionmatch.io.bvh import BVHError, parse_bvh_text, read_bvh, write_bvh
 from motionmatch.skeleton import find_roles, mirror_pairs
 
-MOCAP = Path(__file__).resolve().parents[1].parent / "shared" / "mocap"
 TAKE1 = MOCAP / "jlpm22-locomotion" / "locomotion_take1.bvh"
 BANDAI = [MOCAP / "bandai-namco" / "dataset-1" / "dataset-1_walk_normal_001.bvh",
           MOCAP / "bandai-namco" / "dataset-2" / "dataset-2_run_feminine_021.bvh"]
-needs_mocap = pytest.mark.skipif(not TAKE1.exists(), reason="shared mocap not available")
+# The shared motion capture (conftest: $MOTIONMATCH_DATA, else ../shared/mocap); missing, the test fails.
+needs_mocap = pytest.mark.usefixtures("jlpm_dir", "bandai_dir")
 
 
 # ---------------------------------------------------------------- independent reference maths

@@ -7,6 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from conftest import MOCAP
 from motionmatch.io.bvh import read_bvh
 from motionmatch.kinematics import forward_kinematics
 from motionmatch.rotations import quat_between, quat_from_angle_axis, quat_mul, quat_normalize, quat_rotate
@@ -15,7 +16,7 @@ from motionmatch.runtime.ik import (apply_leg_ik, globals_to_locals, toe_ground_
 from motionmatch.runtime.touchups import FOOT_LOCK, foot_lock_update
 from motionmatch.skeleton import find_roles
 
-JLPM = Path("/work/shared/mocap/jlpm22-locomotion/locomotion_take1.bvh")
+JLPM = MOCAP / "jlpm22-locomotion" / "locomotion_take1.bvh"
 DOWN = np.array([0.0, -1.0, 0.0])
 
 
@@ -227,7 +228,7 @@ def _jlpm_pose(frame=100):
     return anim, gpos, grot
 
 
-@pytest.mark.skipif(not JLPM.exists(), reason="mocap not available")
+@pytest.mark.usefixtures("jlpm_dir")     # fails loudly when the data is missing
 def test_apply_leg_ik_on_real_pose():
     anim, gpos, grot = _jlpm_pose()
     P = anim.skeleton.parents

@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bvh_fixtures import lafan1_bvh_text, write_lafan1_bvh  # noqa: E402
+from conftest import MOCAP  # noqa: E402
 
 from motionmatch.animation import Animation, Skeleton
 from motionmatch.io.bvh import parse_bvh_text, read_bvh, write_bvh
@@ -18,7 +19,6 @@ from motionmatch.retarget import (RetargetError, auto_mapping, find_source_bind,
 from motionmatch.rotations import quat_from_scaled_angle_axis, quat_from_yaw, quat_inv, quat_mul, quat_rotate
 from motionmatch.skeleton import find_roles
 
-MOCAP = Path("/work/shared/mocap")
 BANDAI = MOCAP / "bandai-namco/dataset-1/dataset-1_walk_normal_002.bvh"
 JLPM = MOCAP / "jlpm22-locomotion/locomotion_take1.bvh"
 

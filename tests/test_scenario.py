@@ -1,15 +1,15 @@
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import MOCAP
 from motionmatch.runtime.controller import Controller, GamepadInput, PathFollower
 from motionmatch.scenario import (
     InputDriver, Scenario, ScenarioError, load_scenario, parse_scenario, random_scenario, simulate,
 )
 
-SHARED = Path("/work/shared/scenarios")
+SHARED = MOCAP.parent / "scenarios"     # beside the motion capture (conftest: $MOTIONMATCH_DATA/..)
 BASE = {"duration": 12.0, "style": None, "inputs": [
     {"t": 0.0, "move": [0.0, 1.0], "run": False, "strafe": False, "look": None},
     {"t": 4.0, "move": [1.0, 0.0], "run": True, "strafe": False, "look": None},

@@ -1,12 +1,11 @@
 """Role detection and mirror pairs on the three known namings and on custom mappings."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from bvh_fixtures import LAFAN1_NAMES
+from conftest import MOCAP
 from motionmatch.skeleton import ROLES, SkeletonError, find_roles, load_mapping, mirror_pairs
 
 UNITY = ("Hips LeftUpperLeg LeftLowerLeg LeftFoot LeftToes RightUpperLeg RightLowerLeg RightFoot RightToes "
@@ -14,7 +13,7 @@ UNITY = ("Hips LeftUpperLeg LeftLowerLeg LeftFoot LeftToes RightUpperLeg RightLo
          "RightUpperArm RightLowerArm RightHand").split()
 BANDAI = ("joint_Root Hips Spine Chest Neck Head Shoulder_L UpperArm_L LowerArm_L Hand_L Shoulder_R UpperArm_R "
           "LowerArm_R Hand_R UpperLeg_L LowerLeg_L Foot_L Toes_L UpperLeg_R LowerLeg_R Foot_R Toes_R").split()
-TAKE1 = Path(__file__).resolve().parents[1].parent / "shared/mocap/jlpm22-locomotion/locomotion_take1.bvh"
+TAKE1 = MOCAP / "jlpm22-locomotion" / "locomotion_take1.bvh"
 
 
 def _named(names, roles):
@@ -41,7 +40,7 @@ def test_lafan1():
     assert r["chest"] == "Spine2" and r["left_lower_leg"] == "LeftLeg" and r["right_toe"] == "RightToe"
 
 
-@pytest.mark.skipif(not TAKE1.exists(), reason="shared mocap not available")
+@pytest.mark.usefixtures("jlpm_dir")     # fails loudly when the data is missing
 def test_real_jlpm22_header():
     from motionmatch.io.bvh import read_bvh
     names = read_bvh(TAKE1).skeleton.names
