@@ -130,22 +130,6 @@ def two_columns_quat(t0, t1, t2, t3, t4, t5):
 
 
 @numba.njit(cache=True)
-def _two_columns_to_quat(txy, out):
-    for i in range(txy.shape[0]):
-        out[i, 0], out[i, 1], out[i, 2], out[i, 3] = two_columns_quat(txy[i, 0], txy[i, 1], txy[i, 2], txy[i, 3],
-                                                                      txy[i, 4], txy[i, 5])
-
-
-def two_columns_to_quat(txy: np.ndarray) -> np.ndarray:
-    """(..., 6) first two rotation-matrix columns -> (..., 4) quaternions (w, x, y, z), w >= 0."""
-    txy = np.asarray(txy)
-    flat = np.ascontiguousarray(txy.reshape(-1, 6), dtype=np.float64)
-    out = np.empty((flat.shape[0], 4))
-    _two_columns_to_quat(flat, out)
-    return out.reshape(txy.shape[:-1] + (4,))
-
-
-@numba.njit(cache=True)
 def unpack_pose(y, rows, positions, rotations, velocities, angular_velocities, contacts):
     """Decompressor outputs y (m, D) (layout: model.pose_layout) into rows `rows` (m,) of pose arrays
     (.., J, 3|4) and contacts (.., 2) (LearnedPose's conventions: joint 0 at the origin, identity, its
