@@ -217,7 +217,8 @@ def test_glb_reader_never_reads_past_a_view_or_outside_the_file(tmp_path):
 
 def test_streamed_synthesis_matches_whole_run_metrics_and_motion(jlpm_db, tmp_path):
     from motionmatch.metrics import compute_metrics, foot_sliding_cm_s, source_foot_sliding_cm_s
-    from motionmatch.synth import POSE_CHUNK, change_frames, record_animation, run_scenario, synthesize
+    from motionmatch.synth import (POSE_CHUNK, appearance_metrics, change_frames, record_animation, run_scenario,
+                                   synthesize)
 
     scen = parse_scenario({"duration": 2 * POSE_CHUNK / 60.0 + 0.5,   # three chunks, the last partial
                            "inputs": [{"t": 0, "move": [0, 1]}, {"t": 8, "move": [1, 0], "run": True},
@@ -225,6 +226,7 @@ def test_streamed_synthesis_matches_whole_run_metrics_and_motion(jlpm_db, tmp_pa
     streamed = synthesize(jlpm_db, scen, tmp_path / "s", progress=False)
     rec = run_scenario(jlpm_db, scen)
     whole = compute_metrics(rec, jlpm_db.fps, source_foot_sliding_cm_s(jlpm_db), change_frames(scen, jlpm_db.fps))
+    whole.update(appearance_metrics(jlpm_db, rec))
     timing = ("search_us", "frame_us")
     assert {k: v for k, v in streamed.items() if k not in timing} == {k: v for k, v in whole.items() if k not in timing}
     assert list(streamed) == list(json.loads((tmp_path / "s" / "metrics.json").read_text()))

@@ -287,7 +287,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
            "global_positions": np.zeros((F, n, J, 3), np.float32), "root_pos": np.zeros((F, n, 3)),
            "sim_pos": np.zeros((F, n, 3)), "desired_vel": np.zeros((F, n, 3)), "root_yaw": np.zeros((F, n)),
            "sim_yaw": np.zeros((F, n)), "desired_yaw": np.zeros((F, n)), "search_us": np.full((F, n), np.nan),
-           "tick_us": np.zeros(F), "searches": np.zeros(F, np.int64),
+           "tick_us": np.zeros(F), "searches": np.zeros(F, np.int64), "frames": np.zeros((F, n), np.int64),
            "start_pos": crowd.root_positions.copy()}
     for k in tqdm(range(F), desc="crowd", unit="frame", disable=not progress, file=sys.stderr):
         t0 = time.perf_counter()
@@ -305,6 +305,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         rec["root_yaw"][k] = np.remainder(crowd.root_yaws + crowd.warp_angle + np.pi, 2 * np.pi) - np.pi
         rec["sim_yaw"][k] = crowd.ctrl[:, YAW]
         rec["desired_yaw"][k] = crowd.ctrl[:, GOAL_YAW]
+        rec["frames"][k] = crowd.frame
         if crowd.searches_last_tick:
             searched = crowd.searched != 0
             rec["search_us"][k, searched] = crowd.stage_us["search"] / crowd.searches_last_tick
@@ -339,8 +340,9 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
     (the search stage's time over the agents that searched in it), `frame_us` its share of the whole
     tick (tick time / agents)."""
     from .metrics import compute_metrics
+    from .posture import posture_joints
     from .skeleton import shoulder_joints
-    from .synth import change_frames
+    from .synth import appearance_metrics, change_frames
 
     fps = db.fps
     root = rec["root_pos"][:, i]
@@ -356,10 +358,13 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
                  "desired_yaw": rec["desired_yaw"][:, i], "desired_vel": rec["desired_vel"][:, i],
                  "root_vel": root_vel, "transitions": int(rec["transitions"][i]),
                  "search_us": search[np.isfinite(search)], "frame_us": rec["tick_us"] / rec["root_pos"].shape[1],
-                 "toe_joints": toes}
+                 "toe_joints": toes, "frames": rec["frames"][:, i],
+                 "posture_positions": gpos[:, posture_joints(db.roles)]}
     a = spec.agents[i]
     changes = change_frames(a.scenario, fps) if a.scenario is not None else [0]
-    return compute_metrics(agent_rec, fps, source_sliding, changes)
+    metrics = compute_metrics(agent_rec, fps, source_sliding, changes)
+    metrics.update(appearance_metrics(db, agent_rec))
+    return metrics
 
 
 def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) -> None:
