@@ -265,8 +265,9 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
         if s[S.W_ORIENTATION] != 0.0:
             anim_speed, halflife, stride_min, stride_max = stride_reference(
                 wt, i, anim_speed, root_v[frame[i], 0], root_v[frame[i], 2], halflife, stride_min, stride_max)
-        r, k = speed_update(wt, i, sim_speed, anim_speed, dt, play_rate, s[S.W_RATE_MIN], s[S.W_RATE_MAX],
-                            s[S.W_RATE_SHARE], strides, stride_min, stride_max, halflife)
+        r, k = speed_update(wt, i, sim_speed, anim_speed, dt, play_rate,
+                            (s[S.W_RATE_MIN], s[S.W_RATE_MAX], s[S.W_RATE_SHARE]), strides, (stride_min, stride_max),
+                            halflife)
         rate[i] = r if play_rate else 1.0
         stride[i] = k if strides else 1.0
     else:

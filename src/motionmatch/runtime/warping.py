@@ -349,10 +349,12 @@ def stride_scale(desired_speed, anim_speed, rate, lo, hi):
 
 
 @numba.njit(cache=True)
-def speed_update(wt, i, desired_speed, anim_speed, dt, play_rate, rate_min, rate_max, share, stride, stride_min,
-                 stride_max, halflife):
+def speed_update(wt, i, desired_speed, anim_speed, dt, play_rate, rate_bounds, stride, stride_bounds, halflife):
     """Row i's (rate, stride scale) after dt s, springing toward playback_rate / stride_scale of the
-    simulation's speed and the playing clip's (m/s)."""
+    simulation's speed and the playing clip's (m/s). play_rate, stride: whether each warps; rate_bounds =
+    (rate_min, rate_max, share), stride_bounds = (stride_min, stride_max) (WarpSettings)."""
+    rate_min, rate_max, share = rate_bounds
+    stride_min, stride_max = stride_bounds
     r = playback_rate(desired_speed, anim_speed, rate_min, rate_max, share) if play_rate else 1.0
     k = stride_scale(desired_speed, anim_speed, r, stride_min, stride_max) if stride else 1.0
     if play_rate and share < 1.0:
