@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from ..kinematics import forward_kinematics
-from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput, PathFollower
+from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput
 from .crowd import Crowd
 from . import settings as S
 from .settings import CharacterSettings  # noqa: F401  (callers import it from here)
@@ -92,10 +92,6 @@ class Character:
         self.crowd.time = 0.0
         self.driver = None
         self._reset_counters()
-
-    def set_path(self, points, speed: float, loop: bool = False) -> None:
-        """Follow a path of (x, z) waypoints in metres at `speed` m/s instead of the gamepad."""
-        self.driver = PathFollower(points, speed, loop)
 
     def set_driver(self, driver) -> None:
         """Drive the controller from an object with step(controller, t, dt) and

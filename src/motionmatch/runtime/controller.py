@@ -338,11 +338,6 @@ class Controller:
         return _yaw_quat(self.yaw)
 
     @property
-    def angular_velocity(self) -> np.ndarray:
-        """(3,) rad/s, about +Y."""
-        return np.array([0.0, self.table[self.row, YAW_RATE], 0.0])
-
-    @property
     def gait(self) -> float:
         """Gait blend, 0 walk .. 1 run."""
         return float(self.table[self.row, GAIT])
@@ -354,10 +349,6 @@ class Controller:
     @property
     def desired_yaw(self) -> float:
         return float(self.table[self.row, GOAL_YAW])
-
-    @property
-    def desired_rotation(self) -> np.ndarray:
-        return _yaw_quat(self.desired_yaw)
 
 
 class PathFollower:
