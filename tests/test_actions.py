@@ -14,7 +14,8 @@ from motionmatch.database import build_actions_database, load_database, save_dat
 from motionmatch.events import EventError, load_sidecar
 from motionmatch.runtime.character import Character
 from motionmatch.runtime.controller import GamepadInput
-from motionmatch.runtime.crowd import Crowd, search_set
+from motionmatch.runtime.crowd import Crowd
+from motionmatch.runtime.search_sets import search_set
 from motionmatch.runtime.requests import RequestError
 from motionmatch.scenario import ScenarioError, parse_scenario
 from motionmatch.synth import run_scenario

@@ -89,7 +89,7 @@ class Character:
         """Stand at `position` facing `yaw`, playing `start_frame` (default: the first searchable frame)."""
         self.crowd.apply_settings()
         self.crowd.reset_agent(0, position, yaw, start_frame)
-        self.crowd.time = 0.0
+        self.crowd.reset_clock()
         self.driver = None
         self._reset_counters()
 
@@ -146,8 +146,8 @@ class Character:
         t0 = time.perf_counter()
         crowd = self.crowd
         predictor = None
-        if crowd.requests.busy and 0 in crowd.requests.driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
-            crowd.requests.drive(crowd.ctrl, [0], crowd.controller_settings, dt)
+        if 0 in crowd.requests_driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
+            crowd.drive_requests([0], dt)
         elif self.driver is not None:
             driver, ctrl, fps = self.driver, self.controller, self.db.fps
             driver.step(ctrl, crowd.time, dt)

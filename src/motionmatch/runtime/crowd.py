@@ -23,7 +23,6 @@ import numpy as np
 
 from ..features import difference_frames
 from ..scalar_quat import qlog, qmul, qrot
-from ..search import Searcher, frame_mask
 from ..search.common import searchable_frames
 from . import learned
 from . import settings as S
@@ -34,7 +33,8 @@ from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS,
                        plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
                        trajectory_layout)
 from .playback import Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_stage
-from .requests import Requests
+from .requests import Requests, follow_root
+from .search_sets import search_set, shared
 from .settings import CharacterSettings
 from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
@@ -46,17 +46,6 @@ from .warping import PoseWarpRig, clip_speeds, new_warp_table
 # Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
 # costs more than a few characters' work.
 PARALLEL_FROM = 32
-
-
-def shared(db, key, build):
-    """A value computed once per database and shared by every character and crowd on it."""
-    cache = db.runtime_cache      # bounded (least recently used out): keep what you get, don't look it up twice
-    try:
-        return cache[key]
-    except KeyError:
-        value = build()
-        cache[key] = value
-        return value
 
 
 @numba.njit(cache=True)
@@ -103,63 +92,6 @@ def database_velocities(db):
     _velocity_kernel(np.asarray(db.positions), np.asarray(db.rotations), prev, nxt, float(db.fps), vel, ang,
                      root_vel, root_ang)
     return vel, ang, root_vel, root_ang
-
-
-class SearchSet:
-    """Normalized features and their searcher for one set of channel weights (shared per database)."""
-
-    def __init__(self, db, weights: dict, backend: str, end_exclude: int):
-        fs = db.features
-        w = np.empty(fs.raw.shape[1])
-        for name, sl in fs.channel_slices.items():
-            w[sl] = weights[name]
-        self.offset = fs.offset
-        # Weight 0 (time_to_event channels outside requests) leaves a column out of the cost.
-        self.inactive = np.flatnonzero(w <= 0.0)
-        self.scale = fs.std / np.where(w > 0.0, w, 1.0)
-        self.features = ((fs.raw - fs.offset) / self.scale).astype(np.float32)
-        self.features[:, self.inactive] = 0.0
-        self.searcher = Searcher(self.features, db.range_starts, db.range_stops, backend=backend,
-                                 end_exclude=end_exclude)
-        self.prepared = {}
-
-    def normalize(self, raw: np.ndarray) -> np.ndarray:
-        """Normalized float32 queries from raw ones (..., F)."""
-        q = ((raw - self.offset) / self.scale).astype(np.float32)
-        q[..., self.inactive] = 0.0
-        return q
-
-    def mask(self, db, tag_filter: str | None):
-        """The prepared mask of a tag expression (None: every clip)."""
-        if not tag_filter:
-            return None
-        if tag_filter not in self.prepared:
-            m = frame_mask(tag_filter, db.range_tags, db.range_starts, db.range_stops, db.num_frames)
-            self.prepared[tag_filter] = (m, self.searcher.prepare(m))
-        return self.prepared[tag_filter]
-
-    def idle_mask(self, db, tag_filter: str | None, holdable: np.ndarray):
-        """The prepared mask of the frames of a tag expression an idle character may land on: `holdable`
-        ones (a still stretch of its own ahead), or all of them when none is."""
-        key = ("idle", tag_filter)
-        if key not in self.prepared:
-            base = self.mask(db, tag_filter)
-            m = holdable if base is None else base[0] & holdable
-            self.prepared[key] = base if not m.any() else (m, self.searcher.prepare(m))
-        return self.prepared[key]
-
-
-def search_set(db, s: CharacterSettings, events=()) -> SearchSet:
-    """The shared SearchSet for a character's weights, back-end and end exclusion; time_to_event channels
-    weigh only for the event types in `events` (a request's, runtime/requests.py)."""
-    fs = db.features
-    weights = {c.name: s.channel_weight(c.kind, float(s.weights.get(c.name, c.weight)))
-               if c.kind != "time_to_event" or c.event in events else 0.0 for c in fs.schema.channels}
-    unknown = set(s.weights) - set(weights)
-    if unknown:
-        raise ValueError(f"unknown feature channel(s) {sorted(unknown)}; channels are {sorted(weights)}")
-    key = ("search", tuple(sorted(weights.items())), s.search_backend, int(s.end_exclude))
-    return shared(db, key, lambda: SearchSet(db, weights, s.search_backend, int(s.end_exclude)))
 
 
 def crowd_mode(settings) -> tuple[str, str | None]:
@@ -325,7 +257,42 @@ class Crowd:
         if mode != (self.mode, self.model_path):
             # A live switch between classic and learned (or another model): inertialized per agent.
             self.mode, self.model_path = mode
-            learned.switch_mode(self, None if mode[0] == "classic" else self._model())
+            self._switch_mode(None if mode[0] == "classic" else self._model())
+
+    def _switch_mode(self, model) -> None:
+        """Switch every agent to learned motion matching with `model`, or back to classic with None. Each
+        agent takes an inertialized transition, like a search jump: to the projection of its database
+        frame's features, or to the database frame nearest its learned features; it searches on the next
+        tick."""
+        n = self.n
+        if model is not None:
+            src = learned.new_source(model, self.db, n)
+            for i in range(n):
+                f = int(self.frame[i])
+                learned.enter(src, i, self.raw_features[f])
+                self._cross_transition(i, self.db_arrays, f, src.pose, n + i)
+            self.learned = src
+        else:
+            src = self.learned
+            for i in range(n):
+                ss, m = self.search_sets[i], self.masks[i]
+                best, _ = ss.searcher.search(ss.normalize(src.raw[i]), mask=None if m is None else m[1])
+                best = int(best) if best >= 0 else int(self.frame[i])
+                self._cross_transition(i, src.pose, i, self.db_arrays, best)
+                self.frame[i], self.frame_frac[i] = best, 0.0
+            self.learned = None
+        self.transitions += 1
+        self.clip_hold[:] = False
+        self.search_state[:, FORCE] = 1.0
+
+    def _cross_transition(self, i: int, src_frames: Frames, src_row: int, dst_frames: Frames, dst_row: int) -> None:
+        """Agent i moves from row src_row of one pose source to row dst_row of another, an inertialized
+        transition like a search jump (the stages' transition on a two-row source)."""
+        pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_frames, dst_frames)))
+        play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), self.rate, self.stride, self.warp_angle,
+                        self.contacts)
+        transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), self.inert, play,
+                         self.packed, self.scratch)
 
     def _model(self):
         return shared(self.db, ("lmm", self.model_path), lambda: learned.learned_model(self.db, self.model_path))
@@ -395,6 +362,10 @@ class Crowd:
         self.last_search_time[i] = np.nan
         self._output(0.0, np.array([i]))
 
+    def reset_clock(self) -> None:
+        """The crowd's clock (`time`, s: request times and the search log count from it) restarts at 0."""
+        self.time = 0.0
+
     # ------------------------------------------------------------------------------------------
     # the tick
 
@@ -406,13 +377,21 @@ class Crowd:
         look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
         run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
-        driven = self.requests.driving() if self.requests.busy else ()
+        driven = self.requests_driving()
         kept = self.ctrl[driven].copy() if len(driven) else None
         (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
         if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
             self.ctrl[driven] = kept
-            self.requests.drive(self.ctrl, driven, self.controller_settings, float(dt))
+            self.drive_requests(driven, dt)
         self.advance(dt)
+
+    def requests_driving(self) -> np.ndarray:
+        """Agents whose controller a request drives this tick (stops, foot plants) instead of their input."""
+        return self.requests.driving() if self.requests.busy else np.empty(0, dtype=np.int64)
+
+    def drive_requests(self, agents, dt: float = 1.0 / 60.0) -> None:
+        """Advance the controllers of `agents` (of requests_driving) dt seconds toward their requests' targets."""
+        self.requests.drive(self.ctrl, agents, self.controller_settings, float(dt))
 
     def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
         """The tick after the controllers moved (step, or a driver on a Controller view of `ctrl`):
@@ -448,7 +427,7 @@ class Crowd:
                          "output": (time.perf_counter() - t2) * 1e6}
         self.time += dt
         if self.requests.busy:
-            self.requests.after_playback(self, dt)
+            self._apply(self.requests.after_playback(self, dt))
 
     def _classic_only(self) -> None:
         if self.learned is not None:
@@ -458,21 +437,43 @@ class Crowd:
         """Agent i performs the action whose clips carry `event` marks (e.g. "bow") with the event `event_in`
         seconds from now (runtime/requests.py); RequestError when the database has no such channel."""
         self._classic_only()
-        self.requests.action(self, i, event, event_in)
+        self._requested(i, self.requests.action(i, event, event_in, self.time))
 
     def request_stop_at(self, i: int, point) -> None:
         """Agent i stops with its root at rest at `point` (x, z) metres, and stays until cancel_request."""
         self._classic_only()
-        self.requests.stop_at(self, i, point)
+        self._requested(i, self.requests.stop_at(i, point))
 
     def request_plant_at(self, i: int, point, side: str = "left") -> None:
         """Agent i plants its `side` foot at `point` (x, z) metres on its way there."""
         self._classic_only()
-        self.requests.foot_plant(self, i, point, side)
+        self._requested(i, self.requests.foot_plant(i, point, side))
 
     def cancel_request(self, i: int) -> None:
         """End agent i's request; the stick drives it again."""
-        self.requests.cancel(self, i)
+        if self.requests.cancel(i):
+            self._release(i)
+
+    def _requested(self, i: int, released: bool) -> None:
+        """A new request of agent i searches now (the one it replaced may have held its clip)."""
+        if released:
+            self.clip_hold[i] = False
+        self.search_state[i, FORCE] = 1.0
+
+    def _release(self, i: int) -> None:
+        """An action ended or was cancelled: agent i's clip hold ends and it searches now."""
+        self.clip_hold[i] = False
+        self.search_state[i, FORCE] = 1.0
+
+    def _apply(self, d) -> None:
+        """Apply the requests' decisions after a tick (requests.Decisions)."""
+        self.clip_hold[d.hold] = True
+        for i in d.release:
+            self._release(i)
+        for i in d.follow:
+            follow_root(self.ctrl, i, self.root)
+        for i, (x, z) in d.glide.items():
+            self.root_pos[i, 0], self.root_pos[i, 2] = x, z
 
     def play_clip(self, i: int, range_index: int | None, offset_frames: int = 0) -> None:
         """Agent i jumps (inertialized) to frame `offset_frames` of clip `range_index` and plays it with
@@ -508,7 +509,8 @@ class Crowd:
                 p, r = predictor(int(i))
                 self.traj_pos[i], self.traj_rot[i] = p, r
         if self.requests.busy:
-            self.requests.predict(self, agents, cs)
+            for i, (p, r) in self.requests.predict(agents, self.ctrl, cs, self.traj_offsets, self.db.fps).items():
+                self.traj_pos[i], self.traj_rot[i] = p, r
         raw = np.empty((len(agents), self.raw_features.shape[1]))
         L = self.learned
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)

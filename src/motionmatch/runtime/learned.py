@@ -17,8 +17,7 @@ from ..lmm.inference import forward, project, scratch, unpack_pose
 from ..scalar_quat import cross3, qmul, qrot
 from ..lmm.model import LearnedModel, check_model_fits, load_model
 from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED, planted_toe_height_m
-from .matching import FORCE
-from .playback import Frames, Playhead, transition_stage
+from .playback import Frames
 
 # m/s: the fastest decompressed toe that can be planted. The database's rule (CONTACT_SPEED, 0.4) is
 # made for captured plants; a decompressed planted toe moves faster (its velocity is a network output
@@ -167,6 +166,13 @@ def start(src: LearnedSource, i: int, raw_features: np.ndarray) -> None:
     x, z = project(src.model, raw_features[None])
     set_state(src, np.array([i]), x, z)
     write_pose(src, np.array([i]), x, z)
+
+
+def enter(src: LearnedSource, i: int, raw_features: np.ndarray) -> None:
+    """Agent i of n switches in from classic playing a frame with these raw features: it starts at their
+    projection (start), whose pose is also written to row n + i, where the switch's transition goes."""
+    start(src, i, raw_features)
+    write_pose(src, np.array([len(src.frame) + i]), src.x[i:i + 1], src.z[i:i + 1])
 
 
 @numba.njit(cache=True)
@@ -332,41 +338,3 @@ def advance(src: LearnedSource, rate: np.ndarray, dt: float) -> None:
     m = src.model
     _advance(rate, float(dt), (src.x, src.z, src.raw), m.stepper.kernel_args, m.decompressor.kernel_args, src.work,
              contact_rule(src), (m.feature_offset, m.feature_scale), src.frame, src.pose, src.contacts, src.speeds)
-
-
-def _cross_transition(c, i: int, src_pose, src_row: int, dst_pose, dst_row: int) -> None:
-    """Agent i of crowd c moves from row src_row of one pose source to row dst_row of another, an
-    inertialized transition like a search jump (the stages' transition on a two-row source)."""
-    pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_pose, dst_pose)))
-    play = Playhead(np.zeros(c.n, dtype=np.int64), np.zeros(c.n), c.rate, c.stride, c.warp_angle, c.contacts)
-    transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), c.inert, play, c.packed,
-                     c.scratch)
-
-
-def switch_mode(c, model: LearnedModel | None) -> None:
-    """Switch every agent of crowd c (runtime/crowd.py) to learned motion matching with `model`, or back
-    to classic with None. Each agent takes an inertialized transition, like a search jump: to the
-    projection of its database frame's features, or to the database frame nearest its learned
-    features; it searches on the next tick."""
-    n = c.n
-    if model is not None:
-        src = new_source(model, c.db, n)
-        for i in range(n):
-            f = int(c.frame[i])
-            start(src, i, c.raw_features[f])
-            write_pose(src, np.array([n + i]), src.x[i:i + 1], src.z[i:i + 1])
-            _cross_transition(c, i, c.db_arrays, f, src.pose, n + i)
-        c.learned = src
-    else:
-        src = c.learned
-        ss = c.search_sets
-        for i in range(n):
-            q = ss[i].normalize(src.raw[i])
-            best, _ = ss[i].searcher.search(q, mask=None if c.masks[i] is None else c.masks[i][1])
-            best = int(best) if best >= 0 else int(c.frame[i])
-            _cross_transition(c, i, src.pose, i, c.db_arrays, best)
-            c.frame[i], c.frame_frac[i] = best, 0.0
-        c.learned = None
-    c.transitions += 1
-    c.clip_hold[:] = False
-    c.search_state[:, FORCE] = 1.0

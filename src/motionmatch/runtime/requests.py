@@ -25,13 +25,14 @@ Times in seconds, distances in metres; the stick plane is (x, z).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from . import settings as S
 from .controller import (AX, AZ, GOAL_VX, GOAL_VZ, GOAL_YAW, HALFLIFE, PX, PZ, VX, VZ, YAW, YAW_RATE,
                          advance_state, wrap_angle)
-from .matching import FORCE
+from .search_sets import search_set
 
 NONE, ACTION, STOP, PLANT = 0, 1, 2, 3
 PENDING, AFTER, HOLD = 0, 1, 2          # action: before / after its event; stop: approaching / at rest
@@ -51,8 +52,21 @@ class RequestError(ValueError):
     """A request the database cannot serve; the message names the field."""
 
 
+class Decisions(NamedTuple):
+    """What the crowd applies to its agents after a tick's request bookkeeping (Requests.after_playback)."""
+
+    hold: list        # agents whose clip plays on: no search cuts an action at its peak
+    release: list     # agents the stick drives again: clip hold off, search now
+    follow: list      # agents whose simulation takes the root's place and motion (follow_root)
+    glide: dict       # agent -> (x, z) m: the root's new ground position (an arrived stop's glide)
+
+
 class Requests:
     """The request state of a crowd's n agents (one row each) and the log of delivered requests.
+
+    The crowd (runtime/crowd.py) owns its agents' arrays: methods here read them and return what the crowd
+    applies (a search to force, a clip hold to release, Decisions); `drive` advances the controller rows the
+    crowd hands it.
 
     log: dicts {"agent", "kind": "action", "event", "requested_s" (due time), "delivered_s" (None: missed)},
     {"agent", "kind": "stop_at", "target" [x, z], "rest" [x, z] | None, "error_m"} and
@@ -98,51 +112,55 @@ class Requests:
                                f"--default actions` or a schema with time_to_event channels)")
         return self.channels[event]
 
-    def action(self, crowd, i: int, event: str, event_in: float) -> None:
-        """Agent i performs the action whose clips carry `event` marks, the event `event_in` s from now."""
+    def action(self, i: int, event: str, event_in: float, now: float) -> bool:
+        """Agent i performs the action whose clips carry `event` marks, the event `event_in` s from `now`
+        (the crowd's time). The agent must search now; returns whether the request it replaces held its
+        clip (the crowd releases it: cancel)."""
         self.event_column(event)
         if not (isinstance(event_in, (int, float)) and math.isfinite(event_in) and 0.0 < event_in <= 10.0):
             raise RequestError(f"event_in: expected seconds in (0, 10], got {event_in!r}")
-        self.cancel(crowd, i)
+        released = self.cancel(i)
         self.kind[i], self.phase[i], self.event[i] = ACTION, PENDING, event
         self.busy = bool(self.kind.any())
-        self.due[i] = crowd.time + float(event_in)
+        self.due[i] = now + float(event_in)
         self.prev_frame[i] = -1
-        crowd.search_state[i, FORCE] = 1.0
+        return released
 
-    def stop_at(self, crowd, i: int, point) -> None:
+    def stop_at(self, i: int, point) -> bool:
         """Agent i stops with its root at rest at `point` (x, z). Stop clips are matched by their time to
         the `stop` mark where the database has that channel; without it the stop trajectory alone steers
-        the search and the root glide settles the rest."""
+        the search and the root glide settles the rest. The agent must search now; returns as action."""
         if not (isinstance(point, (list, tuple, np.ndarray)) and len(point) == 2
                 and all(isinstance(v, (int, float, np.floating)) and math.isfinite(v) for v in point)):
             raise RequestError(f"stop_at: expected two finite numbers [x, z], got {point!r}")
-        self.cancel(crowd, i)
+        released = self.cancel(i)
         self.kind[i], self.phase[i], self.event[i] = STOP, PENDING, "stop"
         self.busy = bool(self.kind.any())
         self.target[i] = [float(point[0]), float(point[1])]
         self.still_since[i] = np.nan
         self.arrived[i] = False
-        crowd.search_state[i, FORCE] = 1.0
+        return released
 
-    def foot_plant(self, crowd, i: int, point, side: str = "left") -> None:
-        """Agent i plants its `side` foot at `point` (x, z)."""
+    def foot_plant(self, i: int, point, side: str = "left") -> bool:
+        """Agent i plants its `side` foot at `point` (x, z). The agent must search now; returns as action."""
         if side not in ("left", "right"):
             raise RequestError(f"side: expected 'left' or 'right', got {side!r}")
         self.event_column(f"foot_plant_{side}")
         if not (isinstance(point, (list, tuple, np.ndarray)) and len(point) == 2
                 and all(isinstance(v, (int, float, np.floating)) and math.isfinite(v) for v in point)):
             raise RequestError(f"plant_at: expected two finite numbers [x, z], got {point!r}")
-        self.cancel(crowd, i)
+        released = self.cancel(i)
         self.kind[i], self.phase[i], self.event[i], self.side[i] = PLANT, PENDING, f"foot_plant_{side}", side
         self.busy = bool(self.kind.any())
         self.target[i] = [float(point[0]), float(point[1])]
         self.aim[i] = self.target[i]
         self.until[i] = np.inf
-        crowd.search_state[i, FORCE] = 1.0
+        return released
 
-    def cancel(self, crowd, i: int) -> None:
-        """End agent i's request (an unfinished stop is logged as not at rest, an unfinished plant as missed)."""
+    def cancel(self, i: int) -> bool:
+        """End agent i's request (an unfinished stop is logged as not at rest, an unfinished plant as missed).
+        Returns whether it was an action: the crowd then releases the agent's clip hold and searches now."""
+        released = False
         if self.kind[i] == STOP and self.phase[i] == PENDING:
             self._log_stop(i, None)
         if self.kind[i] == PLANT:
@@ -151,11 +169,11 @@ class Requests:
             if self.phase[i] == PENDING:
                 self.log.append({"agent": int(i), "kind": "action", "event": self.event[i],
                                  "requested_s": round(float(self.due[i]), 6), "delivered_s": None})
-            crowd.clip_hold[i] = False
-            crowd.search_state[i, FORCE] = 1.0
+            released = True
         self.kind[i] = NONE
         self.busy = bool(self.kind.any())
         self.event[i] = None
+        return released
 
     # ------------------------------------------------------------------------------------------
     # the tick
@@ -188,19 +206,19 @@ class Requests:
         k, p = self.kind[agents], self.phase[agents]
         return ((k == ACTION) & (p == PENDING)) | (k == STOP) | (k == PLANT)
 
-    def predict(self, crowd, agents: np.ndarray, cs) -> None:
-        """The stop profile's trajectory of stopping agents into crowd.traj_pos / traj_rot."""
-        fps = float(crowd.db.fps)
+    def predict(self, agents: np.ndarray, ctrl, cs, offsets, fps: float) -> dict:
+        """The stop profile's trajectory of the stopping ones of `agents`: {agent: (positions (K, 3),
+        rotations (K, 4))} at frame `offsets` from their controller rows (ctrl); cs: ControllerSettings."""
+        out = {}
         for i in agents:
             if self.kind[i] == STOP:
-                pos, yaw, _ = stop_rollout(crowd.ctrl[i], self.target[i], cs, crowd.traj_offsets, fps)
-                crowd.traj_pos[i] = pos
+                pos, yaw, _ = stop_rollout(ctrl[i], self.target[i], cs, offsets, float(fps))
                 h = 0.5 * yaw
-                crowd.traj_rot[i] = np.stack([np.cos(h), np.zeros_like(h), np.sin(h), np.zeros_like(h)], 1)
+                out[int(i)] = pos, np.stack([np.cos(h), np.zeros_like(h), np.sin(h), np.zeros_like(h)], 1)
+        return out
 
     def search(self, crowd, agents: np.ndarray, raw: np.ndarray, cs):
         """Search of agents whose request shapes it: returns (best (k,), cost (k,), normalized queries (k, F))."""
-        from .crowd import search_set
         best = np.empty(len(agents), dtype=np.int64)
         cost = np.empty(len(agents))
         qs = np.empty((len(agents), raw.shape[1]), dtype=np.float32)
@@ -235,19 +253,22 @@ class Requests:
                                                   mask=None if mask is None else mask[1])
         return best, cost, qs
 
-    def after_playback(self, crowd, dt: float) -> None:
-        """Bookkeeping once the tick's frames are shown (crowd.time is the shown frame's time): events
-        delivered, actions ended, roots at rest; running actions carry the simulation with the root, arrived
-        stops settle the root onto the target."""
+    def after_playback(self, crowd, dt: float) -> Decisions:
+        """Bookkeeping once the tick's frames are shown (crowd.time is the shown frame's time; the crowd is
+        read, not written): events delivered, actions ended, roots at rest. Returns what the crowd
+        applies: running actions carry the simulation with the root, arrived stops glide the root onto
+        the target."""
+        out = Decisions([], [], [], {})
         for i in np.flatnonzero(self.kind != NONE):
             if self.kind[i] == ACTION:
-                self._action_tick(crowd, i)
+                self._action_tick(crowd, i, out)
             elif self.kind[i] == PLANT:
-                self._plant_tick(crowd, i)
+                self._plant_tick(crowd, i, out)
             else:
-                self._stop_tick(crowd, i, dt)
+                self._stop_tick(crowd, i, dt, out)
+        return out
 
-    def _action_tick(self, crowd, i: int) -> None:
+    def _action_tick(self, crowd, i: int, out: Decisions) -> None:
         frame = int(crowd.frame[i])
         if self.phase[i] == PENDING:
             col, horizon, _ = self.channels[self.event[i]]
@@ -262,27 +283,29 @@ class Requests:
                                  "requested_s": round(float(self.due[i]), 6), "delivered_s": round(crowd.time, 6)})
                 self.phase[i] = AFTER
                 self.until[i] = crowd.time + AFTER_S
-                crowd.clip_hold[i] = True       # play on: no search cuts the action at its peak
+                out.hold.append(int(i))         # play on: no search cuts the action at its peak
             elif crowd.time > self.due[i] + MISS_S:
-                self.cancel(crowd, i)
+                if self.cancel(i):
+                    out.release.append(int(i))
                 return
         elif crowd.time >= self.until[i] or not crowd.clip_hold[i]:
             self.kind[i] = NONE
             self.busy = bool(self.kind.any())
             self.event[i] = None
-            crowd.clip_hold[i] = False
-            crowd.search_state[i, FORCE] = 1.0
-        follow_root(crowd, i)
+            out.release.append(int(i))
+        out.follow.append(int(i))
 
-    def _stop_tick(self, crowd, i: int, dt: float) -> None:
+    def _stop_tick(self, crowd, i: int, dt: float, out: Decisions) -> None:
         speed = math.hypot(crowd.root_vel[i, 0], crowd.root_vel[i, 2])
-        off = math.hypot(crowd.root_pos[i, 0] - self.target[i, 0], crowd.root_pos[i, 2] - self.target[i, 1])
+        rx, rz = crowd.root_pos[i, 0], crowd.root_pos[i, 2]
+        off = math.hypot(rx - self.target[i, 0], rz - self.target[i, 1])
         if self.arrived[i] and speed < GLIDE_BELOW and off > 0.005:
             # The stop animation ends where it ends (up to the clamping radius away); the last centimetres
             # are a slow glide of the root (seed 003's position correction; locked feet stay planted).
             step = min(off, GLIDE_SPEED * dt) / off
-            crowd.root_pos[i, 0] += (self.target[i, 0] - crowd.root_pos[i, 0]) * step
-            crowd.root_pos[i, 2] += (self.target[i, 1] - crowd.root_pos[i, 2]) * step
+            rx += (self.target[i, 0] - rx) * step
+            rz += (self.target[i, 1] - rz) * step
+            out.glide[int(i)] = rx, rz
         if self.phase[i] != PENDING:
             return
         near = math.hypot(crowd.ctrl[i, PX] - self.target[i, 0], crowd.ctrl[i, PZ] - self.target[i, 1]) < 0.15
@@ -290,7 +313,7 @@ class Requests:
             if np.isnan(self.still_since[i]):
                 self.still_since[i] = crowd.time
             elif crowd.time - self.still_since[i] >= REST_HOLD_S - 1e-9:
-                self._log_stop(i, (float(crowd.root_pos[i, 0]), float(crowd.root_pos[i, 2])))
+                self._log_stop(i, (float(rx), float(rz)))
                 self.phase[i] = HOLD
         else:
             self.still_since[i] = np.nan
@@ -327,7 +350,7 @@ class Requests:
         d = math.hypot(self.aim[i, 0] - row[PX], self.aim[i, 1] - row[PZ])
         return d / max(math.hypot(row[VX], row[VZ]), STOP_CRUISE_MIN)
 
-    def _plant_tick(self, crowd, i: int) -> None:
+    def _plant_tick(self, crowd, i: int, out: Decisions) -> None:
         col = self.channels[self.event[i]][0]
         t_arrive = self._arrival_s(crowd.ctrl[i], i)
         if t_arrive <= PLANT_WINDOW_S and not np.isfinite(self.until[i]):
@@ -337,8 +360,8 @@ class Requests:
             self._log_plant(i, (float(foot[0]), float(foot[2])))
             self.kind[i] = NONE
             self.busy = bool(self.kind.any())
-        elif crowd.time > self.until[i]:
-            self.cancel(crowd, i)
+        elif crowd.time > self.until[i] and self.cancel(i):
+            out.release.append(int(i))
 
     def _log_plant(self, i: int, foot) -> None:
         t = self.target[i]
@@ -367,15 +390,16 @@ def action_mask(db, ss, event: str):
     return ss.prepared[key]
 
 
-def follow_root(crowd, i: int) -> None:
-    """The simulation takes the character root's place and motion (an action's root motion drives)."""
-    c = crowd.ctrl
-    c[i, PX], c[i, PZ] = crowd.root_pos[i, 0], crowd.root_pos[i, 2]
-    c[i, VX], c[i, VZ] = crowd.root_vel[i, 0], crowd.root_vel[i, 2]
+def follow_root(ctrl, i: int, root) -> None:
+    """Controller row i (the simulation) takes the place and motion of character root i (root: playback.Root;
+    an action's root motion drives)."""
+    c = ctrl
+    c[i, PX], c[i, PZ] = root.pos[i, 0], root.pos[i, 2]
+    c[i, VX], c[i, VZ] = root.vel[i, 0], root.vel[i, 2]
     c[i, AX] = c[i, AZ] = 0.0
-    c[i, YAW] = c[i, GOAL_YAW] = wrap_angle(float(crowd.root_yaw[i]))
+    c[i, YAW] = c[i, GOAL_YAW] = wrap_angle(float(root.yaw[i]))
     c[i, YAW_RATE] = 0.0
-    c[i, GOAL_VX], c[i, GOAL_VZ] = crowd.root_vel[i, 0], crowd.root_vel[i, 2]
+    c[i, GOAL_VX], c[i, GOAL_VZ] = root.vel[i, 0], root.vel[i, 2]
 
 
 def stop_goal(row_table, i: int, target, cs) -> None:
