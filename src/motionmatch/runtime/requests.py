@@ -19,7 +19,7 @@ agent of a crowd, held as structure-of-arrays.
   it gets there. The first plant of that foot within PLANT_WINDOW_S of the arrival ends the request; the log
   holds where the foot joint (ankle) landed.
 Without an active request nothing here touches the agent: time_to_event channels have weight 0 in its
-searches (runtime/crowd.py search_set), so locomotion searches as before.
+searches (runtime/search_sets.py search_set), so locomotion searches as before.
 Times in seconds, distances in metres; the stick plane is (x, z).
 """
 from __future__ import annotations
