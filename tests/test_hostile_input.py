@@ -176,6 +176,74 @@ def test_stick_values_are_clamped_not_refused():
 
 
 # ---------------------------------------------------------------------------------------------
+# Crowd files, event sidecars, tracker files, role maps, tag expressions
+
+def test_small_file_campaigns(jlpm_db, tmp_path):
+    from motionmatch import fuzz_files
+    report = fuzz_files.fuzz_files(jlpm_db, tmp_path)
+    for door, out in report.items():
+        assert out.findings == [], door
+        assert out.accepted == 0 and out.clean_errors >= 7, door
+
+
+def test_bounded_files_name_the_bound(jlpm_db, tmp_path):
+    from motionmatch.crowd_synth import CrowdError, load_crowd
+    from motionmatch.events import EventError, load_sidecar
+    from motionmatch.search import TagExpressionError, range_mask
+    from motionmatch.vr.trackers import TrackerFileError, read_trackers
+    with pytest.raises(EventError, match="/dev/zero: the events file is not a regular file"):
+        load_sidecar("/dev/zero")
+    (tmp_path / "c.json").write_text('{"duration": 0.001, "agents": [{"start": [0, 0], "goal": [1, 0]}]}')
+    with pytest.raises(CrowdError, match=r"c.json: duration: expected seconds in \[0.1, 600\]"):
+        load_crowd(tmp_path / "c.json")
+    pose = {"position": [0, 1.6, 0], "rotation": [1, 0, 0, 0]}
+    (tmp_path / "t.json").write_text(json.dumps({"frames": [{"t": t, "hmd": pose, "left": pose, "right": pose}
+                                                           for t in (0.0, 3600.0)]}))
+    with pytest.raises(TrackerFileError, match=r"frames\[1\].t: times must increase by 0.0001 to 1 s"):
+        read_trackers(tmp_path / "t.json")
+    with pytest.raises(TagExpressionError, match="nested deeper than 32"):
+        range_mask("! " * 40 + "mirrored", jlpm_db.range_tags)
+    with pytest.raises(TagExpressionError, match="no clip satisfies"):
+        range_mask("mirrored & !mirrored", jlpm_db.range_tags)
+    assert range_mask("! " * 30 + "mirrored", jlpm_db.range_tags).sum() == len(jlpm_db.range_tags) // 2
+
+
+def test_damaged_models_campaign(jlpm_db, tmp_path):
+    from motionmatch import fuzz_models
+    report = fuzz_models.fuzz_models(jlpm_db, fuzz_models.damaged_models(jlpm_db, tmp_path, zip_bombs=False))
+    for door, out in report.items():
+        assert out.findings == [] and out.accepted == 0 and out.clean_errors >= 15, door
+    # The intact random models load: the damages are what is refused.
+    from motionmatch.runtime.learned import learned_model
+    from motionmatch.vr.orientation import load_networks
+    assert learned_model(jlpm_db, tmp_path / "lmm.npz").latent_size == 8
+    assert list(load_networks(tmp_path / "vr.npz")) == ["network"]
+
+
+def test_npz_members_are_sized_from_the_zip_directory(tmp_path):
+    import zipfile
+    from motionmatch.input_bounds import check_npz
+    with open(tmp_path / "m.npz", "wb") as fh:
+        np.savez_compressed(fh, a=np.zeros(1 << 21, np.uint8), b=np.ones(3))
+    check_npz(tmp_path / "m.npz", max_member_bytes=3 << 20)
+    with pytest.raises(ValueError, match=r"member 'a.npy' inflates to 2,097,280 bytes, beyond the bound of 1,048,576"):
+        check_npz(tmp_path / "m.npz", max_member_bytes=1 << 20)
+    with zipfile.ZipFile(tmp_path / "m.npz", "a") as z:
+        z.writestr("evil.pkl", b"cos\nsystem\n")
+    with pytest.raises(ValueError, match="'evil.pkl' is not an .npy array"):
+        check_npz(tmp_path / "m.npz")
+
+
+def test_crowd_on_one_spot_counts_pairs_without_blowing_up():
+    from motionmatch.crowd_synth import separation
+    xz = np.zeros((50, 400, 2))
+    xz[:, 0, 0] = 5.0                        # one agent apart
+    smallest, pairs, close = separation(xz)
+    assert smallest == 0.0 and pairs == 399 * 398 // 2
+    assert close.shape == (50 * 399, 2)
+
+
+# ---------------------------------------------------------------------------------------------
 # Rigged models (.glb): both doors
 
 def test_damaged_rigged_models_campaign(jlpm_db, jlpm_db_path, tmp_path):
@@ -437,3 +505,58 @@ def test_weight_sets_share_a_bounded_least_recently_used_cache(jlpm_db):
         ch.step(None, 1 / 60)
     assert len(jlpm_db.runtime_cache) == MAX_SHARED_ENTRIES
     assert np.isfinite(ch.global_positions).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults: a killed or failing synth leaves the earlier outputs whole
+
+def _crowd_file(path, agents, duration):
+    path.write_text(json.dumps({"duration": duration, "agents": [{"start": [2.0 * k, 0], "goal": [2.0 * k, 3]}
+                                                               for k in range(agents)]}))
+    return path
+
+
+def test_killed_crowd_synth_leaves_the_earlier_outputs_whole(jlpm_db_path, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    out = tmp_path / "out"
+    args = ["synth", "--db", str(jlpm_db_path), "--out", str(out), "--quiet", "--crowd"]
+    assert cli_main(args + [str(_crowd_file(tmp_path / "three.json", 3, 0.5))]) == 0
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    assert sorted(before) == ["agent_000.bvh", "agent_001.bvh", "agent_002.bvh", "crowd.png", "metrics.json"]
+    # A second, smaller run killed (SIGKILL) the moment its first agent file exists.
+    proc = subprocess.Popen([sys.executable, "-m", "motionmatch.cli"] + args
+                            + [str(_crowd_file(tmp_path / "two.json", 2, 2.0))], env={**os.environ})
+    while proc.poll() is None and not list(out.glob(".partial-*/agent_*.bvh")):
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
+    assert [p.name.startswith(".partial-") for p in out.iterdir() if p.is_dir()] == [True]   # marked by its name
+    # Run to the end: only the new run's agents, nothing marked incomplete.
+    assert cli_main(args + [str(tmp_path / "two.json")]) == 0
+    files = sorted(f.name for f in out.iterdir() if f.is_file())
+    assert files == ["agent_000.bvh", "agent_001.bvh", "crowd.png", "metrics.json"]
+    assert json.loads((out / "metrics.json").read_text())["agents_count"] == 2
+
+
+def test_synth_on_a_full_disk_is_one_clear_error_and_keeps_the_earlier_outputs(jlpm_db_path, tmp_path, capsys,
+                                                                              monkeypatch):
+    import errno
+    from motionmatch import crowd_synth as crowd
+    out = tmp_path / "out"
+    args = ["synth", "--db", str(jlpm_db_path), "--out", str(out), "--quiet", "--crowd",
+            str(_crowd_file(tmp_path / "one.json", 1, 0.5))]
+    assert cli_main(args) == 0
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+
+    def full(*a, **k):       # the last file of the run meets a full disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(crowd, "plot_crowd", full)
+    code = cli_main(args[:-1] + [str(_crowd_file(tmp_path / "two.json", 2, 0.5))])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and err.count("No space left on device") == 1
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before         # no staging folder left either

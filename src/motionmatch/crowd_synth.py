@@ -29,11 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from .avoidance import AvoidanceSettings, AvoidanceState, avoid
+from .input_bounds import parse_json, read_bounded
 from .runtime.controller import ControllerSettings
 from .scenario import Scenario, ScenarioError, parse_scenario
 
 MAX_AGENTS = 1000
 MAX_DURATION = 600.0            # s
+MIN_DURATION = 0.1              # s: a few frames, so every metric has something to measure
+MAX_CROWD_FILE_BYTES = 16 << 20
 MAX_AGENT_SECONDS = 3000.0      # agents x duration: synthesis keeps every agent's poses in memory
 MAX_COORDINATE = 10000.0        # m
 ARRIVE_DISTANCE = 0.2           # m: a goal agent within this of its goal stops ...
@@ -68,7 +71,10 @@ class CrowdSpec:
 
 
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite number (an integer too large for a float is not one)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return abs(x) <= 1e300 if isinstance(x, int) else math.isfinite(x)
 
 
 def _point(value, name: str) -> tuple[float, float]:
@@ -122,8 +128,8 @@ def parse_crowd(data) -> CrowdSpec:
     duration = data.get("duration")
     if "duration" not in data:
         raise CrowdError("duration: missing")
-    if not _is_number(duration) or not 0.0 < duration <= MAX_DURATION:
-        raise CrowdError(f"duration: expected seconds in (0, {MAX_DURATION:g}]")
+    if not _is_number(duration) or not MIN_DURATION <= duration <= MAX_DURATION:
+        raise CrowdError(f"duration: expected seconds in [{MIN_DURATION:g}, {MAX_DURATION:g}]")
     avoidance = data.get("avoidance", True)
     if not isinstance(avoidance, bool):
         raise CrowdError("avoidance: expected true or false")
@@ -143,12 +149,14 @@ def parse_crowd(data) -> CrowdSpec:
 
 
 def load_crowd(path) -> CrowdSpec:
-    """Read and validate a crowd JSON file."""
+    """Read and validate a crowd JSON file (at most 16 MB; input_bounds' nesting and number rules)."""
+    raw = read_bounded(path, MAX_CROWD_FILE_BYTES, CrowdError, "crowd file")
     try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as e:
-        raise CrowdError(f"crowd: invalid JSON in {path}: {e}") from None
-    return parse_crowd(data)
+        return parse_crowd(parse_json(raw, CrowdError, f"crowd {path}"))
+    except CrowdError as e:
+        if str(path) in str(e):
+            raise
+        raise CrowdError(f"{path}: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,6 +251,18 @@ def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities
 # synthesis
 
 
+def check_agent_tags(db, spec: CrowdSpec, source=None) -> None:
+    """Every agent's tag expression compiles and selects at least one clip of db (else CrowdError, naming
+    `source`, the crowd file, when given)."""
+    from .search import range_mask
+    for i, a in enumerate(spec.agents):
+        if a.tags is not None:
+            try:
+                range_mask(a.tags, db.range_tags)
+            except ValueError as e:
+                raise CrowdError(f"{f'{source}: ' if source else ''}agents[{i}].tags: {e}") from None
+
+
 def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoidance: bool | None = None,
               avoidance_settings: AvoidanceSettings | None = None) -> dict:
     """Simulate a crowd at the database rate. settings: CharacterSettings for every agent (each agent's
@@ -258,17 +278,12 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
     from .runtime.character import CharacterSettings
     from .runtime.controller import GOAL_YAW, YAW
     from .runtime.crowd import Crowd
-    from .search import range_mask
 
     n = len(spec.agents)
     base = settings or CharacterSettings()
+    check_agent_tags(db, spec)
     per_agent = []
     for i, a in enumerate(spec.agents):
-        if a.tags is not None:
-            try:
-                range_mask(a.tags, db.range_tags)
-            except ValueError as e:
-                raise CrowdError(f"agents[{i}].tags: {e}") from None
         s = copy.deepcopy(base)
         s.tag_filter = a.tags if a.tags is not None else base.tag_filter
         per_agent.append(s)
@@ -323,15 +338,18 @@ def separation(root_xz: np.ndarray, threshold: float = COLLISION_DISTANCE):
 
     if root_xz.shape[1] < 2:
         return None, 0, np.zeros((0, 2), dtype=np.int64)
-    smallest, pairs, close = math.inf, set(), []
+    n = root_xz.shape[1]
+    smallest, ever, close = math.inf, np.zeros((n, n), dtype=bool), []
     for f, xz in enumerate(root_xz):
         tree = cKDTree(xz)
         d, _ = tree.query(xz, k=2)
         smallest = min(smallest, float(d[:, 1].min()))
-        near = tree.query_pairs(threshold)
-        pairs |= near
-        close += [(f, i) for pair in near for i in pair]
-    return smallest, len(pairs), np.array(close, dtype=np.int64).reshape(-1, 2)
+        # Arrays, not sets of tuples: agents crowded on one spot make n^2 / 2 pairs every frame.
+        near = tree.query_pairs(threshold, output_type="ndarray")
+        ever[near[:, 0], near[:, 1]] = True
+        agents = np.unique(near)
+        close.append(np.stack([np.full(len(agents), f), agents], axis=1))
+    return smallest, int(ever.sum()), np.concatenate(close).astype(np.int64).reshape(-1, 2)
 
 
 def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float) -> dict:
@@ -385,7 +403,7 @@ def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) 
         if a.goal is not None:
             ax.plot(*a.goal, "x", color=c, ms=6)
     if len(close):
-        f, a_ = close[:, 0], close[:, 1]
+        f, a_ = close[::-(-len(close) // 20000), 0], close[::-(-len(close) // 20000), 1]   # at most 20,000 dots
         ax.scatter(root[f, a_, 0], root[f, a_, 2], s=10, color="red", zorder=5,
                    label=f"roots closer than {COLLISION_DISTANCE} m")
         ax.legend(loc="best", fontsize=8)
@@ -409,6 +427,7 @@ def synthesize_crowd(db, crowd, out_dir, settings=None, progress: bool = True) -
 
     if isinstance(crowd, (str, Path)):
         spec = load_crowd(crowd)
+        check_agent_tags(db, spec, crowd)
     elif isinstance(crowd, dict):
         spec = parse_crowd(crowd)
     else:

@@ -15,13 +15,13 @@ mark of its type in the same clip, clamped to the channel's horizon (frames with
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .input_bounds import parse_json, parse_toml, read_bounded
 
 # Action -> (key joint roles, which extreme). "lowest"/"highest": the joint's height; "farthest": its
 # horizontal distance from the hips (reach); "fastest": its speed. With two roles (left/right) the side that
@@ -194,6 +194,10 @@ def auto_marks(gpos: np.ndarray, contacts: np.ndarray, fps: float, roles: dict, 
 # Annotation sidecar
 
 _EVENT_KEYS = {"clip", "time", "frame", "type", "tags"}
+MAX_SIDECAR_BYTES = 16 << 20
+MAX_SIDECAR_EVENTS = 100_000
+MAX_EVENT_TIME_S = 1e6            # far beyond any clip, small enough to turn into a frame number
+MAX_NAME_CHARS = 256              # clip globs, event types and tags
 
 
 def load_sidecar(path) -> list[dict]:
@@ -203,17 +207,13 @@ def load_sidecar(path) -> list[dict]:
     too), one of `time` (seconds from the clip's first frame) or `frame` (frame at the database rate),
     `type` (event name), optional `tags` (list of strings)."""
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise EventError(f"{path}: cannot read the events file ({e})") from None
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError) as e:
-        raise EventError(f"{path}: invalid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {e}") from None
+    raw = read_bounded(path, MAX_SIDECAR_BYTES, EventError, "events file")
+    data = (parse_json if path.suffix.lower() == ".json" else parse_toml)(raw, EventError, str(path))
     items = data.get("event") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise EventError(f"{path}: expected a non-empty list of events ([[event]] tables or {{\"event\": [...]}})")
+    if len(items) > MAX_SIDECAR_EVENTS:
+        raise EventError(f"{path}: {len(items):,} events, beyond the bound of {MAX_SIDECAR_EVENTS:,}")
     out = []
     for i, e in enumerate(items):
         where = f"{path}: event[{i}]"
@@ -222,23 +222,25 @@ def load_sidecar(path) -> list[dict]:
         extra = sorted(set(e) - _EVENT_KEYS)
         if extra:
             raise EventError(f"{where}.{extra[0]}: unknown field (allowed: {', '.join(sorted(_EVENT_KEYS))})")
-        if not isinstance(e.get("clip"), str) or not e["clip"]:
-            raise EventError(f"{where}.clip: expected a clip file name (or glob)")
-        if not isinstance(e.get("type"), str) or not e["type"].strip() or any(c.isspace() for c in e["type"]):
-            raise EventError(f"{where}.type: expected an event name without spaces")
+        if not isinstance(e.get("clip"), str) or not 0 < len(e["clip"]) <= MAX_NAME_CHARS:
+            raise EventError(f"{where}.clip: expected a clip file name (or glob) of at most {MAX_NAME_CHARS} characters")
+        if not isinstance(e.get("type"), str) or not e["type"].strip() or any(c.isspace() for c in e["type"]) \
+                or len(e["type"]) > MAX_NAME_CHARS:
+            raise EventError(f"{where}.type: expected an event name without spaces (at most {MAX_NAME_CHARS} characters)")
         if ("time" in e) == ("frame" in e):
             raise EventError(f"{where}.time: give exactly one of time (seconds) and frame")
         if "time" in e:
             t = e["time"]
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-                raise EventError(f"{where}.time: expected seconds >= 0")
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= MAX_EVENT_TIME_S:
+                raise EventError(f"{where}.time: expected seconds in [0, {MAX_EVENT_TIME_S:g}]")
         else:
             f = e["frame"]
-            if type(f) is not int or f < 0:
-                raise EventError(f"{where}.frame: expected a frame number >= 0")
+            if type(f) is not int or not 0 <= f < 2 ** 31:
+                raise EventError(f"{where}.frame: expected a frame number in [0, 2^31)")
         tags = e.get("tags", [])
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise EventError(f"{where}.tags: expected a list of strings")
+        if not isinstance(tags, list) or not all(isinstance(t, str) and len(t) <= MAX_NAME_CHARS for t in tags) \
+                or len(tags) > 64:
+            raise EventError(f"{where}.tags: expected a list of at most 64 strings")
         out.append({**e, "tags": tags, "where": where})
     return out
 

@@ -239,4 +239,9 @@ def door_campaigns(db_path: Path, bvh: Path, tmp: Path) -> dict:
     (tmp / "glb").mkdir()
     damaged = damaged_glbs(ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes(), tmp / "glb")
     export, serve = fuzz_rigs(damaged, anim, db, db_path)
-    return {"rigged GLB (export)": export, "rigged GLB (serve)": serve}
+    from . import fuzz_files, fuzz_models
+    (tmp / "files").mkdir()
+    (tmp / "models").mkdir()
+    return {**fuzz_files.fuzz_files(db, tmp / "files"),
+            **fuzz_models.fuzz_models(db, fuzz_models.damaged_models(db, tmp / "models")),
+            "rigged GLB (export)": export, "rigged GLB (serve)": serve}

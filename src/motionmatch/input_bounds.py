@@ -132,3 +132,29 @@ def finite_number(value, error, name: str, low: float = -math.inf, high: float =
     if not low <= x <= high:
         raise error(f"{name}: {x:g} is outside [{low:g}, {high:g}]")
     return x
+
+
+def check_npz(path, error=ValueError, max_member_bytes: int = 256 << 20, max_total_bytes: int = 1 << 30) -> None:
+    """Refuse an .npz whose zip directory declares a member larger than max_member_bytes, members
+    larger than max_total_bytes together, or a member that is not an .npy array, before numpy inflates
+    anything (a zip bomb declares its true size there; a member whose data is longer than declared fails
+    numpy's own read)."""
+    import zipfile
+    path = Path(path)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise error(f"{path}: not a regular file")
+        with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise error(f"{path}: not an .npz archive ({e})") from None
+    total = 0
+    for info in infos:
+        if not info.filename.endswith(".npy"):
+            raise error(f"{path}: member {info.filename[:80]!r} is not an .npy array")
+        if info.file_size > max_member_bytes:
+            raise error(f"{path}: member {info.filename[:80]!r} inflates to {info.file_size:,} bytes, beyond the "
+                        f"bound of {max_member_bytes:,}")
+        total += info.file_size
+    if total > max_total_bytes:
+        raise error(f"{path}: members inflate to {total:,} bytes, beyond the bound of {max_total_bytes:,}")

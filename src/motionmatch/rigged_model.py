@@ -156,7 +156,7 @@ def load_rigged_model(path, mapping=None) -> RiggedModel:
 
 def _roles(path: Path, glb: GLB, skel: Skeleton, joints: list[int], mapping) -> dict:
     if isinstance(mapping, (str, Path)):
-        mapping = load_mapping(mapping, require_table=False)
+        mapping = load_mapping(mapping, require_table=False, joint_names=skel.names)
     given = dict(mapping or {})
     lower = {n.rsplit(":", 1)[-1].lower(): n for n in skel.names}
     for role, cands in _EXTRA_ROLE_NAMES.items():

@@ -186,10 +186,12 @@ MAX_MAPPING_BYTES = 1 << 20
 MAX_MAPPING_ENTRIES = 4096
 
 
-def load_mapping(path, require_table: bool = True) -> dict[str, str]:
+def load_mapping(path, require_table: bool = True, joint_names=None) -> dict[str, str]:
     """Read a role mapping from a TOML file with a `[roles]` table (role = "joint name"); with
     require_table=False a file of bare role = "joint name" lines is taken too. Bounded like every input
-    (input_bounds): at most 1 MB and 4096 entries of strings; raises SkeletonError naming the file."""
+    (input_bounds): at most 1 MB and 4096 entries; every key one of ROLES (a typo must not be ignored),
+    every value a string, and with `joint_names` a joint of that skeleton. Raises SkeletonError naming
+    the file."""
     path = Path(path)
     doc = parse_toml(read_bounded(path, MAX_MAPPING_BYTES, SkeletonError, "role mapping"), SkeletonError, str(path))
     roles = doc.get("roles", None if require_table else doc)
@@ -197,7 +199,15 @@ def load_mapping(path, require_table: bool = True) -> dict[str, str]:
         raise SkeletonError(f"{path}: needs a [roles] table (e.g. hips = \"pelvis\")")
     if len(roles) > MAX_MAPPING_ENTRIES:
         raise SkeletonError(f"{path}: [roles] holds {len(roles):,} entries, beyond the bound of {MAX_MAPPING_ENTRIES}")
+    unknown = [k for k in roles if k not in ROLES]
+    if unknown:
+        raise SkeletonError(f"{path}: [roles]: unknown role {unknown[0][:60]!r} (roles: {', '.join(ROLES)})")
     bad = [k for k, v in roles.items() if not isinstance(v, str)]
     if bad:
         raise SkeletonError(f"{path}: [roles] values must be joint names (strings): {', '.join(bad[:10])}")
+    if joint_names is not None:
+        try:
+            find_roles(joint_names, roles, required=())
+        except SkeletonError as e:
+            raise SkeletonError(f"{path}: {e}") from None
     return dict(roles)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..output_folder import staged_output
 from .options import add_character_options, add_crouch_args, crouch_settings, database_path, runtime_settings_from_args
 
 
@@ -49,12 +50,14 @@ def run_synth(args) -> int:
                                 f"see README 'Scenario files')")
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
     rs = runtime_settings_from_args(args, db)
-    metrics = synthesize(db, scen, args.out, rs.character, progress=not (args.quiet or args.json),
-                         retarget_to=args.retarget_to, retarget_map=args.mapping, controller_settings=rs.controller)
-    if args.gltf:
-        from ..export import export_gltf
-        from ..io.bvh import read_bvh
-        glb = export_gltf(read_bvh(Path(args.out) / 'motion.bvh'), Path(args.out) / 'motion.glb')
+    with staged_output(args.out, stale=("motion.glb", "terrain.npy")) as stage:
+        metrics = synthesize(db, scen, stage, rs.character, progress=not (args.quiet or args.json),
+                             retarget_to=args.retarget_to, retarget_map=args.mapping, controller_settings=rs.controller)
+        if args.gltf:
+            from ..export import export_gltf
+            from ..io.bvh import read_bvh
+            export_gltf(read_bvh(stage / 'motion.bvh'), stage / 'motion.glb')
+    glb = Path(args.out) / 'motion.glb'
     if args.json:
         print(json.dumps(metrics))
     elif not args.quiet:
@@ -77,7 +80,9 @@ def run_synth_vr(args) -> int:
     if not args.settings:           # no settings file: the tracker-driven defaults (vr.driver)
         from ..vr.driver import VR_ADJUSTMENT_MAX_RATIO
         character.adjustment_max_ratio = VR_ADJUSTMENT_MAX_RATIO
-    metrics = synthesize_vr(db, args.trackers, args.vr_model, args.out, character, args.alpha, progress=not (args.quiet or args.json), height_databases=crouch_settings(args))
+    with staged_output(args.out) as stage:
+        metrics = synthesize_vr(db, args.trackers, args.vr_model, stage, character, args.alpha,
+                                progress=not (args.quiet or args.json), height_databases=crouch_settings(args))
     if args.json:
         print(json.dumps(metrics))
     elif not args.quiet:
@@ -87,14 +92,16 @@ def run_synth_vr(args) -> int:
 
 
 def run_synth_crowd(args) -> int:
-    from ..crowd_synth import load_crowd, synthesize_crowd
+    from ..crowd_synth import check_agent_tags, load_crowd, synthesize_crowd
     from ..database import load_database
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
     spec = load_crowd(args.crowd)           # a bad file fails before the database loads
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
-    metrics = synthesize_crowd(db, spec, args.out, runtime_settings_from_args(args, db).character,
-                               progress=not (args.quiet or args.json))
+    check_agent_tags(db, spec, args.crowd)
+    with staged_output(args.out, stale=("agent_*.bvh",)) as stage:
+        metrics = synthesize_crowd(db, spec, stage, runtime_settings_from_args(args, db).character,
+                                   progress=not (args.quiet or args.json))
     if args.json:
         print(json.dumps(metrics))
     elif not args.quiet:

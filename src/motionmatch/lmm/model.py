@@ -25,9 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..input_bounds import check_npz, parse_json
+
 FORMAT_VERSION = 1
 NETWORKS = ("decompressor", "stepper", "projector")
 ACTIVATIONS = ("relu", "elu")
+
+
+MAX_PARAMETER = 1e6     # trained weights and statistics are far smaller; 1e38 is damage
+MAX_LAYERS = 64
 
 
 class ModelError(ValueError):
@@ -197,12 +203,19 @@ def save_model(model: LearnedModel, path) -> int:
 def _read_network(z, name: str, layers: int, activation: str, where: str) -> Network:
     if activation not in ACTIVATIONS:
         raise ModelError(f"{where}: {name} activation {activation!r}, expected one of {ACTIVATIONS}")
-    try:
-        ws = [np.asarray(z[f"{name}.w{i}"], dtype=np.float32) for i in range(layers)]
-        bs = [np.asarray(z[f"{name}.b{i}"], dtype=np.float32) for i in range(layers)]
-        stats = {k: np.asarray(z[f"{name}.{k}"], dtype=np.float32) for k in ("in_mean", "in_std", "out_mean", "out_std")}
-    except KeyError as e:
-        raise ModelError(f"{where}: missing array {e.args[0]}") from None
+    if not 1 <= layers <= MAX_LAYERS:
+        raise ModelError(f"{where}: {name} has {layers} layers, expected 1 to {MAX_LAYERS}")
+    keys = [f"{name}.w{i}" for i in range(layers)] + [f"{name}.b{i}" for i in range(layers)]
+    keys += [f"{name}.{k}" for k in ("in_mean", "in_std", "out_mean", "out_std")]
+    missing = [k for k in keys if k not in z]
+    if missing:
+        raise ModelError(f"{where}: missing array {missing[0]}")
+    wrong = [k for k in keys if z[k].dtype.kind != "f"]
+    if wrong:
+        raise ModelError(f"{where}: array {wrong[0]} holds {z[wrong[0]].dtype}, not floats")
+    ws = [np.asarray(z[f"{name}.w{i}"], dtype=np.float32) for i in range(layers)]
+    bs = [np.asarray(z[f"{name}.b{i}"], dtype=np.float32) for i in range(layers)]
+    stats = {k: np.asarray(z[f"{name}.{k}"], dtype=np.float32) for k in ("in_mean", "in_std", "out_mean", "out_std")}
     for i, (w, b) in enumerate(zip(ws, bs)):
         if w.ndim != 2 or b.shape != (w.shape[1],) or (i and w.shape[0] != ws[i - 1].shape[1]):
             raise ModelError(f"{where}: {name} layer {i} has inconsistent shapes {w.shape} / {b.shape}")
@@ -213,6 +226,10 @@ def _read_network(z, name: str, layers: int, activation: str, where: str) -> Net
     for a in ws + bs + list(stats.values()):
         if not np.all(np.isfinite(a)):
             raise ModelError(f"{where}: {name} holds NaN or infinite values (a diverged or damaged model)")
+        if np.abs(a).max(initial=0) > MAX_PARAMETER:
+            raise ModelError(f"{where}: {name} holds values beyond +-{MAX_PARAMETER:g} (a diverged or damaged model)")
+    if np.any(stats["in_std"] <= 0) or np.any(stats["out_std"] <= 0):
+        raise ModelError(f"{where}: {name} normalization has a zero or negative standard deviation")
     return net
 
 
@@ -223,27 +240,43 @@ def load_model(path) -> LearnedModel:
         raise FileNotFoundError(f"{path}: no such model (train one with `motionmatch lmm train --db DB -o {path}`)")
     where = str(path)
     try:
+        check_npz(path, ModelError)       # sizes from the zip directory first: no zip bomb is inflated
+    except ModelError as e:
+        raise ModelError(f"{where}: not a motionmatch learned model ({str(e).removeprefix(where + ': ')})") from None
+    try:
         with np.load(path, allow_pickle=False) as npz:
             z = {k: npz[k] for k in npz.files}
-        header = json.loads(bytes(z["header"]).decode())
+        raw = z["header"]
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise ValueError("the header is not JSON bytes")
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, UnicodeDecodeError, EOFError) as e:
         raise ModelError(f"{where}: not a motionmatch learned model ({type(e).__name__}: {e})") from None
+    header = parse_json(raw.tobytes(), ModelError, f"{where}: header")
     if not isinstance(header, dict) or header.get("kind") != "motionmatch-lmm":
         raise ModelError(f"{where}: not a motionmatch learned model (no lmm header)")
     ver = header.get("format_version")
-    if ver != FORMAT_VERSION:
+    if type(ver) is not int or ver != FORMAT_VERSION:    # true == 1 in Python; a version is an integer
         raise ModelError(f"{where}: model format version {ver}, this motionmatch reads version {FORMAT_VERSION}; "
                          f"retrain it with `motionmatch lmm train`")
+    for key, kind in (("latent_size", int), ("fps", (int, float)), ("layers", dict), ("activations", dict)):
+        if isinstance(header.get(key), bool) or not isinstance(header.get(key), kind):
+            raise ModelError(f"{where}: header field {key}: missing or of the wrong type")
+    if any(type(header["layers"].get(n)) is not int for n in NETWORKS):
+        raise ModelError(f"{where}: header field layers: expected an integer per network ({', '.join(NETWORKS)})")
     try:
-        names, schema, latent = header["joint_names"], header["schema"], int(header["latent_size"])
-        nets = {n: _read_network(z, n, int(header["layers"][n]), header["activations"][n], where) for n in NETWORKS}
+        names, schema, latent = header["joint_names"], header["schema"], header["latent_size"]
+        nets = {n: _read_network(z, n, header["layers"][n], header["activations"][n], where) for n in NETWORKS}
         model = LearnedModel(joint_names=names, parents=np.asarray(z["parents"], dtype=np.int64),
                              fps=float(header["fps"]), schema=schema, fingerprint=header["fingerprint"],
                              feature_offset=np.asarray(z["feature_offset"], dtype=np.float64),
                              feature_scale=np.asarray(z["feature_scale"], dtype=np.float64),
                              latent_size=latent, info=header.get("info", {}), **nets)
-    except (KeyError, TypeError) as e:
-        raise ModelError(f"{where}: header or arrays incomplete (missing {e})") from None
+    except (KeyError, TypeError, ValueError, OverflowError, IndexError) as e:
+        raise ModelError(f"{where}: header or arrays incomplete or of the wrong kind ({type(e).__name__}: {e})") from None
+    for name in ("feature_offset", "feature_scale"):
+        a = getattr(model, name)
+        if not np.all(np.isfinite(a)) or np.abs(a).max(initial=0) > MAX_PARAMETER:
+            raise ModelError(f"{where}: {name} holds NaN, infinite values or values beyond +-{MAX_PARAMETER:g}")
     _check_shapes(model, where)
     return model
 

@@ -7,7 +7,9 @@ Grammar (``!`` binds tightest, then ``&``, then ``|``; all left associative)::
     unary  := '!' unary | '(' expr ')' | TAG
     TAG    := [A-Za-z0-9_.:-]+            (e.g. walk, walk-back, style:happy, v1.2)
 
-A tag that no clip carries is an error, never an empty match: a typo must not silently select nothing.
+A tag that no clip carries is an error, never an empty match: a typo must not silently select nothing;
+likewise an expression no clip satisfies (`walk & !walk`). Expressions are at most 1000 characters and
+32 levels of `!` and parentheses deep (the parser recurses; a hostile `! ! ! ...` must not exhaust it).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import numpy as np
 
 __all__ = ["TagExpressionError", "compile_tag_expression", "range_mask", "frame_mask", "known_tags_of"]
 
+MAX_EXPRESSION_CHARS = 1000
+MAX_EXPRESSION_NESTING = 32
 _TOKEN = re.compile(r"\s*(?:(?P<tag>[A-Za-z0-9_.:\-]+)|(?P<op>[|&!()]))")
 
 
@@ -56,7 +60,7 @@ class _Parser:
     def __init__(self, expr: str, known: set[str]):
         self.expr, self.known = expr, known
         self.tokens = _tokenize(expr, known)
-        self.i = 0
+        self.i, self.depth = 0, 0
 
     def error(self, message: str, pos: int):
         raise TagExpressionError(message, self.expr, pos, self.known)
@@ -98,11 +102,17 @@ class _Parser:
 
     def parse_unary(self):
         kind, text, pos = self.take()
+        if kind in "!(":
+            self.depth += 1
+            if self.depth > MAX_EXPRESSION_NESTING:
+                self.error(f"'!' and '(' nested deeper than {MAX_EXPRESSION_NESTING} levels", pos)
         if kind == "!":
             inner = self.parse_unary()
+            self.depth -= 1
             return lambda tags: not inner(tags)
         if kind == "(":
             inner = self.parse_or()
+            self.depth -= 1
             kind2, text2, pos2 = self.take()
             if kind2 != ")":
                 self.error(f"expected ')' to close the '(' at position {pos}, found "
@@ -123,8 +133,11 @@ def compile_tag_expression(expr: str, known_tags: Iterable[str]) -> Callable[[se
 
     Raises TagExpressionError (a ValueError) on a syntax error or a tag not in `known_tags`.
     """
-    known = set(known_tags)
-    return _Parser(str(expr), known).parse()
+    known, expr = set(known_tags), str(expr)
+    if len(expr) > MAX_EXPRESSION_CHARS:
+        raise TagExpressionError(f"{len(expr):,} characters, beyond the bound of {MAX_EXPRESSION_CHARS}",
+                                 expr[:60] + "...", 0, known)
+    return _Parser(expr, known).parse()
 
 
 def known_tags_of(range_tags: Sequence[Iterable[str]]) -> set[str]:
@@ -136,11 +149,16 @@ def known_tags_of(range_tags: Sequence[Iterable[str]]) -> set[str]:
 
 
 def range_mask(expr: str | None, range_tags: Sequence[Iterable[str]]) -> np.ndarray:
-    """Bool (R,): which clips satisfy `expr` (None or blank: all)."""
+    """Bool (R,): which clips satisfy `expr` (None or blank: all). Raises TagExpressionError when no clip
+    does."""
     if expr is None or not str(expr).strip():
         return np.ones(len(range_tags), dtype=bool)
-    predicate = compile_tag_expression(expr, known_tags_of(range_tags))
-    return np.array([bool(predicate(set(tags))) for tags in range_tags], dtype=bool)
+    known = known_tags_of(range_tags)
+    predicate = compile_tag_expression(expr, known)
+    keep = np.array([bool(predicate(set(tags))) for tags in range_tags], dtype=bool)
+    if not keep.any():
+        raise TagExpressionError("no clip satisfies the expression", str(expr), 0, known)
+    return keep
 
 
 def frame_mask(expr: str | None, range_tags: Sequence[Iterable[str]], range_starts, range_stops,

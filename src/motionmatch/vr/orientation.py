@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..input_bounds import check_npz
+
 from .trackers import NUM_INPUTS
 
 MODEL_VERSION = 1
@@ -117,11 +119,31 @@ def save_networks(path, networks: dict[str, OrientationNetwork], meta: dict | No
         np.savez(fh, **arrays)
 
 
+MAX_PARAMETER = 1e6     # trained weights and statistics are far smaller; 1e38 is damage
+
+
+def _check_network(p: Path, name: str, net: OrientationNetwork) -> None:
+    """Layer shapes chain from NUM_NETWORK_INPUTS, statistics match the inputs, rollout is 1..10000."""
+    if net.weights[0].ndim != 2 or net.weights[0].shape[0] != NUM_NETWORK_INPUTS:
+        raise ValueError(f"{p}: field {name}/w0: {net.weights[0].shape} weights, expected {NUM_NETWORK_INPUTS} "
+                         f"inputs")
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        if w.ndim != 2 or b.shape != (w.shape[1],) or (i and w.shape[0] != net.weights[i - 1].shape[1]):
+            raise ValueError(f"{p}: field {name}/w{i}: shapes {w.shape} / {b.shape} do not chain")
+    if net.input_mean.shape != (NUM_NETWORK_INPUTS,) or net.input_std.shape != (NUM_NETWORK_INPUTS,) \
+            or np.any(net.input_std <= 0):
+        raise ValueError(f"{p}: field {name}/input_std: expected {NUM_NETWORK_INPUTS} positive values "
+                         f"(and as many means)")
+    if not 1 <= net.rollout <= 10000:
+        raise ValueError(f"{p}: field {name}/rollout: expected an integer in [1, 10000]")
+
+
 def load_networks(path) -> dict[str, OrientationNetwork]:
     """Read a model file written by save_networks; errors name the file and the missing field."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such model file")
+    check_npz(p)          # sizes from the zip directory first: no zip bomb is inflated
     try:
         z = np.load(p, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -129,25 +151,38 @@ def load_networks(path) -> dict[str, OrientationNetwork]:
     with z:
         if "version" not in z.files:
             raise ValueError(f"{p}: field version: missing (not a VR orientation model)")
-        if int(z["version"]) != MODEL_VERSION:
-            raise ValueError(f"{p}: field version: {int(z['version'])}, this motionmatch reads {MODEL_VERSION}")
+        try:
+            version = z["version"]
+        except ValueError as e:
+            raise ValueError(f"{p}: field version: {e}") from None
+        # A version is an integer: `true` and "1" are refused by name, not read as 1.
+        if version.ndim or version.dtype.kind not in "iu" or int(version) != MODEL_VERSION:
+            raise ValueError(f"{p}: field version: {str(version.tolist())[:40]} ({version.dtype}), this motionmatch "
+                             f"reads the integer {MODEL_VERSION}")
         out = {}
         for name in NETWORK_NAMES:
             if f"{name}/w0" not in z.files:
                 continue
             layers = sum(1 for k in z.files if k.startswith(f"{name}/w"))
             try:
-                net = OrientationNetwork(
-                    weights=[z[f"{name}/w{i}"].astype(np.float64) for i in range(layers)],
-                    biases=[z[f"{name}/b{i}"].astype(np.float64) for i in range(layers)],
-                    input_mean=z[f"{name}/input_mean"].astype(np.float64),
-                    input_std=z[f"{name}/input_std"].astype(np.float64),
-                    rollout=int(z[f"{name}/rollout"]))
+                arrays = {k: z[f"{name}/{k}"] for k in [f"w{i}" for i in range(layers)]
+                          + [f"b{i}" for i in range(layers)] + ["input_mean", "input_std", "rollout"]}
             except KeyError as e:
                 raise ValueError(f"{p}: field {e.args[0]}: missing") from None
-            if net.weights[0].shape[0] != NUM_NETWORK_INPUTS:
-                raise ValueError(f"{p}: field {name}/w0: {net.weights[0].shape[0]} inputs, expected "
-                                 f"{NUM_NETWORK_INPUTS}")
+            except ValueError as e:       # an object array (pickle) or a damaged member
+                raise ValueError(f"{p}: network {name}: {e}") from None
+            for k, a in arrays.items():
+                if a.dtype.kind not in ("iu" if k == "rollout" else "fiu"):
+                    raise ValueError(f"{p}: field {name}/{k}: {a.dtype} is not a number array")
+                if not np.all(np.isfinite(a)) or np.abs(a).max(initial=0) > MAX_PARAMETER:
+                    raise ValueError(f"{p}: field {name}/{k}: NaN, infinite values or values beyond "
+                                     f"+-{MAX_PARAMETER:g} (a diverged or damaged model)")
+            net = OrientationNetwork(
+                weights=[arrays[f"w{i}"].astype(np.float64) for i in range(layers)],
+                biases=[arrays[f"b{i}"].astype(np.float64) for i in range(layers)],
+                input_mean=arrays["input_mean"].astype(np.float64), input_std=arrays["input_std"].astype(np.float64),
+                rollout=int(arrays["rollout"]) if arrays["rollout"].ndim == 0 else -1)
+            _check_network(p, name, net)
             out[name] = net
     if "network" not in out:
         raise ValueError(f"{p}: field network/w0: missing (no trained network)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import io
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..animation import Animation
+from ..input_bounds import finite_number, parse_json, read_bounded
 from ..kinematics import forward_kinematics
 from ..preprocess import hips_forward_axis, resample, simulation_bone
 from ..rotations import (quat_abs, quat_from_scaled_angle_axis, quat_from_yaw, quat_inv,
@@ -28,6 +30,13 @@ from ..rotations import (quat_abs, quat_from_scaled_angle_axis, quat_from_yaw, q
                          quat_to_matrix, quat_to_scaled_angle_axis, quat_unroll, yaw_of_direction)
 from ..skeleton import find_roles
 
+MAX_TRACKER_FILE_BYTES = 128 << 20      # an hour at 90 Hz is about 80 MB of CSV
+MAX_TRACKER_ROWS = 1_000_000
+MAX_TRACKER_SECONDS = 3 * 3600.0        # as a scenario
+MAX_SAMPLE_GAP_S = 1.0                  # longer gaps are no stream to resample (a pause, a merged file)
+MIN_SAMPLE_GAP_S = 1e-4                 # 10 kHz: no tracker samples faster
+MAX_TRACKER_POSITION_M = 1e4
+MAX_QUATERNION_COMPONENT = 1e3
 DEVICES = ("hmd", "left", "right")
 FEATURES_PER_DEVICE = 12
 NUM_INPUTS = FEATURES_PER_DEVICE * len(DEVICES)
@@ -264,7 +273,9 @@ def read_trackers(path, unit: str = "auto") -> tuple[TrackerStream, BodyTruth | 
       dropped out and holds its last pose;
     - `.csv`: a header `t` (s) then `{device}_{px,py,pz,qw,qx,qy,qz}` for the three devices; an empty
       device marks a dropout.
-    Raises TrackerFileError naming the file and the field or line.
+    Raises TrackerFileError naming the file and the field or line. Files are bounded (a regular file of at
+    most 128 MB, 1,000,000 frames, 3 hours; samples 0.1 ms to 1 s apart; positions within 1e4 m) before
+    anything is resampled.
     """
     p = Path(path)
     name = p.name.lower()
@@ -274,12 +285,10 @@ def read_trackers(path, unit: str = "auto") -> tuple[TrackerStream, BodyTruth | 
         return simulate_trackers(anim, calibration=calibrate_file(p, anim, unit))
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such tracker file")
-    if name.endswith(".json"):
-        t, pos, rot, valid = _parse_json(p)
-    elif name.endswith(".csv"):
-        t, pos, rot, valid = _parse_csv(p)
-    else:
+    if not (name.endswith(".json") or name.endswith(".csv")):
         raise TrackerFileError(f"{p}: unknown tracker file type (expected .json, .csv or .bvh)")
+    raw = read_bounded(p, MAX_TRACKER_FILE_BYTES, TrackerFileError, "tracker file")
+    t, pos, rot, valid = _parse_json(p, raw) if name.endswith(".json") else _parse_csv(p, raw)
     return resample_stream(t, pos, rot, valid, source=str(p)), None
 
 
@@ -303,9 +312,11 @@ def device_pose(dev, where: str) -> tuple[np.ndarray, np.ndarray]:
         v = dev[key]
         if not isinstance(v, list) or len(v) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
             raise TrackerFileError(f"{where}.{key}: expected {n} numbers, got {json.dumps(v)[:60]}")
+        bound = MAX_TRACKER_POSITION_M if key == "position" else MAX_QUATERNION_COMPONENT
+        # Compared before converting: an integer too large for a float must not raise OverflowError.
+        if not all(-bound <= x <= bound for x in v):
+            raise TrackerFileError(f"{where}.{key}: expected finite numbers within +-{bound:g}")
         out.append(np.array(v, dtype=np.float64))
-    if not np.all(np.isfinite(out[0])) or not np.all(np.isfinite(out[1])):
-        raise TrackerFileError(f"{where}: not a finite number")
     if np.linalg.norm(out[1]) < 1e-6:
         raise TrackerFileError(f"{where}.rotation: zero quaternion")
     return out[0], out[1]
@@ -318,18 +329,17 @@ def _device_pose(p, where: str, dev: dict):
         raise TrackerFileError(f"{p}: {exc}") from None
 
 
-def _parse_json(p: Path):
-    try:
-        doc = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise TrackerFileError(f"{p}: line {e.lineno}: invalid JSON: {e.msg}") from None
+def _parse_json(p: Path, raw: bytes):
+    doc = parse_json(raw, TrackerFileError, str(p))
     if not isinstance(doc, dict) or not isinstance(doc.get("frames"), list) or not doc["frames"]:
         raise TrackerFileError(f"{p}: frames: expected a non-empty list of device poses")
     frames = doc["frames"]
     F = len(frames)
+    if F > MAX_TRACKER_ROWS:
+        raise TrackerFileError(f"{p}: frames: {F:,} frames, beyond the bound of {MAX_TRACKER_ROWS:,}")
     fps = doc.get("fps")
-    if fps is not None and (not isinstance(fps, (int, float)) or fps <= 0):
-        raise TrackerFileError(f"{p}: fps: expected a positive number, got {fps!r}")
+    if fps is not None:
+        fps = finite_number(fps, TrackerFileError, f"{p}: fps", 1.0 / MAX_SAMPLE_GAP_S, 1.0 / MIN_SAMPLE_GAP_S)
     t = np.empty(F)
     pos = np.zeros((F, 3, 3))
     rot = np.zeros((F, 3, 4))
@@ -341,7 +351,7 @@ def _parse_json(p: Path):
         if fps is None:
             if not isinstance(fr.get("t"), (int, float)):
                 raise TrackerFileError(f"{p}: frames[{i}].t: missing time (give \"t\" per frame or a top-level \"fps\")")
-            t[i] = fr["t"]
+            t[i] = finite_number(fr["t"], TrackerFileError, f"{p}: frames[{i}].t", -MAX_TRACKER_SECONDS, MAX_TRACKER_SECONDS)
         else:
             t[i] = i / fps
         for d, name in enumerate(DEVICES):
@@ -359,9 +369,17 @@ def _parse_json(p: Path):
 _CSV_FIELDS = [f"{d}_{c}" for d in DEVICES for c in ("px", "py", "pz", "qw", "qx", "qy", "qz")]
 
 
-def _parse_csv(p: Path):
-    with open(p, newline="") as fh:
-        rows = list(csv.reader(fh))
+def _parse_csv(p: Path, raw: bytes):
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TrackerFileError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    if text.count("\n") > MAX_TRACKER_ROWS + 1:
+        raise TrackerFileError(f"{p}: more than {MAX_TRACKER_ROWS:,} rows")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise TrackerFileError(f"{p}: not CSV: {e}") from None
     if not rows:
         raise TrackerFileError(f"{p}: line 1: empty file (expected a header)")
     header = [h.strip() for h in rows[0]]
@@ -395,9 +413,8 @@ def _parse_csv(p: Path):
             except ValueError:
                 bad = next(f for f, v in zip(_CSV_FIELDS[7 * d: 7 * d + 7], chunk) if not _is_float(v))
                 raise TrackerFileError(f"{p}: line {line}: field {bad}: not a number") from None
-            if not np.all(np.isfinite(x)) or np.linalg.norm(x[3:]) < 1e-6:
-                raise TrackerFileError(f"{p}: line {line}: device {name}: non-finite value or zero quaternion")
-            pos[i, d], rot[i, d] = x[:3], x[3:]
+            pos[i, d], rot[i, d] = _device_pose(p, f"line {line}: {name}", {"position": x[:3].tolist(),
+                                                                            "rotation": x[3:].tolist()})
             valid[i, d] = True
     _check_times(p, t, None, lines=[n for n, _ in body])
     pos, rot = _fill_dropouts(p, pos, rot, valid)
@@ -413,13 +430,19 @@ def _is_float(v: str) -> bool:
 
 
 def _check_times(p, t, field_fmt, lines=None):
+    """Times finite, increasing by MIN_SAMPLE_GAP_S to MAX_SAMPLE_GAP_S, spanning at most
+    MAX_TRACKER_SECONDS: bounds that hold before resampling allocates a frame per 1/60 s."""
     if not np.all(np.isfinite(t)):
         raise TrackerFileError(f"{p}: time is not finite")
-    bad = np.nonzero(np.diff(t) <= 0)[0]
+    gaps = np.diff(t)
+    bad = np.nonzero((gaps < MIN_SAMPLE_GAP_S) | (gaps > MAX_SAMPLE_GAP_S))[0]
     if len(bad):
         i = int(bad[0]) + 1
         where = field_fmt.format(i) if field_fmt else f"line {lines[i]}: field t"
-        raise TrackerFileError(f"{p}: {where}: times must increase ({t[i - 1]:g} then {t[i]:g})")
+        raise TrackerFileError(f"{p}: {where}: times must increase by {MIN_SAMPLE_GAP_S:g} to {MAX_SAMPLE_GAP_S:g} s "
+                               f"per sample ({t[i - 1]:g} then {t[i]:g})")
+    if t[-1] - t[0] > MAX_TRACKER_SECONDS:
+        raise TrackerFileError(f"{p}: the stream spans {t[-1] - t[0]:g} s, beyond the bound of {MAX_TRACKER_SECONDS:g} s")
 
 
 def resample_stream(t, positions, rotations, valid, fps: float = STREAM_FPS, source: str = "") -> TrackerStream:
