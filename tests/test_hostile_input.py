@@ -528,7 +528,8 @@ def test_killed_crowd_synth_leaves_the_earlier_outputs_whole(jlpm_db_path, tmp_p
     before = {f.name: f.read_bytes() for f in out.iterdir()}
     assert sorted(before) == ["agent_000.bvh", "agent_001.bvh", "agent_002.bvh", "crowd.png", "metrics.json"]
     # A second, smaller run killed (SIGKILL) the moment its first agent file exists.
-    proc = subprocess.Popen([sys.executable, "-m", "motionmatch.cli"] + args
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from motionmatch.cli import main; sys.exit(main(sys.argv[1:]))"]
+                            + args
                             + [str(_crowd_file(tmp_path / "two.json", 2, 2.0))], env={**os.environ})
     while proc.poll() is None and not list(out.glob(".partial-*/agent_*.bvh")):
         time.sleep(0.005)
