@@ -35,7 +35,7 @@ def small_server(jlpm_db):
 
 
 def test_recording_is_bounded_and_exact():
-    rec = Recording(joints=3, max_frames=BLOCK_FRAMES + 5)
+    rec = Recording(max_frames=BLOCK_FRAMES + 5)
     rng = np.random.default_rng(0)
     frames = [(rng.normal(size=(3, 3)), rng.normal(size=(3, 4))) for _ in range(BLOCK_FRAMES + 5)]
     for p, r in frames:

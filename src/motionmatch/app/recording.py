@@ -16,8 +16,9 @@ class Recording:
     """Local poses of a (J)-joint skeleton, at most `max_frames` of them: positions (J, 3) in metres
     and rotations (J, 4) as (w, x, y, z) quaternions, as `Character.local_pose()` gives them."""
 
-    def __init__(self, joints: int, max_frames: int):
-        self.joints, self.max_frames = int(joints), int(max_frames)
+    def __init__(self, max_frames: int, joints: int | None = None):
+        """joints: None takes the count from the first frame appended."""
+        self.joints, self.max_frames = joints, int(max_frames)
         self._pos: list[np.ndarray] = []
         self._rot: list[np.ndarray] = []
         self._n = 0
@@ -33,6 +34,8 @@ class Recording:
         """Add one frame; False (nothing stored) once `max_frames` are held."""
         if self.full:
             return False
+        if self.joints is None:
+            self.joints = len(positions)
         k = self._n % BLOCK_FRAMES
         if k == 0:
             size = min(BLOCK_FRAMES, self.max_frames - self._n)
@@ -50,7 +53,8 @@ class Recording:
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions (n, J, 3), rotations (n, J, 4)) float32 copies of the frames held."""
         if self._n == 0:
-            return np.empty((0, self.joints, 3), np.float32), np.empty((0, self.joints, 4), np.float32)
+            j = self.joints or 0
+            return np.empty((0, j, 3), np.float32), np.empty((0, j, 4), np.float32)
         used = self._n - BLOCK_FRAMES * (len(self._pos) - 1)
         pos = np.concatenate(self._pos[:-1] + [self._pos[-1][:used]])
         rot = np.concatenate(self._rot[:-1] + [self._rot[-1][:used]])

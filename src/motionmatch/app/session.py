@@ -72,7 +72,7 @@ class Session:
         self.tokens, self.token_time, self.last_rate_warning = RATE_PER_S, time.monotonic(), 0.0
         self.dropped = 0
         self.recording = False
-        self.recorded = Recording(len(character.skeleton.names), MAX_RECORD_FRAMES)
+        self.recorded = Recording(MAX_RECORD_FRAMES)
         self.scenario = None
         self.scenario_name = ""
         self.scenario_time = 0.0
