@@ -17,9 +17,6 @@ FORBIDDEN = {
                             "motionmatch.tuning"),
     "motionmatch.app": ("motionmatch.cli",),
 }
-# Cycles whose removal is on its way from another branch of issue 27 (runtime/: the `state` branch moves
-# search_set out of runtime/crowd.py); delete the entry when it lands.
-PENDING = [["motionmatch.runtime.crowd", "motionmatch.runtime.requests"]]
 
 
 def module_names() -> dict[str, Path]:
@@ -117,7 +114,7 @@ def test_the_import_graph_sees_function_level_and_relative_imports():
 
 
 def test_no_import_cycle():
-    found = [c for c in cycles(import_graph()) if c not in PENDING]
+    found = cycles(import_graph())
     assert not found, "import cycles (module- or function-level imports):\n" + "\n".join(map(" <-> ".join, found))
 
 
