@@ -42,7 +42,9 @@ class DatabaseError(ValueError):
     """A database that cannot be built or loaded; the message says what to do."""
 
 
-MAX_SHARED_ENTRIES = 8
+# The runtime's per-database arrays (about 8: velocities, clip speeds, idle tables...) and up to 8
+# weight sets; with 8 in all, a second character's weight set evicted the first's searcher.
+MAX_SHARED_ENTRIES = 16
 
 
 class SharedCache(dict):
