@@ -21,9 +21,9 @@ MAX_GAP_S = 0.5
 # A clock that runs backward by more than this is a new stream (a reloaded page, a restarted tracker
 # app): restart instead of refusing every later message. Smaller steps back are refused.
 RESTART_BACKWARD_S = 2.0
-# Time stamps beyond this (s, about 115 days) are refused: at 1e300 adding a frame's 1/60 s changes
-# nothing and resampling would never reach the next sample.
-MAX_TIME_S = 1e7
+# Time stamps beyond this (s; Unix time in seconds fits until 2286) are refused: at 1e300 adding a
+# frame's 1/60 s changes nothing and resampling would never reach the next sample.
+MAX_TIME_S = 1e10
 # Samples a paused character lets pile up before the oldest are dropped (one second at 60 fps).
 MAX_PENDING = 60
 # Without new samples for this long the devices count as still (their poses held, as a lost device's
