@@ -228,8 +228,11 @@ def _read_network(z, name: str, layers: int, activation: str, where: str) -> Net
             raise ModelError(f"{where}: {name} holds NaN or infinite values (a diverged or damaged model)")
         if np.abs(a).max(initial=0) > MAX_PARAMETER:
             raise ModelError(f"{where}: {name} holds values beyond +-{MAX_PARAMETER:g} (a diverged or damaged model)")
-    if np.any(stats["in_std"] <= 0) or np.any(stats["out_std"] <= 0):
-        raise ModelError(f"{where}: {name} normalization has a zero or negative standard deviation")
+    # Inputs are divided by their std; outputs only multiplied (0: a constant output, e.g. dead contacts).
+    if np.any(stats["in_std"] <= 0):
+        raise ModelError(f"{where}: {name} input normalization has a zero or negative standard deviation")
+    if np.any(stats["out_std"] < 0):
+        raise ModelError(f"{where}: {name} output normalization has a negative standard deviation")
     return net
 
 
