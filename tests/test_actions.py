@@ -279,3 +279,31 @@ def test_app_action_key_message(action_db):
         run(go())
     finally:
         server.stop()
+
+
+def test_plain_build_marks_actions_named_by_file_tags(tmp_path, capsys):
+    """A plain `build` of Bandai-Namco dataset-1 clips (tags `bow`, `walk` from the file names, no action:NAME
+    given) marks each bow's key moment and adds its time_to_event channel, so a bow request lands within a frame."""
+    out = tmp_path / "d1.npz"
+    assert main(["build", str(_need(D1)), "--include", "dataset-1_bow_a*", "--include", "dataset-1_walk_active*",
+                 "-o", str(out), "--quiet"]) == 0
+    db = load_database(out)
+    assert "time_to_bow" in db.features.schema.names and "action:bow" in db.known_tags
+    assert "time_to_walk" not in db.features.schema.names
+    bows = [r for r, t in enumerate(db.range_tags) if "bow" in t]
+    assert len(bows) == 4 and all("action:bow" in db.range_tags[r] for r in bows)   # mirrored copies too
+    assert db.events.counts()["bow"] == 4
+    for event_in in (0.6, 1.2):
+        ch = Character(db)
+        for _ in range(90):
+            ch.step(GamepadInput(move=(0.0, 1.0)))
+        for _ in range(30):
+            ch.step(GamepadInput())
+        ch.request_action("bow", event_in)
+        shown = []
+        for _ in range(150):
+            ch.step(GamepadInput())
+            shown.append((round(ch.time, 6), ch.frame))
+        [log] = ch.request_log
+        assert abs(log["delivered_s"] - log["requested_s"]) <= 1.0 / 60 + 1e-9
+        assert dict(shown)[log["delivered_s"]] in set(db.events.frames_of("bow").tolist())

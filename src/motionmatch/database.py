@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from .animation import Animation, Skeleton
-from .events import EventError, EventMarks, auto_marks, load_sidecar, merge_marks, sidecar_marks, time_to_event
+from .events import (EventError, EventMarks, action_tags, auto_marks, load_sidecar, merge_marks, sidecar_marks,
+                     time_to_event, with_action_channels)
 from .features import (BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
                        schema_from_dict)
 from .io.bvh import BVHError, read_bvh
@@ -180,8 +181,9 @@ class BuildSettings:
 
 def file_tags(path: Path, settings: BuildSettings) -> list[str]:
     """Tags of the clip built from file `path`: from its name, the user tags matching it, its file tags."""
-    return (tags_from_filename(path) + [t for t, pat in settings.user_tags if fnmatch.fnmatch(path.name, pat)]
+    tags = (tags_from_filename(path) + [t for t, pat in settings.user_tags if fnmatch.fnmatch(path.name, pat)]
             + settings.file_tags.get(str(path), []))
+    return tags + action_tags(tags)
 
 
 def _same_skeleton(a: Skeleton, b: Skeleton) -> bool:
@@ -311,9 +313,10 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     files = [Path(f) for f in files]
     if not files:
         raise DatabaseError("no BVH files to build from (check the data path and --include/--exclude)")
+    tag_lists = [file_tags(p, settings) for p in files]
     if settings.style_tags is not None:   # before the work: the tags every file will give its clips
-        check_style_tags(settings.style_tags, [file_tags(p, settings) + ["mirrored"] * settings.mirror
-                                               for p in files])
+        check_style_tags(settings.style_tags, [t + ["mirrored"] * settings.mirror for t in tag_lists])
+    schema = with_action_channels(schema, tag_lists)    # clips of a key-joint action: their request channel
 
     # The first readable file fixes the skeleton, its roles, the hips' forward axis and the mirror
     # corrections: properties of the skeleton, derived once.

@@ -130,6 +130,31 @@ def action_of(tags) -> str | None:
     return None
 
 
+def action_tags(tags) -> list[str]:
+    """`action` and `action:NAME` for a clip one of whose tags is an action NAME of ACTION_KEYS (a plain build of
+    Bandai-Namco dataset-1 tags `bow` from the file name), so any build marks its key moments; none for a clip
+    that already names its action."""
+    if action_of(tags) is not None:
+        return []
+    for t in tags:
+        if t in ACTION_KEYS:
+            return ["action", f"action:{t}"]
+    return []
+
+
+def with_action_channels(schema, tag_lists):
+    """`schema` (features.FeatureSchema) plus a time_to_event channel (weight 10, horizon DEFAULT_HORIZON_S) for
+    each action of ACTION_KEYS some clip's tags name (`action:NAME`) and the schema lacks: an action request needs
+    it; the runtime weighs it only during requests."""
+    from .features import Channel, FeatureSchema
+    have = {c.event for c in schema.channels if c.kind == "time_to_event"}
+    names = {c.name for c in schema.channels}
+    found = {action_of(t) for t in tag_lists} - {None} - have
+    extra = tuple(Channel(f"time_to_{a}", "time_to_event", 10.0, event=a, horizon=DEFAULT_HORIZON_S)
+                  for a in ACTION_KEYS if a in found and f"time_to_{a}" not in names)
+    return FeatureSchema(schema.channels + extra) if extra else schema
+
+
 def key_moment(gpos: np.ndarray, fps: float, roles: dict, action: str) -> int | None:
     """Frame of an action's key moment in one clip (ACTION_KEYS), or None for an unknown action or a
     missing role. gpos (F, J, 3) world positions, joint 0 the simulation bone."""
