@@ -19,6 +19,7 @@ from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
 from motionmatch.app import state as app_state
 from motionmatch.app import websocket as app_websocket
+from motionmatch.app.crowd_mode import SLOW_VIEWER_S, broadcast, crowd_world, step_world, users_near
 from motionmatch.app.recording import BLOCK_FRAMES, Recording
 from motionmatch.app.state import STATE
 from motionmatch.vr.live import LiveTrackerFeed
@@ -184,3 +185,51 @@ def test_live_tracker_clock_cannot_poison_the_stream():
     assert len(feed.pending) == before + 1 and feed.pending[-1][2]   # a fresh start, not a refusal
     feed.push(3.0 + 1 / 60, *_poses())
     assert feed.t == pytest.approx(3.0 + 1 / 60)
+
+
+class _Viewer:
+    """A crowd viewer whose socket takes frames only when `stuck` is off."""
+
+    def __init__(self, stuck: bool):
+        self.stuck, self.closed, self.got, self.close_code = stuck, False, [], None
+        self.release = asyncio.Event()
+
+    async def send_bytes(self, data):
+        if self.stuck:
+            await self.release.wait()
+        self.got.append(data)
+
+    async def close(self, code, message):
+        self.closed, self.close_code = True, code
+
+
+def test_slow_crowd_viewer_neither_holds_up_the_others_nor_stays(jlpm_db):
+    world = crowd_world(jlpm_db, 4)
+
+    async def go():
+        slow, fast = _Viewer(stuck=True), _Viewer(stuck=False)
+        world.viewers.update((slow, fast))
+        for k in range(30):
+            broadcast(world, bytes([k]), now=100.0 + 0.1 * k)
+            await asyncio.sleep(0)
+        during = (len(slow.got), len(fast.got), slow in world.viewers)
+        broadcast(world, b"late", now=100.0 + 3.0 + SLOW_VIEWER_S)     # stalled too long: closed
+        await asyncio.sleep(0)
+        return during, slow, fast
+
+    (slow_got, fast_got, slow_kept), slow, fast = run(go())
+    assert fast_got == 30 and slow_got == 0 and slow_kept      # the fast one saw every frame meanwhile
+    assert slow.closed and slow.close_code == 1008 and slow not in world.viewers
+    assert fast.got[-1] == b"late" and fast in world.viewers
+
+
+def test_a_user_far_away_or_not_finite_cannot_stop_the_crowd(jlpm_db):
+    world = crowd_world(jlpm_db, 6)
+    users = np.array([[1.0, 1.0], [1e30, 0.0], [np.inf, 0.0], [2.0, -1.0]])
+    vel = np.array([[0.5, 0.0], [0.0, 0.0], [0.0, 0.0], [1e300, 0.0]])
+    near, near_vel = users_near(users, vel)
+    assert near.tolist() == [[1.0, 1.0]] and near_vel.tolist() == [[0.5, 0.0]]
+    for _ in range(30):
+        step_world(world, near, near_vel)
+    assert np.isfinite(world.crowd.global_positions).all()
+    assert np.abs(world.crowd.root_positions).max() < 100.0

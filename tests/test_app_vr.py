@@ -88,6 +88,12 @@ def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db,
                 c, lambda d: d["vr"] and d["vr"]["source"] == "walk sad", 30)]
             async with http.post(f"{vr_server.url}/api/session/{sid}/vr/clip/7") as r:
                 bad_clip = (r.status, await r.json())
+            async with http.post(f"{vr_server.url}/api/session/{sid}/vr/clip/-1") as r:
+                negative_clip = (r.status, await r.json())
+            # One 200 kB CSV field: beyond the csv module's field limit, a 400 naming the file, not a 500.
+            async with http.post(f"{vr_server.url}/api/session/{sid}/vr/trackers?name=big.csv",
+                                 data=b"t,hmd_x\n" + b"0," + b"1" * 200_000 + b"\n") as r:
+                big_field = (r.status, await r.json())
             async with http.post(f"{vr_server.url}/api/session/{sid}/vr/trackers?name=t.json",
                                  data=b'{"fps": 60, "frames": [{"hmd": {"position": [0, 1.6, 0]}}]}') as r:
                 bad_file = (r.status, await r.json())
@@ -98,7 +104,7 @@ def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db,
                 stopped = await r.json()
             after_stop = [c.debug(f)["vr"] for f in await frames_since(c, lambda d: d["vr"] is None, 10)]
             await c.ws.close()
-            return info, replay, clip, ghosted, bad_clip, bad_file, uploaded, stopped, after_stop
+            return info, replay, clip, ghosted, (bad_clip, negative_clip, big_field), bad_file, uploaded, stopped, after_stop
 
     upload = json.dumps({"fps": 72, "frames": [tracker_message(walk_stream[0], f, 0)
                                                  for f in range(0, 120)]}).replace('"type": "trackers", "t": 0, ', '')
@@ -126,7 +132,10 @@ def test_replay_streams_devices_ghost_and_the_clamped_avatar(vr_server, jlpm_db,
         # The ghost is the actor the devices were simulated on: its head is just below the HMD.
         assert np.min(np.linalg.norm(ghost - np.array(vr["devices"])[0, :3], axis=1)) < 0.2
         assert vr["root_cm"] <= 30.0 + 0.1 and vr["facing_deg"] >= 0.0
+    bad_clip, negative_clip, big_field = bad_clip
     assert bad_clip[0] == 400 and "clip" in bad_clip[1]["message"]
+    assert negative_clip[0] == 400 and "clip: expected 0..0" in negative_clip[1]["message"]
+    assert big_field[0] == 400 and "big.csv" in big_field[1]["message"], big_field
     assert bad_file[0] == 400 and "t.json" in bad_file[1]["message"] and "frames[0].hmd.rotation" in bad_file[1]["message"]
     # An uploaded tracker file (120 frames at 72 fps: 100 at 60) replaces the stream; stop: the gamepad.
     assert uploaded["source"] == "up.json" and uploaded["frames"] == 100 and uploaded["ghost_parents"] is None

@@ -35,6 +35,8 @@ CROWD_HEADER = struct.Struct("<IfHH")
 MAX_AGENTS = 2000
 RUN_FRACTION = 0.2           # of new goals reached running
 MAX_WAIT = 2.0               # s an arrived agent waits before its next goal (uniform 0..MAX_WAIT)
+SLOW_VIEWER_S = 10.0         # s a viewer may stay unable to take a frame before it is closed
+USER_REACH = 1000.0          # m: users farther from the origin (or not finite) are left out of avoidance
 
 
 @dataclass
@@ -53,6 +55,8 @@ class CrowdWorld:
     time: float = 0.0
     step_us: float = 0.0
     viewers: set | None = None
+    sending: dict | None = None      # viewer -> the task sending it its latest frame
+    stalled: dict | None = None      # viewer -> time.monotonic() when it first could not take a frame
 
 
 def crowd_world(db, n: int, seed: int = 0) -> CrowdWorld:
@@ -74,7 +78,7 @@ def crowd_world(db, n: int, seed: int = 0) -> CrowdWorld:
         crowd.reset_agent(i, (a.start[0], 0.0, a.start[1]), float(rng.uniform(-math.pi, math.pi)))
     return CrowdWorld(crowd=crowd, drivers=driver_state(agents), avoidance=AvoidanceState.zeros(n), controller=cs,
                       half_size=half, wait=rng.uniform(0.0, MAX_WAIT, n), rng=rng, names=list(db.skeleton.names),
-                      parents=[int(p) for p in db.skeleton.parents], viewers=set())
+                      parents=[int(p) for p in db.skeleton.parents], viewers=set(), sending={}, stalled={})
 
 
 def step_world(world: CrowdWorld, users_xz: np.ndarray, users_vel: np.ndarray, dt: float = DT) -> None:
@@ -128,6 +132,16 @@ CROWD = web.AppKey("crowd", CrowdWorld)
 CROWD_TASK = web.AppKey("crowd_task", asyncio.Task)
 
 
+def users_near(positions: np.ndarray, velocities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The users (rows of (u, 2) ground positions in m and velocities in m/s) the crowd should avoid:
+    finite and within USER_REACH of the origin. One page driving its character to 1e30 m (a hostile
+    tracker message) must not turn the shared avoidance step into infinities for every viewer."""
+    keep = (np.isfinite(positions).all(axis=1) & np.isfinite(velocities).all(axis=1)
+            & (np.abs(positions).max(axis=1, initial=0.0) <= USER_REACH)
+            & (np.abs(velocities).max(axis=1, initial=0.0) <= USER_REACH))
+    return positions[keep], velocities[keep]
+
+
 def _users(app) -> tuple[np.ndarray, np.ndarray]:
     """Ground positions and velocities (u, 2) of the connected users' characters (their roots)."""
     pos, vel = [], []
@@ -136,16 +150,41 @@ def _users(app) -> tuple[np.ndarray, np.ndarray]:
         if p is not None and v is not None:
             pos.append((p[0], p[2]))
             vel.append((v[0], v[2]))
-    return np.array(pos, dtype=np.float64).reshape(-1, 2), np.array(vel, dtype=np.float64).reshape(-1, 2)
+    return users_near(np.array(pos, dtype=np.float64).reshape(-1, 2), np.array(vel, dtype=np.float64).reshape(-1, 2))
 
 
-async def _broadcast(world: CrowdWorld, data: bytes) -> None:
-    async def one(ws):
-        try:
-            await ws.send_bytes(data)
-        except (ConnectionError, RuntimeError):
-            world.viewers.discard(ws)
-    await asyncio.gather(*(one(ws) for ws in list(world.viewers) if not ws.closed))
+async def _send(world: CrowdWorld, ws, data: bytes) -> None:
+    try:
+        await ws.send_bytes(data)
+    except (ConnectionError, RuntimeError):
+        forget_viewer(world, ws)
+
+
+def forget_viewer(world: CrowdWorld, ws) -> None:
+    world.viewers.discard(ws)
+    world.sending.pop(ws, None)
+    world.stalled.pop(ws, None)
+
+
+def broadcast(world: CrowdWorld, data: bytes, now: float | None = None) -> None:
+    """Hand the frame to every viewer that took the previous one, without waiting for any of them: a
+    slow reader skips frames instead of holding up the others, and one that could not take a frame
+    for SLOW_VIEWER_S seconds is closed (code 1008). `now` is time.monotonic() seconds."""
+    now = time.monotonic() if now is None else now
+    for ws in list(world.viewers):
+        if ws.closed:
+            forget_viewer(world, ws)
+            continue
+        busy = world.sending.get(ws)
+        if busy is not None and not busy.done():
+            if now - world.stalled.setdefault(ws, now) > SLOW_VIEWER_S:
+                log.warning("crowd viewer dropped: it took no frame for %.0f s", SLOW_VIEWER_S)
+                busy.cancel()
+                forget_viewer(world, ws)
+                asyncio.ensure_future(ws.close(code=1008, message=b"too slow"))
+            continue
+        world.stalled.pop(ws, None)
+        world.sending[ws] = asyncio.ensure_future(_send(world, ws, data))
 
 
 async def _run_world(app) -> None:
@@ -168,7 +207,7 @@ async def _run_world(app) -> None:
         if now >= next_t:
             next_t = now + DT
         if steps and active and world.viewers:
-            await _broadcast(world, frame_bytes(world))
+            broadcast(world, frame_bytes(world))
         await asyncio.sleep(max(0.0, next_t - loop.time()))
 
 
@@ -187,7 +226,7 @@ async def crowd_ws_handler(request: web.Request) -> web.StreamResponse:
             if msg.type == WSMsgType.ERROR:
                 break
     finally:
-        world.viewers.discard(ws)
+        forget_viewer(world, ws)
     return ws
 
 
