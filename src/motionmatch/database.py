@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .animation import Animation, Skeleton
+from .atomic_file import replacing
 from .events import (EventError, EventMarks, action_tags, auto_marks, load_sidecar, merge_marks, sidecar_marks,
                      time_to_event, with_action_channels)
 from .features import (BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
@@ -467,18 +468,12 @@ def save_database(db: Database, path) -> int:
         "meta": db.meta,
         "events": db.events.to_dict(),
     }
-    tmp = path.with_name(path.name + ".tmp.npz")
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
-                     parents=skel.parents, offsets=skel.offsets, positions=db.positions,
-                     rotations=db.rotations, contacts=db.contacts, range_starts=db.range_starts,
-                     range_stops=db.range_stops, features=db.features.raw,
-                     feature_offset=db.features.offset, feature_dim_std=db.features.dim_std)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with replacing(path) as f:
+        np.savez(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+                 parents=skel.parents, offsets=skel.offsets, positions=db.positions,
+                 rotations=db.rotations, contacts=db.contacts, range_starts=db.range_starts,
+                 range_stops=db.range_stops, features=db.features.raw,
+                 feature_offset=db.features.offset, feature_dim_std=db.features.dim_std)
     size = path.stat().st_size
     db.meta["bytes"] = size
     return size

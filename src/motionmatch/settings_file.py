@@ -19,13 +19,13 @@ or a value out of range (NaN, inf and huge integers included) is a `SettingsErro
 from __future__ import annotations
 
 import json
-import os
 import re
 import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
 from .runtime.character import CharacterSettings
+from .atomic_file import replacing
 from .runtime.controller import ControllerSettings
 from .runtime.settings_schema import SettingError, rows, setting
 
@@ -144,8 +144,5 @@ def dumps_settings(character: CharacterSettings, controller: ControllerSettings 
 def save_settings(path, character: CharacterSettings, controller: ControllerSettings | None = None,
                   comment: str = "") -> None:
     """Write a settings file atomically (a temporary file renamed over the target)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps_settings(character, controller, comment))
-    os.replace(tmp, path)
+    with replacing(path, "w") as f:
+        f.write(dumps_settings(character, controller, comment))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..input_bounds import check_npz, parse_json
+from ..atomic_file import replacing
 
 FORMAT_VERSION = 1
 NETWORKS = ("decompressor", "stepper", "projector")
@@ -189,14 +189,8 @@ def save_model(model: LearnedModel, path) -> int:
               "feature_scale": np.asarray(model.feature_scale, dtype=np.float64)}
     for n in NETWORKS:
         arrays.update(_network_arrays(n, getattr(model, n)))
-    tmp = path.with_name(path.name + ".tmp.npz")
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with replacing(path) as f:
+        np.savez(f, **arrays)
     return path.stat().st_size
 
 

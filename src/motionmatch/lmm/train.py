@@ -33,6 +33,7 @@ import optax
 from .dataset import (PoseFrames, pose_frames, pose_table, pose_vectors, projector_samples, sample_starts,
                       window_starts)
 from .model import LearnedModel, Network, database_fingerprint, pose_layout, save_model
+from ..atomic_file import replacing
 
 STAGES = ("decompressor", "stepper", "projector")
 STAGE_SHARES = {"decompressor": 0.4, "stepper": 0.2, "projector": 0.4}
@@ -310,10 +311,8 @@ def _save_checkpoint(path: Path, meta: dict, params, opt_state, history, extra: 
         for name, values in losses.items():
             arrays[f"h.{stage}.{name}"] = np.asarray(values, dtype=np.float32)
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    with open(tmp, "wb") as f:
+    with replacing(path) as f:
         np.savez(f, **arrays)
-    tmp.replace(path)
 
 
 def _load_checkpoint(path: Path, identity: dict):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic_file import replacing
 from ..input_bounds import check_npz
 
 from .trackers import NUM_INPUTS
@@ -115,7 +116,7 @@ def save_networks(path, networks: dict[str, OrientationNetwork], meta: dict | No
         arrays[f"{name}/rollout"] = np.array(net.rollout)
     for k, v in (meta or {}).items():
         arrays[f"meta/{k}"] = np.array(str(v))
-    with open(path, "wb") as fh:
+    with replacing(path) as fh:
         np.savez(fh, **arrays)
 
 

@@ -23,7 +23,6 @@ import numpy as np
 
 from ..animation import Animation
 from ..input_bounds import finite_number, parse_json, read_bounded
-from ..kinematics import forward_kinematics
 from ..preprocess import hips_forward_axis, resample, simulation_bone
 from ..rotations import (quat_abs, quat_from_scaled_angle_axis, quat_from_yaw, quat_inv,
                          quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_slerp,

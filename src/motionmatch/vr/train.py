@@ -25,6 +25,7 @@ import optax
 from tqdm import tqdm
 
 from .orientation import NUM_NETWORK_INPUTS, OrientationNetwork, save_networks
+from ..atomic_file import replacing
 from .trackers import NUM_INPUTS
 
 CHECKPOINT_VERSION = 1
@@ -168,10 +169,8 @@ def _save_checkpoint(path, identity, name, iteration, params, opt_state, key, hi
     for n, net in done.items():
         for i, (w, b) in enumerate(zip(net.weights, net.biases)):
             arrays[f"done/{n}/w{i}"], arrays[f"done/{n}/b{i}"] = w, b
-    tmp = Path(str(path) + ".tmp")
-    with open(tmp, "wb") as fh:
+    with replacing(path) as fh:
         np.savez(fh, **arrays)
-    tmp.replace(path)
 
 
 def _load_checkpoint(path, identity):

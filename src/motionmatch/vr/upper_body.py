@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kinematics import forward_kinematics
-from ..rotations import (quat_between, quat_from_matrix, quat_from_scaled_angle_axis, quat_inv, quat_inv_mul,
+from ..rotations import (quat_between, quat_from_matrix, quat_from_scaled_angle_axis, quat_inv_mul,
                          quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_to_scaled_angle_axis)
 from ..runtime.ik import two_joint_ik
 
