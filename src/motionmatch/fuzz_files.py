@@ -1,6 +1,6 @@
 """Hostile-input campaigns for the small user files: crowd files (`synth --crowd`), event sidecars
 (`build --events`, JSON and TOML), tracker files (`synth --trackers`, JSON and CSV), role maps (`--map`,
-`--character-map`) and tag expressions (crowd agents' `tags`, scenario styles). Every case must give the
+`--character-map`), settings files (`--settings`) and tag expressions (crowd agents' `tags`, scenario styles). Every case must give the
 door's own error class naming the file (tag expressions: a TagExpressionError); none may be accepted.
 """
 from __future__ import annotations
@@ -130,6 +130,30 @@ def bad_role_maps() -> list[tuple[str, bytes]]:
     ]
 
 
+def bad_settings_files() -> list[tuple[str, bytes]]:
+    """(name, TOML bytes) of settings files (`--settings`, `tune` outputs) that must be refused."""
+    return [
+        ("bias 400 digits", b"[character]\nbias = " + BIG.encode() + b"\n"),
+        ("bias inf", b"[character]\nbias = inf\n"),
+        ("bias nan", b"[character]\nbias = nan\n"),
+        ("bias beyond max", b"[character]\nbias = 1e9\n"),
+        ("bias a string", b'[character]\nbias = "0.1"\n'),
+        ("bias a boolean", b"[character]\nbias = true\n"),
+        ("character a number", b"character = 5\n"),
+        ("character a boolean", b"character = true\n"),
+        ("unknown table", b"[nonsense]\nx = 1\n"),
+        ("unknown key", b"[character]\nno_such_key = 1\n"),
+        ("weights unknown channel", b"[character.weights]\nno_such_channel = 1.0\n"),
+        ("weight negative", b"[character.weights]\ntrajectory_position = -1.0\n"),
+        ("deep arrays", b"[character]\nbias = " + b"[" * 5000 + b"]" * 5000 + b"\n"),
+        ("deep inline tables", b"[character]\nbias = " + b"{a = " * 3000 + b"1" + b"}" * 3000 + b"\n"),
+        ("not TOML", b"[character\nbias = \n"),
+        ("not UTF-8", b'[character]\ncomment = "\xff"\n'),
+        ("2 MB", b"# " + b"x" * (2 << 20) + b"\n"),
+        ("10k keys", b"[character]\n" + b"".join(b"k%d = 1\n" % k for k in range(10_000))),
+    ]
+
+
 def bad_tag_expressions() -> list[tuple[str, str]]:
     return [
         ("not x5000", "! " * 5000 + "mirrored"),
@@ -148,11 +172,12 @@ def fuzz_files(db, out_dir) -> dict:
     from .events import EventError, load_sidecar, sidecar_marks
     from .fuzz import Outcome, classify
     from .search import TagExpressionError, range_mask
+    from .settings_file import SettingsError, load_settings
     from .skeleton import SkeletonError, load_mapping
     from .vr.trackers import TrackerFileError, read_trackers
     out_dir = Path(out_dir)
     report = {k: Outcome() for k in ("crowd files", "event sidecars", "tracker files", "role maps",
-                                     "tag expressions")}
+                                     "tag expressions", "settings files")}
 
     def write(k, raw, suffix):
         f = out_dir / f"bad_{k:03d}{suffix}"
@@ -179,6 +204,11 @@ def fuzz_files(db, out_dir) -> dict:
         for table in (True, False):
             classify(report["role maps"], f"{name} ({'--map' if table else '--character-map'})", f, True,
                      (SkeletonError,), lambda: load_mapping(f, table, db.skeleton.names))
+    for k, (name, raw) in enumerate(bad_settings_files()):
+        f = write(400 + k, raw, ".toml")
+        classify(report["settings files"], name, f, True, (SettingsError,), lambda: load_settings(f, db.features.schema.names))
+    for path in ("/dev/zero", str(out_dir)):
+        classify(report["settings files"], path, path, True, (SettingsError,), lambda: load_settings(path, db.features.schema.names))
     for name, expr in bad_tag_expressions():
         classify(report["tag expressions"], name, "tag expression", True, (TagExpressionError,),
                  lambda: range_mask(expr, db.range_tags))

@@ -26,8 +26,12 @@ from typing import NamedTuple
 
 from .runtime.character import CharacterSettings
 from .atomic_file import replacing
+from .input_bounds import MAX_NESTING, nesting_depth, read_bounded
 from .runtime.controller import ControllerSettings
 from .runtime.settings_schema import SettingError, rows, setting
+
+
+MAX_SETTINGS_BYTES = 1 << 20     # a full settings file is about 3 kB
 
 
 class SettingsError(ValueError):
@@ -93,13 +97,19 @@ def settings_from_dict(data: dict, where: str = "settings", channels=None) -> Ru
 
 
 def load_settings(path, channels=None) -> RuntimeSettings:
-    """Read and validate a settings TOML file (see the module docstring)."""
+    """Read and validate a settings TOML file (see the module docstring); at most MAX_SETTINGS_BYTES,
+    nested no deeper than input_bounds allows, read before anything is parsed."""
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such settings file")
+    raw = read_bounded(path, MAX_SETTINGS_BYTES, SettingsError, "settings file")
+    # Nesting is bounded before the recursive parser; values (NaN, inf, huge integers) are left to the
+    # schema, whose errors name table.key and the bound.
+    if nesting_depth(raw, toml=True) > MAX_NESTING:
+        raise SettingsError(f"{path}: not a TOML file (nested deeper than {MAX_NESTING} levels)")
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such settings file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise SettingsError(f"{path}: not a TOML file ({e})") from None
     return settings_from_dict(data, str(path), channels)
 
