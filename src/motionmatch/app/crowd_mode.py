@@ -37,6 +37,11 @@ RUN_FRACTION = 0.2           # of new goals reached running
 MAX_WAIT = 2.0               # s an arrived agent waits before its next goal (uniform 0..MAX_WAIT)
 SLOW_VIEWER_S = 10.0         # s a viewer may stay unable to take a frame before it is closed
 USER_REACH = 1000.0          # m: users farther from the origin (or not finite) are left out of avoidance
+# An agent that has not come PROGRESS_M closer to its goal for STALL_S gives it up and picks another:
+# a goal another agent (or a user) stands on is never reached within crowd_synth.ARRIVE_DISTANCE, so
+# without this the agent stands there for good (its wait for a new goal starts only on arrival).
+STALL_S = 3.0
+PROGRESS_M = 0.25
 
 
 @dataclass
@@ -48,6 +53,8 @@ class CrowdWorld:
     controller: ControllerSettings
     half_size: float             # m: goals are drawn in [-half_size, half_size]^2
     wait: np.ndarray             # (n,) s left before an arrived agent gets a new goal
+    best: np.ndarray             # (n,) m: the closest each came to its current goal (within PROGRESS_M)
+    stall_s: np.ndarray          # (n,) s since that distance last shrank by PROGRESS_M
     rng: np.random.Generator
     names: list
     parents: list
@@ -77,24 +84,32 @@ def crowd_world(db, n: int, seed: int = 0) -> CrowdWorld:
     for i, a in enumerate(agents):
         crowd.reset_agent(i, (a.start[0], 0.0, a.start[1]), float(rng.uniform(-math.pi, math.pi)))
     return CrowdWorld(crowd=crowd, drivers=driver_state(agents), avoidance=AvoidanceState.zeros(n), controller=cs,
-                      half_size=half, wait=rng.uniform(0.0, MAX_WAIT, n), rng=rng, names=list(db.skeleton.names),
+                      half_size=half, wait=rng.uniform(0.0, MAX_WAIT, n), best=np.full(n, np.inf),
+                      stall_s=np.zeros(n), rng=rng, names=list(db.skeleton.names),
                       parents=[int(p) for p in db.skeleton.parents], viewers=set(), sending={}, stalled={})
 
 
 def step_world(world: CrowdWorld, users_xz: np.ndarray, users_vel: np.ndarray, dt: float = DT) -> None:
-    """One tick: new goals for agents that waited long enough, drivers, avoidance (of each other and of
+    """One tick: new goals for agents that waited long enough or made no progress for STALL_S, drivers, avoidance (of each other and of
     the users at (u, 2) positions moving at (u, 2) m/s), then one Crowd.step for all agents."""
     c, d, cs = world.crowd, world.drivers, world.controller
     n = c.n
+    sim = c.sim_positions
     world.wait[d.arrived] -= dt
-    renew = d.arrived & (world.wait <= 0.0)
+    dist = np.linalg.norm(d.goals - sim[:, [0, 2]], axis=1)
+    closer = dist < world.best - PROGRESS_M
+    world.best[closer] = dist[closer]
+    world.stall_s[closer | d.arrived] = 0.0
+    world.stall_s[~closer & ~d.arrived] += dt
+    renew = (d.arrived & (world.wait <= 0.0)) | (world.stall_s > STALL_S)
     if renew.any():
         k = int(renew.sum())
         world.wait[renew] = world.rng.uniform(0.0, MAX_WAIT, k)
         d.goals[renew] = world.rng.uniform(-world.half_size, world.half_size, (k, 2))
         d.goal_run[renew] = world.rng.random(k) < RUN_FRACTION
         d.arrived[renew] = False
-    sim = c.sim_positions
+        world.best[renew] = np.inf
+        world.stall_s[renew] = 0.0
     move, run, strafe, look = drive(d, world.time, sim, cs)
     # Users count as neighbours moving at their own velocity; their rows of the answer are dropped.
     pos = np.vstack([sim[:, [0, 2]], users_xz])
