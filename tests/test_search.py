@@ -410,3 +410,53 @@ def test_search_batch_accepts_a_prepared_mask():
     f2, c2 = s.search_batch(qs, cur, bias=0.1, mask=mask)
     assert np.array_equal(f1, f2) and np.array_equal(c1, c2)
     assert mask[f1[f1 != cur]].all()
+
+
+# ---------------------------------------------------------------------------------------------
+# annotation rules (FrameRules): per-frame costs, frames not to enter, frames excluded
+
+@pytest.mark.parametrize("scale", [0.25, 40.0])
+def test_backends_agree_under_frame_rules(scale):
+    """Coarse per-frame costs (ties), some far below 0 (the tree's bounds must still hold), frames the
+    search may not enter and excluded frames: every back-end gives brute force's answer, with masks too."""
+    from motionmatch.search import FrameRules
+    x, starts, stops = adversarial(seed=3)
+    rng = np.random.default_rng(4)
+    n = len(x)
+    cost = (rng.integers(-2, 3, n) * scale * 0.5).astype(np.float32)
+    cost[rng.random(n) < 0.6] = 0.0
+    enter = rng.random(n) > 0.3
+    enter[400:500] = False
+    allowed = rng.random(n) > 0.1
+    allowed[450] = True
+    mask = rng.random(n) > 0.2
+    rng_q = np.random.default_rng(5)
+    q = adversarial_queries(x, rng_q, 50)
+    cur = rng_q.integers(-1, n, len(q))
+    cur[::5] = 450                     # playing a frame the search may not enter: it may continue
+    for rules in (FrameRules(cost=cost), FrameRules(enter=enter, allowed=allowed),
+                  FrameRules(cost, enter, allowed)):
+        s = {b: Searcher(x, starts, stops, backend=b, rules=rules) for b in BACKENDS}
+        for skip, bias in ((0, 0.0), (3, 0.3), (2, -0.25)):
+            assert_all_agree(s, q, cur, skip, bias)
+            assert_all_agree(s, q, cur, skip, bias, mask=mask)
+        frames, _ = s["aabb"].search_batch(q, cur, 3, 0.0)
+        if rules.enter is not None:
+            entered = frames[(frames >= 0) & (frames != cur)]
+            assert enter[entered].all() and allowed[frames[frames >= 0]].all()
+            kept, _ = s["aabb"].search_batch(q, cur, 3, np.inf)
+            assert (kept[cur == 450] == 450).all()      # a frame not to enter may still continue
+
+
+def test_a_frame_cost_changes_the_pick():
+    from motionmatch.search import FrameRules
+    x, starts, stops = adversarial(seed=6)
+    q = x[150].copy()
+    plain = Searcher(x, starts, stops).search(q)
+    cost = np.zeros(len(x), np.float32)
+    cost[plain[0]] = 5.0
+    moved = Searcher(x, starts, stops, rules=FrameRules(cost=cost)).search(q)
+    assert moved[0] != plain[0] and moved[1] >= plain[1]
+    cost[:] = 0.0
+    cost[1200] = -100.0                # a strong preference wins over a better pose
+    assert Searcher(x, starts, stops, rules=FrameRules(cost=cost)).search(q)[0] == 1200

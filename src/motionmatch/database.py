@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
 import numbers
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .animation import Animation, Skeleton
+from .annotations import AnnotationError, Annotations, load_annotations, resolve
 from .atomic_file import replacing
 from .events import (EventError, EventMarks, action_tags, auto_marks, load_sidecar, merge_marks, sidecar_marks,
                      time_to_event, with_action_channels)
@@ -28,6 +28,7 @@ from .features import (BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSchema, FeatureSet,
                        schema_from_dict)
 from .io.bvh import BVHError, read_bvh
 from .kinematics import forward_kinematics
+from .npz_map import NpzError, map_npz
 from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, hips_forward_axis, mirror,
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename, toe_floor_height)
@@ -96,6 +97,7 @@ class Database:
     features: FeatureSet
     meta: dict = field(default_factory=dict)
     events: EventMarks = field(default_factory=EventMarks)   # event marks (events.py)
+    annotations: Annotations = field(default_factory=Annotations)   # annotation windows (annotations.py)
     # Tags that name a style (styles.py); None: the default for these clips (styles.default_style_tags).
     style_tags: list[str] | None = None
     # The runtime's per-database cache (runtime.character looks it up under this name), bounded.
@@ -145,6 +147,7 @@ class Database:
             "tags": sorted(self.known_tags),
             "style_tags": list(self.style_tags),
             "events": self.events.counts(),
+            "annotations": self.annotations.counts(),
             "bytes": self.meta.get("bytes"),
             "build_seconds": self.meta.get("build_seconds"),
             "sources": len(self.meta.get("sources", [])),
@@ -171,12 +174,14 @@ class BuildSettings:
     skeleton: str | None = None
     file_tags: dict[str, list[str]] = field(default_factory=dict)    # file path -> extra tags (sources)
     events: str | None = None        # annotation sidecar of event marks (events.load_sidecar)
+    annotations: str | None = None   # annotation windows sidecar (annotations.load_annotations)
     style_tags: list[str] | None = None   # tags naming a style (styles.py); None: the default
 
     def to_dict(self) -> dict:
         return {"fps": self.fps, "mirror": self.mirror, "unit": self.unit,
                 "contact_height": self.contact_height, "contact_speed": self.contact_speed,
                 "user_tags": [list(t) for t in self.user_tags], "skeleton": self.skeleton, "events": self.events,
+                "annotations": self.annotations,
                 "style_tags": self.style_tags}
 
 
@@ -311,6 +316,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     warn = warn or (lambda msg: tqdm.write(f"warning: {msg}", file=sys.stderr))
     t0 = time.perf_counter()
     sidecar = load_sidecar(settings.events) if settings.events else []   # bad annotations fail before the work
+    windows = load_annotations(settings.annotations) if settings.annotations else []
     files = [Path(f) for f in files]
     if not files:
         raise DatabaseError("no BVH files to build from (check the data path and --include/--exclude)")
@@ -426,7 +432,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     db = Database(skeleton=skel_db, roles=roles_db, fps=settings.fps, positions=positions,
                   rotations=rotations, contacts=contacts, range_starts=range_starts,
                   range_stops=range_stops, range_names=names, range_tags=tags, features=fs, meta=meta,
-                  events=events, style_tags=settings.style_tags)
+                  events=events, style_tags=settings.style_tags,
+                  annotations=resolve(windows, names, range_starts, range_stops, settings.fps))
     source_posture(db)      # the main actor's posture figures, stored in meta with the database
     db.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
     return db
@@ -467,6 +474,7 @@ def save_database(db: Database, path) -> int:
         "schema": db.features.schema.to_dict(),
         "meta": db.meta,
         "events": db.events.to_dict(),
+        "annotations": db.annotations.to_dict(),
     }
     with replacing(path) as f:
         np.savez(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
@@ -479,43 +487,6 @@ def save_database(db: Database, path) -> int:
     return size
 
 
-def _map_npz(path) -> dict:
-    """Arrays of an uncompressed .npz, memory-mapped read-only: opening a 500 MB database costs
-    milliseconds (zipfile's CRC check alone would take 0.2 s), and pages load as they are used."""
-    import zipfile
-    out = {}
-    with zipfile.ZipFile(path) as zf, open(path, "rb") as f:
-        for info in zf.infolist():
-            if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
-                raise DatabaseError(f"{path}: member {info.filename} is compressed; rebuild the database")
-            f.seek(info.header_offset)
-            local = f.read(30)
-            name_len = int.from_bytes(local[26:28], "little")
-            extra_len = int.from_bytes(local[28:30], "little")
-            f.seek(info.header_offset + 30 + name_len + extra_len)
-            version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(f)
-            offset = f.tell()
-            name = info.filename[:-4]
-            if dtype.hasobject:
-                # An object array on disk is pickled pointers; mapped raw they crash the process.
-                raise DatabaseError(f"{path}: member {name!r} holds Python objects ({dtype}); a motionmatch "
-                                    f"database holds only numbers")
-            if offset + math.prod(shape) * dtype.itemsize > info.header_offset + 30 + name_len + extra_len \
-                    + info.file_size:
-                raise DatabaseError(f"{path}: member {name!r}: shape {shape} is larger than its stored data")
-            if math.prod(shape) == 0:
-                out[name] = np.zeros(shape, dtype=dtype)
-            else:
-                # A plain ndarray view of the map: memmap's subclass hooks cost ~5 us per indexing,
-                # which the runtime does many times a frame.
-                out[name] = np.asarray(np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
-                                                 order="F" if fortran else "C"))
-    return out
-
-
 def load_database(path) -> Database:
     """Load a database written by save_database. Every member is checked (dtype, shape against the
     header, hierarchy, roles, clip ranges, fps, finite features) so that a damaged or crafted file is a
@@ -524,10 +495,10 @@ def load_database(path) -> Database:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such database (build one with `motionmatch build DATA -o {path}`)")
     try:
-        z = _map_npz(path)
+        z = map_npz(path)
         header = json.loads(bytes(z["header"]).decode())
-    except DatabaseError:
-        raise
+    except NpzError as e:
+        raise DatabaseError(str(e)) from None
     except Exception as e:  # a zip/npz that is not ours (RecursionError from deep JSON included)
         raise DatabaseError(f"{path}: not a motionmatch database ({type(e).__name__}: {e})"[:400]) from None
     if not isinstance(header, dict):
@@ -652,12 +623,19 @@ def _checked_database(path: Path, z: dict, header: dict) -> Database:
         events = EventMarks.from_dict(header["events"], N) if "events" in header else EventMarks()
     except EventError as e:
         fail("header.events", str(e))
+    try:
+        # Files written before annotations existed hold none.
+        annotations = (Annotations.from_dict(header["annotations"], range_starts, range_stops)
+                       if "annotations" in header else Annotations())
+    except AnnotationError as e:
+        fail("header.annotations", str(e))
     meta = dict(meta)
     meta["bytes"] = path.stat().st_size
     return Database(skeleton=skel, roles=roles, fps=float(fps), positions=positions,
                     rotations=rotations, contacts=contacts, range_starts=np.asarray(range_starts, dtype=np.int64),
                     range_stops=np.asarray(range_stops, dtype=np.int64), range_names=range_names,
-                    range_tags=range_tags, features=fs, meta=meta, events=events, style_tags=style_tags)
+                    range_tags=range_tags, features=fs, meta=meta, events=events, style_tags=style_tags,
+                    annotations=annotations)
 
 
 def default_database_path(mixed: bool = False, kind: str | None = None) -> Path:

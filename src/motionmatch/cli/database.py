@@ -31,6 +31,9 @@ def print_summary(s: dict, file=None) -> None:
     ev = s.get("events") or {}
     print(f"events:     {sum(ev.values())}" + (": " + ", ".join(f"{k} {v}" for k, v in ev.items()) if ev else ""),
           file=file)
+    an = s.get("annotations") or {}
+    if an:
+        print(f"annotations: {sum(an.values())}: " + ", ".join(f"{k} {v}" for k, v in an.items()), file=file)
     print(f"size:       {_human_bytes(s['bytes'])}", file=file)
     if s.get("build_seconds") is not None:
         print(f"build time: {s['build_seconds']:.2f} s", file=file)
@@ -51,6 +54,9 @@ def _add_build(sub) -> None:
                         "skeleton, bandai-locomotion.npz (docs/BANDAI.md) (both CC BY-NC 4.0: non-commercial)")
     p.add_argument("--events", metavar="FILE",
                    help="event annotation sidecar (TOML [[event]] or JSON: clip, time or frame, type, tags)")
+    p.add_argument("--annotations", metavar="FILE",
+                   help="annotation windows sidecar (TOML [[annotation]] or JSON: clip, kind block_transitions | "
+                        "exclude | cost_bias | branch_in | loop, time or frame range, cost; docs/ANNOTATIONS.md)")
     p.add_argument("--data", dest="data_root", help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
     p.add_argument("--include", action="append", default=None, help="glob on file names to keep (repeatable)")
     p.add_argument("--exclude", action="append", default=None, help="glob on file names to drop (repeatable)")
@@ -100,6 +106,8 @@ def run_build(args) -> int:
     t0 = time.perf_counter()
     if args.default and args.style_tags is not None:
         raise ValueError("--style-tags: not with --default (a default database takes the default style tags)")
+    if args.default and args.annotations:
+        raise ValueError("--annotations: not with --default (build the files with -o FILE to annotate them)")
     if args.default:
         from ..database import build_default_database, load_database
         with _build_map(args) as map_chunks:
@@ -139,6 +147,7 @@ def run_build(args) -> int:
     settings = BuildSettings(fps=args.fps, mirror=not args.no_mirror, unit=args.unit, strict=args.strict,
                              role_mapping=load_mapping(args.mapping) if args.mapping else None,
                              user_tags=user_tags, skeleton=skeleton, file_tags=file_tags, events=args.events,
+                             annotations=args.annotations,
                              style_tags=None if args.style_tags is None else parse_style_tags(args.style_tags))
     mixed = not args.data and not args.jlpm22_only    # the mixed default set: its tuned weights
     kind = "mixed" if mixed else None
@@ -171,8 +180,22 @@ def run_info(args) -> int:
         print(json.dumps(s, indent=1))
     else:
         print_summary(s)
+        print_annotations(db)
         print(f"load time:  {s['load_seconds']:.3f} s")
     return 0
+
+
+def print_annotations(db, limit: int = 40, file=None) -> None:
+    """One line per annotated range (the first `limit`): kind, clip, seconds from the clip's start, cost."""
+    a = db.annotations
+    for i in range(min(len(a), limit)):
+        r = int(a.clips[i])
+        t0, t1 = (int(x) - int(db.range_starts[r]) for x in (a.starts[i], a.stops[i]))
+        cost = f" cost {a.costs[i]:+g}" if a.kinds[i] == "cost_bias" else ""
+        print(f"  {a.kinds[i]:<17} {db.range_names[r]}  {t0 / db.fps:.2f}-{t1 / db.fps:.2f} s "
+              f"(frames {t0}-{t1 - 1}){cost}  [annotation {int(a.entries[i])}]", file=file or sys.stdout)
+    if len(a) > limit:
+        print(f"  ... {len(a) - limit} more (motionmatch info --json)", file=file or sys.stdout)
 
 
 def register(sub) -> None:

@@ -34,7 +34,8 @@ from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS,
                        trajectory_layout)
 from .playback import Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_stage
 from .requests import Requests, follow_root
-from .search_sets import search_set, shared
+from .annotation_play import hold_blocked, loop_wraps
+from .search_sets import annotation_rules, search_set, shared
 from .settings import CharacterSettings
 from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
@@ -149,6 +150,7 @@ class Crowd:
         self.raw_features = np.ascontiguousarray(db.features.raw)
         self.contacts_db = np.ascontiguousarray(db.contacts)
         self.clips = Clips(self.clip_speed, self.stop_of, self.contacts_db)
+        self.annotations = annotation_rules(db)
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
         self.traj_times = self.traj_offsets / float(db.fps)
         self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
@@ -404,8 +406,17 @@ class Crowd:
         # Learned agents play no clip to hold (still_to 0: never held).
         frame, stop, still = ((self.frame, self.stop_of, self.still_to) if L is None
                               else (L.frame, L.never, np.zeros_like(L.never)))
+        rules = self.annotations
+        if rules.loop_to is not None and L is None:
+            looping, start = loop_wraps(rules.loop_to, self.frame, self.clip_hold)
+            if len(looping):      # a loop range's end continues at its start: an inertialized jump
+                self.transitions[looping] += 1
+                transition_stage(looping, start, self.db_arrays, self.stop_of, self.inert, self.play, self.packed,
+                                 self.scratch)
         (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, frame, stop, self.clip_hold,
                    still, searching)
+        if rules.blocked is not None and L is None:
+            hold_blocked(rules.blocked, self.frame, self.stop_of, searching)
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
         if len(agents):

@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..search import Searcher, frame_mask
+from .annotation_play import AnnotationRules
 from .settings import CharacterSettings
+
+
+def annotation_rules(db) -> AnnotationRules:
+    """The database's compiled annotations (search rules, blocked frames, loops), shared."""
+    return shared(db, "annotation_rules", lambda: AnnotationRules(db))
 
 
 def shared(db, key, build):
@@ -35,7 +41,7 @@ class SearchSet:
         self.features = ((fs.raw - fs.offset) / self.scale).astype(np.float32)
         self.features[:, self.inactive] = 0.0
         self.searcher = Searcher(self.features, db.range_starts, db.range_stops, backend=backend,
-                                 end_exclude=end_exclude)
+                                 end_exclude=end_exclude, rules=annotation_rules(db).search)
         self.prepared = {}
 
     def normalize(self, raw: np.ndarray) -> np.ndarray:

@@ -12,10 +12,10 @@ import numpy as np
 
 from .aabb import AabbIndex
 from .brute import BruteIndex, brute_numpy
-from .common import searchable_frames, validate_features, validate_mask, validate_ranges
+from .common import FrameRules, searchable_frames, validate_features, validate_mask, validate_ranges, validate_rules
 from .tags import TagExpressionError, compile_tag_expression, frame_mask, range_mask
 
-__all__ = ["Searcher", "BACKENDS", "TagExpressionError", "compile_tag_expression", "frame_mask",
+__all__ = ["Searcher", "FrameRules", "BACKENDS", "TagExpressionError", "compile_tag_expression", "frame_mask",
            "range_mask"]
 
 BACKENDS = ("brute_numpy", "brute", "aabb")
@@ -25,18 +25,18 @@ _CACHE_SIZE = 8  # structures kept per searcher (one per distinct mask)
 class _NumpyIndex:
     """The reference: no structure beyond the transposed features."""
 
-    def __init__(self, features_t: np.ndarray):
-        self.features_t = features_t
+    def __init__(self, features_t: np.ndarray, others: np.ndarray, frame_cost: np.ndarray | None):
+        self.features_t, self.others, self.frame_cost = features_t, others, frame_cost
 
     def search(self, features, valid, q, current, skip, bias):
         if not np.isfinite(q).all():
             return -2, float("nan")
-        return brute_numpy(self.features_t, valid, q, current, skip, bias)
+        return brute_numpy(self.features_t, valid, q, current, skip, bias, self.others, self.frame_cost)
 
     def search_batch(self, features, valid, queries, currents, skip, bias, out_frames, out_costs):
         for i in range(len(queries)):
             out_frames[i], out_costs[i] = brute_numpy(self.features_t, valid, queries[i], int(currents[i]),
-                                                      skip, bias)
+                                                      skip, bias, self.others, self.frame_cost)
 
 
 class PreparedMask:
@@ -56,9 +56,12 @@ class Searcher:
     never returned, nor the last `end_exclude` frames of each range (they have no future to play).
     backend: one of BACKENDS. Single queries run on the calling thread only; `search_batch` uses the
     numba thread pool for the numba back-ends.
+    rules: FrameRules (per-frame costs, frames it may enter, frames allowed at all: a database's
+    annotations), or None.
     """
 
-    def __init__(self, features, range_starts, range_stops, backend: str = "aabb", end_exclude: int = 20):
+    def __init__(self, features, range_starts, range_stops, backend: str = "aabb", end_exclude: int = 20,
+                 rules: FrameRules | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"unknown search backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         if int(end_exclude) < 0:
@@ -68,6 +71,7 @@ class Searcher:
         self.range_starts, self.range_stops = validate_ranges(range_starts, range_stops, self.n_frames)
         self.backend = backend
         self.end_exclude = int(end_exclude)
+        self.rules = validate_rules(rules, self.n_frames)
         self._features_t = None
         self._cache: OrderedDict = OrderedDict()
         self.build_seconds = 0.0  # time spent building the structure for the last new mask
@@ -78,14 +82,18 @@ class Searcher:
     def _build(self, mask):
         t0 = time.perf_counter()
         valid = searchable_frames(self.range_starts, self.range_stops, self.n_frames, self.end_exclude, mask)
+        cost, enter, allowed = self.rules
+        if allowed is not None:
+            valid &= allowed
+        others = valid if enter is None else valid & enter
         if self.backend == "brute_numpy":
             if self._features_t is None:
                 self._features_t = np.ascontiguousarray(self.features.T)
-            index = _NumpyIndex(self._features_t)
+            index = _NumpyIndex(self._features_t, others, cost)
         elif self.backend == "brute":
-            index = BruteIndex(self.features, valid)
+            index = BruteIndex(self.features, others, cost)
         else:
-            index = AabbIndex(self.features, valid, self.range_starts)
+            index = AabbIndex(self.features, others, self.range_starts, frame_cost=cost)
         self.build_seconds = time.perf_counter() - t0
         return valid, index
 

@@ -253,6 +253,38 @@ def build_tree(lo, hi):
     return node_lo, node_hi, node_kids, node_count
 
 
+@numba.njit(cache=True, nogil=True)
+def min_costs(node_kids, node_count, leaf_first, leaf_count, frame_cost):
+    """The lowest per-frame cost (annotations' frame_cost (N,) float32) under each leaf (S,) and under each
+    child of each node (M, FANOUT): the tree's lower bounds stay exact with costs below 0."""
+    n_leaves = leaf_first.shape[0]
+    leaf_min = np.empty(n_leaves, dtype=np.float32)
+    for s in range(n_leaves):
+        m = np.float32(np.inf)
+        for f in range(leaf_first[s], leaf_first[s] + leaf_count[s]):
+            m = min(m, frame_cost[f])
+        leaf_min[s] = m
+    node_min = np.full((node_kids.shape[0], FANOUT), np.inf, dtype=np.float32)
+    for nd in range(node_kids.shape[0] - 1, -1, -1):   # children have higher ids than their parent
+        for k in range(node_count[nd]):
+            c = node_kids[nd, k]
+            if c < 0:
+                node_min[nd, k] = leaf_min[-c - 1]
+            else:
+                m = np.float32(np.inf)
+                for i in range(node_count[c]):
+                    m = min(m, node_min[c, i])
+                node_min[nd, k] = m
+    return leaf_min, node_min
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lower(d, m, rtol):
+    """A lower bound on the annotated cost of every frame under a box at float32 distance d whose lowest
+    per-frame cost is m: d shrunk by the rounding margin (the bound may be far below the best cost)."""
+    return np.float64(d) * (1.0 - rtol) + np.float64(m)
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _min16(acc):
     m = acc[0]
@@ -262,12 +294,15 @@ def _min16(acc):
 
 
 @numba.njit(cache=True, nogil=True)
-def aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_kids, node_count,
-                q, current, skip, bias, rtol, n_seed):
-    """One exact search; see the module docstring and common.py for the semantics.
+def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_first, leaf_count, node_lo, node_hi,
+                node_kids, node_count, q, current, skip, bias, rtol, n_seed):
+    """One exact search; see the module docstring and common.py for the semantics. valid: the searchable
+    frames (bool (N,)); others: those the search may jump to (the tree's leaves); frame_cost: float32 (N,)
+    added to each frame's cost with its lower bounds leaf_min, node_min (min_costs), or all three empty.
 
     Returns (frame, cost); frame -2 flags a non-finite query.
     """
+    has_cost = frame_cost.shape[0] > 0
     nf = q.shape[0]
     for j in range(nf):
         if not np.isfinite(q[j]):
@@ -278,6 +313,8 @@ def aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_
     cur_cost = np.float32(np.inf)
     if current >= 0:
         cur_cost = row_cost(features, current, q)
+        if has_cost:
+            cur_cost += frame_cost[current]
         cur_ok = valid[current]
         if cur_ok:
             if bias == np.inf:
@@ -293,20 +330,22 @@ def aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_
             f = current + skip + 1 + t
             if f >= n:
                 break
-            if valid[f]:
+            if others[f]:
                 c = row_cost(features, f, q)
+                if has_cost:
+                    c += frame_cost[f]
                 if c < best:
                     best = np.float64(c)
                     best_frame = f
     thr = best + abs(best) * rtol
     if node_count.shape[0] > 0:
         stack_box = np.empty(_STACK, dtype=np.int64)  # node id, or -(leaf + 1)
-        stack_dist = np.empty(_STACK, dtype=np.float32)
+        stack_dist = np.empty(_STACK, dtype=np.float64)   # a box's lower bound
         acc = np.empty(16, dtype=np.float32)  # a leaf's costs or a node's FANOUT box distances
         kid_box = np.empty(FANOUT, dtype=np.int64)
-        kid_dist = np.empty(FANOUT, dtype=np.float32)
+        kid_dist = np.empty(FANOUT, dtype=np.float64)
         stack_box[0] = 0
-        stack_dist[0] = 0.0
+        stack_dist[0] = -np.inf   # the root is always opened (costs may lie below 0)
         sp = 1
         while sp > 0:
             sp -= 1
@@ -316,14 +355,19 @@ def aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_
             if box < 0:
                 f0 = leaf_first[-box - 1]
                 n_rows = leaf_count[-box - 1]
+                lm = leaf_min[-box - 1] if has_cost else np.float32(0.0)
                 acc[:] = 0.0
                 for p in range(_PIECES):
                     rows16_accumulate(features, f0, n_rows, q, p * nf // _PIECES, (p + 1) * nf // _PIECES, acc)
-                    if _min16(acc) > best:
-                        break  # partial costs only grow: no row of this leaf can reach the best
+                    # partial costs only grow (and float32 rounding is monotone): no row of this leaf can
+                    # reach the best
+                    if (_min16(acc) + lm if has_cost else _min16(acc)) > best:
+                        break
                 else:
                     for r in range(n_rows):
                         c = acc[r]
+                        if has_cost:
+                            c += frame_cost[f0 + r]
                         if c <= best:
                             f = f0 + r
                             if c == best and (best_frame < 0 or f >= best_frame):
@@ -337,12 +381,18 @@ def aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_
             acc[:] = 0.0
             for p in range(_PIECES):
                 box16_accumulate(node_lo, node_hi, box, q, p * nf // _PIECES, (p + 1) * nf // _PIECES, acc)
-                if _min16(acc) > thr:
+                if has_cost:
+                    lowest = np.inf
+                    for k in range(node_count[box]):
+                        lowest = min(lowest, _lower(acc[k], node_min[box, k], rtol))
+                    if lowest > thr:
+                        break
+                elif _min16(acc) > thr:
                     break  # partial distances only grow: every child is beyond the bound
             # children within the bound, sorted by decreasing distance (insertion sort of <= 16)
             n_kids = 0
             for k in range(node_count[box]):
-                d = acc[k]
+                d = _lower(acc[k], node_min[box, k], rtol) if has_cost else np.float64(acc[k])
                 if d > thr:
                     continue
                 i = n_kids
@@ -362,23 +412,34 @@ def aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def aabb_batch_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_kids, node_count,
-                      queries, currents, skip, bias, rtol, n_seed, out_frames, out_costs):
+def aabb_batch_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_first, leaf_count, node_lo,
+                      node_hi, node_kids, node_count, queries, currents, skip, bias, rtol, n_seed, out_frames,
+                      out_costs):
     for i in numba.prange(queries.shape[0]):
-        f, c = aabb_kernel(features, valid, leaf_first, leaf_count, node_lo, node_hi, node_kids, node_count,
-                           queries[i], currents[i], skip, bias, rtol, n_seed)
+        f, c = aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_first, leaf_count,
+                           node_lo, node_hi, node_kids, node_count, queries[i], currents[i], skip, bias, rtol,
+                           n_seed)
         out_frames[i] = f
         out_costs[i] = c
 
 
 class AabbIndex:
-    """Box tree over the searchable frames `valid` (bool (N,)) of one mask."""
+    """Box tree over the frames a search may jump to (`others`, bool (N,): the searchable frames of one
+    mask, less any an annotation keeps it from entering); frame_cost: float32 (N,) added to each frame's
+    cost, or None."""
 
-    def __init__(self, features: np.ndarray, valid: np.ndarray, range_starts: np.ndarray, n_seed: int = 4):
+    def __init__(self, features: np.ndarray, others: np.ndarray, range_starts: np.ndarray, n_seed: int = 4,
+                 frame_cost: np.ndarray | None = None):
         self.rtol = 4.0 * features.shape[1] * 2.0 ** -24
         self.n_seed = int(n_seed)
-        first, count, lo, hi = build_leaves(features, valid, np.ascontiguousarray(range_starts, np.int64))
-        self._arrays = (first, count) + build_tree(lo, hi)
+        first, count, lo, hi = build_leaves(features, others, np.ascontiguousarray(range_starts, np.int64))
+        tree = build_tree(lo, hi)
+        if frame_cost is None:
+            costs = (np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros((0, FANOUT), np.float32))
+        else:
+            frame_cost = np.ascontiguousarray(frame_cost, np.float32)
+            costs = (frame_cost,) + min_costs(tree[2], tree[3], first, count, frame_cost)
+        self._arrays = (others,) + costs + (first, count) + tree
 
     def search(self, features, valid, q, current, skip, bias):
         return aabb_kernel(features, valid, *self._arrays, q, current, skip, bias, self.rtol, self.n_seed)

@@ -13,10 +13,14 @@ TILE = 16  # rows per tile: the SIMD kernels in _simd.py are written for exactly
 
 
 def brute_numpy(features_t: np.ndarray, valid: np.ndarray, query: np.ndarray, current: int = -1,
-                skip: int = 0, bias: float = 0.0) -> tuple[int, float]:
-    """Reference search over all frames; `features_t` is the (F, N) transpose, `valid` bool (N,)."""
+                skip: int = 0, bias: float = 0.0, others: np.ndarray | None = None,
+                frame_cost: np.ndarray | None = None) -> tuple[int, float]:
+    """Reference search over all frames; `features_t` is the (F, N) transpose, `valid` bool (N,); `others`
+    (default `valid`) the frames it may jump to, `frame_cost` float32 (N,) added to every cost (common.py)."""
     cost = canonical_costs(features_t, query)
-    others = valid.copy()
+    if frame_cost is not None:
+        cost = cost + frame_cost
+    others = (valid if others is None else others).copy()
     cur_ok, cur_cost = False, float("inf")
     if current >= 0:
         others[max(0, current - skip):current + skip + 1] = False
@@ -50,11 +54,14 @@ def finish(current, cur_ok, cur_cost, best_frame, best_cost, bias):
 
 
 @numba.njit(cache=True, nogil=True)
-def brute_kernel(features, valid, tiles, tile_frames, q, current, skip, bias):
-    """Brute force over all tiles (the searchable frames in frame order, 16 per (F, 16) tile).
+def brute_kernel(features, valid, tiles, tile_frames, tile_cost, frame_cost, q, current, skip, bias):
+    """Brute force over all tiles (the frames a search may jump to, in frame order, 16 per (F, 16) tile).
+    tile_cost (T, 16) and frame_cost (N,) float32: the per-frame cost added to each row's (annotations), or
+    both empty (none).
 
     Returns (frame, cost); frame -2 flags a non-finite query.
     """
+    has_cost = frame_cost.shape[0] > 0
     nf = q.shape[0]
     for j in range(nf):
         if not np.isfinite(q[j]):
@@ -64,6 +71,9 @@ def brute_kernel(features, valid, tiles, tile_frames, q, current, skip, bias):
     acc = np.empty(64, dtype=np.float32)
     for s in range(0, tiles.shape[0], 4):  # the tile count is a multiple of 4
         tile64_costs_into(tiles, s, q, acc)
+        if has_cost:
+            for k in range(64):
+                acc[k] += tile_cost[s + k // 16, k % 16]
         for k in range(64):
             if acc[k] < best_cost:  # strict: frame order, so equal costs keep the lower frame
                 f = tile_frames[s + k // 16, k % 16]
@@ -76,15 +86,18 @@ def brute_kernel(features, valid, tiles, tile_frames, q, current, skip, bias):
     cur_cost = np.float32(np.inf)
     if current >= 0:
         cur_cost = row_cost(features, current, q)
+        if has_cost:
+            cur_cost += frame_cost[current]
         cur_ok = valid[current]
     return finish(current, cur_ok, cur_cost, best_frame, best_cost, bias)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def brute_batch_kernel(features, valid, tiles, tile_frames, queries, currents, skip, bias, out_frames,
-                       out_costs):
+def brute_batch_kernel(features, valid, tiles, tile_frames, tile_cost, frame_cost, queries, currents, skip, bias,
+                       out_frames, out_costs):
     for i in numba.prange(queries.shape[0]):
-        f, c = brute_kernel(features, valid, tiles, tile_frames, queries[i], currents[i], skip, bias)
+        f, c = brute_kernel(features, valid, tiles, tile_frames, tile_cost, frame_cost, queries[i], currents[i],
+                            skip, bias)
         out_frames[i] = f
         out_costs[i] = c
 
@@ -107,18 +120,26 @@ def make_tiles(features: np.ndarray, frames: np.ndarray, tile_start: np.ndarray)
 
 
 class BruteIndex:
-    """The searchable frames of one mask packed in tiles, in frame order."""
+    """The frames a search may jump to (`others`, bool (N,)) of one mask packed in tiles, in frame order;
+    frame_cost: float32 (N,) added to each frame's cost, or None."""
 
-    def __init__(self, features: np.ndarray, valid: np.ndarray):
-        frames = np.flatnonzero(valid)
+    def __init__(self, features: np.ndarray, others: np.ndarray, frame_cost: np.ndarray | None = None):
+        frames = np.flatnonzero(others)
         tiles, tile_frames = make_tiles(features, frames, np.arange(0, len(frames), TILE))
         pad = -len(tiles) % 4  # brute_kernel takes 4 tiles (64 rows) at a time
         self.tiles = np.concatenate((tiles, np.zeros((pad,) + tiles.shape[1:], np.float32)))
         self.tile_frames = np.concatenate((tile_frames, np.full((pad, TILE), -1, np.int64)))
+        if frame_cost is None:
+            self.frame_cost, self.tile_cost = np.zeros(0, np.float32), np.zeros((0, TILE), np.float32)
+        else:
+            self.frame_cost = np.ascontiguousarray(frame_cost, np.float32)
+            self.tile_cost = np.where(self.tile_frames >= 0, self.frame_cost[np.maximum(self.tile_frames, 0)],
+                                      np.float32(0.0)).astype(np.float32)
 
     def search(self, features, valid, q, current, skip, bias):
-        return brute_kernel(features, valid, self.tiles, self.tile_frames, q, current, skip, bias)
+        return brute_kernel(features, valid, self.tiles, self.tile_frames, self.tile_cost, self.frame_cost, q,
+                            current, skip, bias)
 
     def search_batch(self, features, valid, queries, currents, skip, bias, out_frames, out_costs):
-        brute_batch_kernel(features, valid, self.tiles, self.tile_frames, queries, currents, skip, bias,
-                           out_frames, out_costs)
+        brute_batch_kernel(features, valid, self.tiles, self.tile_frames, self.tile_cost, self.frame_cost,
+                           queries, currents, skip, bias, out_frames, out_costs)

@@ -3,10 +3,12 @@
 Every back-end answers the same question, exactly:
 
 - searchable frames: inside a clip range [start, stop - end_exclude) and allowed by the mask;
-- "others": searchable frames f with f != current and, when current >= 0, |f - current| > skip
-  (skip=0 therefore excludes only the current frame itself; skip=k also excludes the k frames on each side);
+- "others": searchable frames f the search may enter with f != current and, when current >= 0,
+  |f - current| > skip (skip=0 therefore excludes only the current frame itself; skip=k also excludes the k
+  frames on each side);
 - cost(f) = sum over j = 0..F-1, in that order, of (query[j] - features[f, j])**2 accumulated in float32
-  (the canonical cost; all back-ends compute exactly this number, so ties and results are identical);
+  (the canonical cost; all back-ends compute exactly this number, so ties and results are identical),
+  plus, with FrameRules.cost, that frame's cost added in float32 once the sum is complete;
 - best_other = the other with the lowest cost, the lowest frame index among equal costs;
 - the current frame counts only when it is searchable; then it wins if
   cost(current) <= cost(best_other) + bias (compared in float64), so at bias=0 it also wins ties;
@@ -14,10 +16,44 @@ Every back-end answers the same question, exactly:
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["validate_features", "validate_ranges", "searchable_frames", "segments_of", "canonical_costs",
+__all__ = ["FrameRules", "validate_rules", "validate_features", "validate_ranges", "searchable_frames", "segments_of", "canonical_costs",
            "decide", "validate_mask"]
+
+
+class FrameRules(NamedTuple):
+    """What annotations (annotations.py) tell the search about frames; each None when absent.
+
+    cost: float32 (N,) finite, added to a frame's cost (also the current frame's);
+    enter: bool (N,), the frames the search may enter (jump to); the current frame continues whatever it says;
+    allowed: bool (N,), the frames that may be a result at all (the current frame too), like a mask.
+    """
+
+    cost: np.ndarray | None = None
+    enter: np.ndarray | None = None
+    allowed: np.ndarray | None = None
+
+
+def validate_rules(rules, n_frames: int) -> FrameRules:
+    """FrameRules with contiguous arrays of N frames (None: no rules)."""
+    if rules is None:
+        return FrameRules()
+    cost, enter, allowed = rules
+    if cost is not None:
+        cost = np.ascontiguousarray(cost, dtype=np.float32)
+        if cost.shape != (n_frames,) or not np.isfinite(cost).all():
+            raise ValueError(f"rules.cost must be finite float32 ({n_frames},)")
+    out = [cost]
+    for name, m in (("enter", enter), ("allowed", allowed)):
+        if m is not None:
+            m = np.ascontiguousarray(m)
+            if m.dtype != np.bool_ or m.shape != (n_frames,):
+                raise ValueError(f"rules.{name} must be bool ({n_frames},)")
+        out.append(m)
+    return FrameRules(*out)
 
 
 def validate_features(features) -> np.ndarray:
