@@ -8,7 +8,8 @@ import pytest
 from motionmatch.database import BuildSettings, build_database, load_database, save_database
 from motionmatch.idle import idle_figures, rest_stretches, shortest_loop_frames
 from motionmatch.kinematics import forward_kinematics
-from motionmatch.posture import frame_posture, knee_angles_deg, main_actor_ranges, posture_joints, source_posture
+from motionmatch.posture import (GAIT_DIRECTIONS, frame_posture, gait_figures, knee_angles_deg, main_actor_ranges,
+                                 posture_joints, source_posture)
 from motionmatch.rotations import quat_angle
 from motionmatch.scenario import parse_scenario
 from motionmatch.styles import StyleError, clip_styles, default_style_tags, style_figures
@@ -140,6 +141,30 @@ def test_style_tags_default_set_stored_and_checked(bandai_dir, tmp_path):
     old = load_database(older)
     assert old.style_tags == db.style_tags
     assert source_posture(old)["figures"] == source_posture(chosen)["figures"]
+
+
+def test_the_actor_is_compared_at_the_same_gait(jlpm_db, walk_rest):
+    """The jlpm22 actor bends the knees more running than walking and less walking backward or sideways
+    (measured: 150 deg forward at 0.5-1 m/s, 161 sideways, 163 backward, 121 forward at 3-4 m/s), so
+    posture_gait weighs the actor's per-gait figures by the output's gaits; the actor's own clips then
+    sit at the actor's figure."""
+    gaits = source_posture(jlpm_db)["gaits"]
+    median = lambda b: gaits[b]["knee_deg"][len(gaits[b]["knee_deg"]) // 2]
+    nd = len(GAIT_DIRECTIONS)
+    walk_fwd, walk_side, walk_back, run_fwd = 1, 2, 3, 1 + 5 * nd       # 0.5-1 m/s; 3-4 m/s forward
+    assert median(walk_side) > median(walk_fwd) + 5.0 and median(walk_back) > median(walk_fwd) + 5.0
+    assert median(run_fwd) < median(walk_fwd) - 15.0
+    # A clip of the actor against the actor, per gait: gap ~0, few frames outside.
+    start = int(jlpm_db.range_starts[0])
+    gp, _ = jlpm_db.global_transforms(slice(start, start + 3000))
+    vel = np.diff(gp[:, 0], axis=0, prepend=gp[:1, 0]) * jlpm_db.fps
+    own = gait_figures(gp[:, posture_joints(jlpm_db.roles)], vel, gaits)
+    assert abs(own["knee_gap_deg"]) < 2.0 and own["outside_source"] < 0.1, own     # measured 0.005, 0.063
+    # A run on the actor's clips (walk, rest): the same figure in metrics.json, close to the actor's.
+    _, m = walk_rest
+    g = m["posture_gait"]
+    assert set(g) == {"knee_deg", "knee_actor_deg", "knee_gap_deg", "outside_source"}
+    assert g["knee_deg"] == m["posture"]["knee_deg"] and abs(g["knee_gap_deg"]) < 6.0 and g["outside_source"] < 0.2
 
 
 def test_tune_may_not_trade_the_look_away(walk_rest):

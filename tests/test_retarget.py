@@ -374,26 +374,33 @@ def test_retargeted_feet_plant_like_the_target_rig():
 
 
 def test_retargeted_walk_takes_the_target_actors_stance():
-    """Bandai-Namco's backward walk (knees ~157 degrees while moving, hands 32 cm apart, toes planted
-    first) on the jlpm22 skeleton with the jlpm22 actor's stance: knees within 2 degrees of the actor's
-    walking knee angle, hands as far apart within 1 cm, planted toes at the actor's height within 0.5
-    cm; leg IK keeps the feet's placement (horizontally: the floor fit moves them only vertically)."""
+    """Bandai-Namco's backward walk (knees ~153 degrees while moving, hands 32 cm apart, toes planted
+    first) on the jlpm22 skeleton with the jlpm22 actor's stance (both takes): knees within 2 degrees of
+    the actor's at the same gait (backward walking, ~163; not the actor's pooled ~144, which bent them),
+    hands as far apart within 1 cm, planted toes at the actor's height within 0.5 cm; leg IK keeps the
+    feet's placement within 1 cm (horizontally: the floor fit moves them only vertically)."""
+    from motionmatch.posture import gait_figures, posture_joints, travel_velocity
     from motionmatch.retarget import (actor_stance, bind_pose_of, foot_floor, median_hand_spread, planted_toe_height,
-                                      retarget_onto, walking_knee_deg)
+                                      retarget_onto)
     jl = read_bvh(JLPM)
     roles = find_roles(jl.skeleton.names)
     gp, _ = jl.global_transforms()
-    stance = actor_stance(gp, roles, jl.fps)
+    takes = [gp] + [read_bvh(f).global_transforms()[0] for f in sorted(JLPM.parent.glob("*.bvh")) if f != JLPM]
+    stance = actor_stance(takes, roles, jl.fps)
     assert 135.0 < stance.knee_deg < 150.0 and 0.4 < stance.hand_spread < 0.6, stance
     src = read_bvh(MOCAP / "bandai-namco/dataset-1/dataset-1_walk-back_normal_001.bvh")
     target, floor = bind_pose_of(jl, roles), foot_floor(gp, roles)
     plain = retarget_onto(src, target, floor, stance._replace(knee_deg=None, hand_spread=None, planted_toe=None))
     plain = plain.global_transforms()[0]
     matched = retarget_onto(src, target, floor, stance).global_transforms()[0]
-    assert walking_knee_deg(plain, roles, jl.fps) > stance.knee_deg + 10.0
-    assert abs(walking_knee_deg(matched, roles, jl.fps) - stance.knee_deg) < 2.0
+
+    def gait(g):
+        return gait_figures(g[:, posture_joints(roles)], travel_velocity(g[:, roles["hips"]], jl.fps), stance.gaits)
+    assert gait(plain)["knee_actor_deg"] > stance.knee_deg + 15.0           # the actor walks backward straighter
+    assert gait(plain)["knee_gap_deg"] < -5.0 and abs(gait(matched)["knee_gap_deg"]) < 2.0
     assert median_hand_spread(plain, roles) < stance.hand_spread - 0.1
     assert abs(median_hand_spread(matched, roles) - stance.hand_spread) < 0.01
     assert abs(planted_toe_height(matched, roles, jl.fps) - stance.planted_toe) < 0.005
     ankles = [roles["left_foot"], roles["right_foot"]]
-    np.testing.assert_allclose(matched[:, ankles][..., [0, 2]], plain[:, ankles][..., [0, 2]], atol=1e-6)
+    # Raised hips: on the straightest frames the leg no longer reaches (measured up to 6.3 mm).
+    np.testing.assert_allclose(matched[:, ankles][..., [0, 2]], plain[:, ankles][..., [0, 2]], atol=0.01)

@@ -185,6 +185,15 @@ class BuildSettings:
                 "style_tags": self.style_tags}
 
 
+def _actor_captures(files, settings: BuildSettings, skeleton_gp: np.ndarray) -> list[np.ndarray]:
+    """Global positions of the skeleton file's captures and of the files sharing its tags (its actor's
+    other takes: the jlpm22 actor walks backward in the second only), for retarget.actor_stance."""
+    own = settings.file_tags.get(str(settings.skeleton))
+    same = [f for f in files if own and str(f) != str(settings.skeleton) and settings.file_tags.get(str(f)) == own]
+    return [skeleton_gp] + [hips_rooted(read_bvh(f, unit=settings.unit), settings.role_mapping).global_transforms()[0]
+                            for f in same]
+
+
 def file_tags(path: Path, settings: BuildSettings) -> list[str]:
     """Tags of the clip built from file `path`: from its name, the user tags matching it, its file tags."""
     tags = (tags_from_filename(path) + [t for t, pat in settings.user_tags if fnmatch.fnmatch(path.name, pat)]
@@ -358,7 +367,7 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
         # Retargeted clips rest their feet where the skeleton file's own captures do.
         "target": target, "floor": foot_floor(gp, roles0) if target is not None else None,
         # ... and move like its actor (feet, knees, arms).
-        "stance": actor_stance(gp, roles0, first.fps) if target is not None else None,
+        "stance": actor_stance(_actor_captures(files, settings, gp), roles0, first.fps) if target is not None else None,
         "roles": roles0, "roles_db": {k: v + 1 for k, v in roles0.items()},
         "forward_axis": hips_forward_axis(gp, gr, roles0),
         "mirror_corrections": mirror_corrections(skel0, mirror_pairs(skel0.names),

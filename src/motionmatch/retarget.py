@@ -47,7 +47,8 @@ import numpy as np
 
 from .animation import Animation, Skeleton
 from .kinematics import forward_kinematics
-from .posture import POSTURE_ROLES, hand_spread_cm, knee_angles_deg, posture_joints
+from .posture import (POSTURE_ROLES, gait_bins, gait_figures, gait_source, hand_spread_cm, knee_angles_deg, posture_joints,
+                      travel_velocity)
 from .rotations import quat_angle, quat_between, quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate
 from .skeleton import SkeletonError, arm_chains, find_roles
 
@@ -519,14 +520,25 @@ class Stance(NamedTuple):
     knee_deg: float | None          # walking_knee_deg
     planted_toe: float | None       # planted_toe_height (the captures' units: metres)
     hand_spread: float | None       # median_hand_spread
+    # Per gait (posture.gait_bins of posture.travel_velocity) the knee angles and posture ranges
+    # (posture.gait_figures' source): a clip's knees are matched to the actor's at the clip's own gaits.
+    gaits: list | None = None
 
 
-def actor_stance(gpos: np.ndarray, roles: dict, fps: float) -> Stance:
-    """The Stance of the actor of a clip (gpos (F, J, 3) global positions)."""
+def actor_stance(gpos, roles: dict, fps: float) -> Stance:
+    """The Stance of the actor of a clip (gpos (F, J, 3) global positions) or of several captures of
+    theirs (a list of such arrays: measured over all of them, the skeleton file alone may lack a gait)."""
+    caps = [np.asarray(g) for g in gpos] if isinstance(gpos, (list, tuple)) else [np.asarray(gpos)]
+    gpos = np.concatenate(caps)
     body = all(r in roles for r in POSTURE_ROLES)
+    gaits = None
+    if body:
+        p = gpos[:, posture_joints(roles)]
+        vel = np.concatenate([travel_velocity(c[:, roles["hips"]], fps) for c in caps])
+        gaits = gait_source(p, gait_bins(p, vel))
     return Stance(planted_foot_pitch(gpos, roles, fps), walking_knee_deg(gpos, roles, fps),
                   planted_toe_height(gpos, roles, fps) if "left_toe" in roles and "right_toe" in roles else None,
-                  median_hand_spread(gpos, roles) if body else None)
+                  median_hand_spread(gpos, roles) if body else None, gaits)
 
 
 def _stance_drop(knee_from: float, knee_to: float, thigh: float, shin: float) -> float:
@@ -667,8 +679,15 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
         hips_world[:, 1] += shift
         _place_hips(tgt, tgt_roles["hips"], t_pos, t_grot, hips_world)
     if stance is not None and stance.knee_deg is not None:
-        _match_knees(tgt, tgt_roles, t_pos, t_rot, walking_knee_deg(s_gpos, src_roles, anim.fps), stance.knee_deg,
-                     t_gpos0)
+        knee_from, knee_to = walking_knee_deg(s_gpos, src_roles, anim.fps), stance.knee_deg
+        if stance.gaits is not None and all(r in src_roles for r in POSTURE_ROLES):
+            # The actor's knees at the clip's own gaits: the jlpm22 actor walks backward and side-steps
+            # with the knees 15-20 degrees straighter than forward, so one pooled angle bent them.
+            gait = gait_figures(s_gpos[:, posture_joints(src_roles)], travel_velocity(hips_world, anim.fps),
+                                stance.gaits)
+            if gait["knee_deg"] is not None:
+                knee_from, knee_to = gait["knee_deg"], gait["knee_actor_deg"]
+        _match_knees(tgt, tgt_roles, t_pos, t_rot, knee_from, knee_to, t_gpos0)
     if stance is not None and stance.hand_spread is not None and all(r in tgt_roles for r in POSTURE_ROLES):
         _match_arms(tgt, tgt_roles, t_pos, t_rot, t_grot0, t_gpos0, stance.hand_spread)
     if stance is not None and stance.planted_toe is not None and tgt.parents[0] < 0:

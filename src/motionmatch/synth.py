@@ -14,7 +14,7 @@ from .animation import Animation
 from .io.bvh import BVHWriter, write_bvh
 from .idle import idle_figures
 from .metrics import compute_metrics, source_foot_sliding_cm_s, toe_floor_m
-from .posture import planted_toe_heights_cm, posture_figures, posture_joints, source_posture
+from .posture import gait_figures, planted_toe_heights_cm, posture_figures, posture_joints, source_posture
 from .preprocess import remove_simulation_bone
 from .runtime.character import Character, CharacterSettings
 from .scenario import Scenario, load_scenario, parse_scenario
@@ -125,7 +125,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
 
 
 def appearance_metrics(db, rec: dict) -> dict:
-    """"posture", "posture_source", "style" and "idle" of metrics.json (README, section "Metrics") from a
+    """"posture", "posture_source", "posture_gait", "style" and "idle" of metrics.json (README, section "Metrics") from a
     run record (run_scenario's light per-frame arrays) on database `db`."""
     toes = [rec["toe_positions"][:, i] for i in range(2)]
     root_speed = np.linalg.norm(rec["root_vel"][:, [0, 2]], axis=1)
@@ -133,6 +133,7 @@ def appearance_metrics(db, rec: dict) -> dict:
     return {"posture": posture_figures(rec["posture_positions"], root_speed,
                                        planted_toe_heights_cm(toes, db.fps, rec.get("toe_ground")), source["bounds"]),
             "posture_source": dict(source["figures"]),
+            "posture_gait": gait_figures(rec["posture_positions"], rec["root_vel"], source["gaits"]),
             "style": style_figures(rec["frames"], db.range_stops, clip_styles(db.range_tags, db.style_tags), db.fps),
             "idle": idle_figures(rec["desired_vel"], rec["desired_yaw"], rec["root_vel"], rec["root_pos"],
                                  rec["posture_positions"], db.fps)}

@@ -46,8 +46,10 @@ SCENARIO_FLOOR = {"pops_ratio": 1.0}
 # largest change of each figure under a settings change too small to see (halflife x1.05 on walk,
 # strafe, walk_backward, idle, default database: knee 1.1 deg, toe 0.33 cm, outside 0.006, settle
 # 0.03 s, alive 0.45 cm/s, loop 0.02 s), with a margin; one style switch more in a 10 s run is 6/min.
-SCENARIO_LOOK = {"knee_gap_deg": 1.5, "toe_gap_cm": 0.5, "outside_source": 0.02, "style_switches_per_min": 6.0,
-                 "idle_settle_s": 0.1}
+# knee_gap_deg and outside_gait compare with the actor at the output's gaits (posture_gait); outside_gait's
+# tolerance is outside_source's.
+SCENARIO_LOOK = {"knee_gap_deg": 1.5, "toe_gap_cm": 0.5, "outside_source": 0.02, "outside_gait": 0.02,
+                 "style_switches_per_min": 6.0, "idle_settle_s": 0.1}
 IDLE_ALIVE_DROP = 1.0     # cm/s
 IDLE_LOOP_DROP = 0.2      # s; no loop counts as idle.MAX_LOOP_S
 LOOK_KEYS = (*SCENARIO_LOOK, "idle_alive_cm_s", "idle_loop_s")
@@ -314,7 +316,8 @@ def scenario_summary(m: dict) -> dict:
 
 def look_summary(m: dict) -> dict:
     """The appearance figures a trial keeps per scenario (None where a run has none): the posture's
-    distance from the main actor's (`knee_gap_deg`, `toe_gap_cm`: absolute differences), `outside_source`,
+    distance from the main actor's (`knee_gap_deg`: from the actor's at the same gaits, posture_gait;
+    `toe_gap_cm`: absolute differences), `outside_source`, `outside_gait` (posture_gait's),
     `style_switches_per_min`, and over the idle stretches the slowest settle, the least alive stand and
     the shortest pose loop (`idle_loop_s`; a stretch without a loop counts as idle.MAX_LOOP_S)."""
     from .idle import MAX_LOOP_S
@@ -327,8 +330,12 @@ def look_summary(m: dict) -> dict:
     alive = [e["alive_cm_s"] for e in idle if e["alive_cm_s"] is not None]
     loops = [MAX_LOOP_S if e["shortest_loop_s"] is None else e["shortest_loop_s"]
              for e in idle if e["alive_cm_s"] is not None]
-    return {"knee_gap_deg": gap("knee_deg"), "toe_gap_cm": gap("planted_toe_cm"),
-            "outside_source": m["posture"]["outside_source"],
+    gait = m.get("posture_gait") or {}
+    knee_gap = gait.get("knee_gap_deg")
+    return {"knee_gap_deg": gap("knee_deg") if "knee_gap_deg" not in gait else
+            None if knee_gap is None else round(abs(knee_gap), 3),
+            "toe_gap_cm": gap("planted_toe_cm"),
+            "outside_source": m["posture"]["outside_source"], "outside_gait": gait.get("outside_source"),
             "style_switches_per_min": m["style"]["switches_per_min"],
             "idle_settle_s": max((e["settle_s"] for e in idle), default=None),
             "idle_alive_cm_s": min(alive, default=None), "idle_loop_s": min(loops, default=None)}

@@ -133,8 +133,8 @@ def run_bench_quality(args) -> int:
         return 0
     head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
             "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "pops", "knee/src",
-            "toe cm/src", "lean p95", "outside", "styles/min", "idle settle", "idle alive", "idle loop",
-            "search med", "frame med", "frame p99"]
+            "knee/gait", "toe cm/src", "lean p95", "outside", "out gait", "styles/min", "idle settle", "idle alive",
+            "idle loop", "search med", "frame med", "frame p99"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, m in rows.items():
@@ -155,9 +155,10 @@ def run_bench_quality(args) -> int:
 
 
 def _look_cells(m: dict) -> list[str]:
-    """The bench quality table's appearance cells (README "Metrics"): knee and planted toe against the
-    main actor's, trunk lean p95, share outside the actor's range, style switches, and the worst idle
-    stretch (slowest settle, least alive, shortest loop; "none" without a loop)."""
+    """The bench quality table's appearance cells (README "Metrics"): knee against the main actor's
+    (pooled, and at the output's gaits: posture_gait), planted toe against the actor's, trunk lean p95,
+    share outside the actor's range (pooled, at the gaits), style switches, and the worst idle stretch
+    (slowest settle, least alive, shortest loop; "none" without a loop)."""
     from ..tuning import look_summary
 
     def pair(k, fmt):
@@ -166,8 +167,12 @@ def _look_cells(m: dict) -> list[str]:
     idle = look_summary(m)
     settled = [e for e in m["idle"] if e["alive_cm_s"] is not None]
     loops = [e["shortest_loop_s"] for e in settled if e["shortest_loop_s"] is not None]
-    return [pair("knee_deg", ".0f"), pair("planted_toe_cm", ".1f"), f"{m['posture']['trunk_lean_deg']['p95']:.0f}",
-            f"{m['posture']['outside_source']:.2f}", f"{m['style']['switches_per_min']:.0f}",
+    gait = m.get("posture_gait") or {}
+    at_gait = "-" if gait.get("knee_actor_deg") is None else f"{gait['knee_deg']:.0f}/{gait['knee_actor_deg']:.0f}"
+    return [pair("knee_deg", ".0f"), at_gait, pair("planted_toe_cm", ".1f"), f"{m['posture']['trunk_lean_deg']['p95']:.0f}",
+            f"{m['posture']['outside_source']:.2f}",
+            "-" if gait.get("outside_source") is None else f"{gait['outside_source']:.2f}",
+            f"{m['style']['switches_per_min']:.0f}",
             "-" if idle["idle_settle_s"] is None else f"{idle['idle_settle_s']:.2f}",
             "-" if idle["idle_alive_cm_s"] is None else f"{idle['idle_alive_cm_s']:.1f}",
             "-" if not settled else f"{min(loops):.2f}" if loops else "none"]
