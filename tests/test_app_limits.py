@@ -233,3 +233,12 @@ def test_a_user_far_away_or_not_finite_cannot_stop_the_crowd(jlpm_db):
         step_world(world, near, near_vel)
     assert np.isfinite(world.crowd.global_positions).all()
     assert np.abs(world.crowd.root_positions).max() < 100.0
+
+
+def test_soak_counts_visits_and_samples_memory(jlpm_db_path):
+    from motionmatch.app.soak import soak, table
+    result = soak(str(jlpm_db_path), pages=2, seconds=8.0, visit_s=3.0, progress=None)
+    d = result.to_dict()
+    assert d["visits"] >= 2 and d["refused"] == 0 and d["page_fps"]["median"] > 0
+    assert len(d["samples"]) >= 2 and d["rss_mb"]["start"] > 50 and d["rss_mb"]["end_over_start"] is not None
+    assert "timed out" in table(result)

@@ -20,6 +20,7 @@ from pathlib import Path
 import aiohttp
 
 FPS = 60.0
+HELLO_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -33,12 +34,14 @@ class SoakResult:
     rss_mb: list = field(default_factory=list)
     page_fps: list = field(default_factory=list)
     refused: int = 0
+    timed_out: int = 0            # visits whose hello did not come within HELLO_TIMEOUT_S (an overloaded machine)
     start_mb: float = 0.0
     end_mb: float = 0.0
 
     def to_dict(self) -> dict:
         fps = sorted(self.page_fps)
         return {"pages": self.pages, "seconds": round(self.seconds, 1), "visits": len(fps), "refused": self.refused,
+                "timed_out": self.timed_out,
                 "page_fps": {"median": _pick(fps, 0.5), "p5": _pick(fps, 0.05), "min": _pick(fps, 0.0)},
                 "rss_mb": {"start": round(self.start_mb, 1), "end": round(self.end_mb, 1),
                            "max": round(max((m for _, m in self.rss_mb), default=0.0), 1),
@@ -76,12 +79,21 @@ async def _visit(http: aiohttp.ClientSession, url: str, seconds: float, record: 
                  rng: random.Random) -> None:
     """One page: connect, walk about (recording if asked) for `seconds`, leave."""
     try:
-        ws = await http.ws_connect(url.replace("http", "ws", 1) + "/ws", max_msg_size=0)
+        ws = await asyncio.wait_for(http.ws_connect(url.replace("http", "ws", 1) + "/ws", max_msg_size=0),
+                                    HELLO_TIMEOUT_S)
     except aiohttp.ClientError:
         out.refused += 1
         return
+    except asyncio.TimeoutError:     # an overloaded machine is a figure of the soak, not its end
+        out.timed_out += 1
+        return
     async with ws:
-        hello = json.loads((await ws.receive(timeout=60)).data)
+        try:
+            first = await ws.receive(timeout=HELLO_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            out.timed_out += 1
+            return
+        hello = json.loads(first.data) if first.type == aiohttp.WSMsgType.TEXT else {}
         if hello.get("type") != "hello":          # e.g. the server is full
             out.refused += 1
             return
@@ -162,7 +174,8 @@ def soak(db: str | None, pages: int = 20, seconds: float = 300.0, visit_s: float
 def table(result: SoakResult) -> str:
     d = result.to_dict()
     return "\n".join([
-        f"pages {d['pages']}, {d['seconds']} s, {d['visits']} visits, {d['refused']} refused",
+        f"pages {d['pages']}, {d['seconds']} s, {d['visits']} visits, {d['refused']} refused, "
+        f"{d['timed_out']} timed out",
         f"page fps: median {d['page_fps']['median']}, p5 {d['page_fps']['p5']}, min {d['page_fps']['min']}",
         f"server RSS (MB): start {d['rss_mb']['start']}, max {d['rss_mb']['max']}, end {d['rss_mb']['end']} "
         f"(end/start {d['rss_mb']['end_over_start']})"])

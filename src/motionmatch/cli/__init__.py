@@ -31,7 +31,8 @@ def main(argv=None) -> int:
         return 130
     except (ValueError, OSError, KeyError) as exc:  # user errors (the project's error classes are
         # ValueErrors; unreadable files are OSErrors): say what and where, no trace
-        print(f"motionmatch: error: {exc}", file=sys.stderr)
+        # Some errors carry no message (a TimeoutError): the class name is better than nothing.
+        print(f"motionmatch: error: {exc or type(exc).__name__}", file=sys.stderr)
         return 1
 
 
