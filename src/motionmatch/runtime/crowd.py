@@ -37,6 +37,7 @@ from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
 from .search_sets import annotation_rules, search_set, shared
 from .settings import CharacterSettings
+from .stage_calls import StageCalls
 from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
 from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, Display, Feet, Rig, Terrain, output_serial,
@@ -162,6 +163,8 @@ class Crowd:
         reach = np.array([0.995 * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
                           for _, lo, ft, _ in legs])
         self.rig = Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
+        # The compiled stages are called through `calls`: the records below are typed once, not every tick.
+        self.calls = StageCalls()
         self.set_terrain(None)
         # State, one row per character.
         self.ctrl = new_state(n, self.controller_settings)
@@ -207,9 +210,7 @@ class Crowd:
         self.mode, self.model_path = crowd_mode(settings)
         self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
-        self.learned = None
-        if self.mode == "lmm":
-            self.learned = learned.new_source(self._model(), db, n)
+        self._set_learned(None if self.mode != "lmm" else learned.new_source(self._model(), db, n))
         self.apply_settings()
         for i in range(n):
             self.reset_agent(i, start_frame=None if start_frames is None else int(start_frames[i]))
@@ -273,7 +274,7 @@ class Crowd:
                 f = int(self.frame[i])
                 learned.enter(src, i, self.raw_features[f])
                 self._cross_transition(i, self.db_arrays, f, src.pose, n + i)
-            self.learned = src
+            self._set_learned(src)
         else:
             src = self.learned
             for i in range(n):
@@ -282,10 +283,19 @@ class Crowd:
                 best = int(best) if best >= 0 else int(self.frame[i])
                 self._cross_transition(i, src.pose, i, self.db_arrays, best)
                 self.frame[i], self.frame_frac[i] = best, 0.0
-            self.learned = None
+            self._set_learned(None)
         self.transitions += 1
         self.clip_hold[:] = False
         self.search_state[:, FORCE] = 1.0
+
+    def _set_learned(self, src) -> None:
+        """Learned agents play `src` (learned.LearnedSource; None: classic agents); their Clips and Playhead
+        records are made once (the stages then find their compiled code without typing them again)."""
+        self.learned = src
+        if src is not None:
+            self.learned_clips = Clips(src.speeds, src.stop, src.contacts)
+            # Each learned agent plays its own pose row (rate, stride and warp are the crowd's).
+            self.learned_play = self.play._replace(frame=src.frame, frac=src.frac)
 
     def _cross_transition(self, i: int, src_frames: Frames, src_row: int, dst_frames: Frames, dst_row: int) -> None:
         """Agent i moves from row src_row of one pose source to row dst_row of another, an inertialized
@@ -429,9 +439,9 @@ class Crowd:
                             self.stride)
         else:
             learned.advance(L, self.rate, dt)
-            frames, clips, play = L.pose, Clips(L.speeds, L.stop, L.contacts), self._learned_play()
-        (playback_stage if self.parallel else playback_serial)(dt, frames, clips, self.ctrl, self.warp, self.packed,
-                                                               play, self.inert, self.local, self.root, self.anim)
+            frames, clips, play = L.pose, self.learned_clips, self.learned_play
+        self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, self.ctrl, self.warp,
+                   self.packed, play, self.inert, self.local, self.root, self.anim)
         t2 = time.perf_counter()
         self._output(dt, self.everyone)
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
@@ -506,8 +516,8 @@ class Crowd:
         to = start + off
         if to != self.frame[i]:
             self.transitions[i] += 1
-            transition_stage(np.array([i]), np.array([to]), self.db_arrays, self.stop_of, self.inert, self.play,
-                             self.packed, self.scratch)
+            self.calls(transition_stage, np.array([i]), np.array([to]), self.db_arrays, self.stop_of, self.inert,
+                       self.play, self.packed, self.scratch)
         self.clip_hold[i] = True
 
     def _search(self, agents: np.ndarray, predictor) -> None:
@@ -525,11 +535,10 @@ class Crowd:
         raw = np.empty((len(agents), self.raw_features.shape[1]))
         L = self.learned
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
-        (query_stage if len(agents) >= PARALLEL_FROM else query_serial)(agents, features, frame, self.desired,
-                                                                        self.ctrl, self.warp, self.packed, self.root,
-                                                                        raw)
+        self.calls(query_stage if len(agents) >= PARALLEL_FROM else query_serial, agents, features, frame,
+                   self.desired, self.ctrl, self.warp, self.packed, self.root, raw)
         if len(self.height_layout):
-            height_query(agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
+            self.calls(height_query, agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
         if L is not None:
             self._learned_search(agents, raw)
             return
@@ -568,8 +577,8 @@ class Crowd:
         jump = (best >= 0) & (best != self.frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
-            transition_stage(agents[jump], best[jump], self.db_arrays, self.stop_of, self.inert, self.play,
-                             self.packed, self.scratch)
+            self.calls(transition_stage, agents[jump], best[jump], self.db_arrays, self.stop_of, self.inert,
+                       self.play, self.packed, self.scratch)
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose
@@ -581,14 +590,9 @@ class Crowd:
         self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
         if jump.any():
             movers = agents[jump]
-            transition_stage(movers, self.n + movers, L.pose, L.stop, self.inert, self._learned_play(), self.packed,
-                             self.scratch)
+            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, self.inert, self.learned_play,
+                       self.packed, self.scratch)
             L.frame[movers] = movers
-
-    def _learned_play(self) -> Playhead:
-        """The playhead of learned agents: each plays its own pose row (rate, stride and warp are the crowd's)."""
-        L = self.learned
-        return self.play._replace(frame=L.frame, frac=L.frac)
 
     def _searched(self, agents, best, cost, jump) -> None:
         """Bookkeeping after a search: timers, the debugging record, transition counts."""
@@ -605,9 +609,9 @@ class Crowd:
         self.transitions[agents[jump]] += 1
 
     def _output(self, dt: float, only) -> None:
-        (output_stage if len(only) >= PARALLEL_FROM else output_serial)(
-            only, float(dt), self.local, self.root, self.play, self.packed, self.rig, self.terrain, self.feet,
-            self.out, 0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
+        self.calls(output_stage if len(only) >= PARALLEL_FROM else output_serial, only, float(dt), self.local,
+                   self.root, self.play, self.packed, self.rig, self.terrain, self.feet, self.out,
+                   0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
 
     # ------------------------------------------------------------------------------------------
     # outputs
