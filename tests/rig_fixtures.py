@@ -121,3 +121,36 @@ def write_tail_rig(path):
     skel, lpos, lrot, gpos = _rig(joints, "")
     write_gltf(path, skeleton=skel, mesh=_tubes(gpos, skel.parents, lpos, lrot))
     return path
+
+
+def write_animated_mixamo_rig(path, keys: int = 31, fps: float = 30.0):
+    """The Mixamo-named humanoid as a converted FBX often comes: joints in centimetres, Z up, under an
+    `Armature` node that scales them by 0.01 and turns them Y up, with a `Walk` animation keyed at `fps`
+    (the limbs swinging, the hips moving forward). Returns (path, names, world joint positions (keys, J, 3)
+    in metres at the key times)."""
+    import pygltflib
+    from motionmatch.animation import Animation
+    from motionmatch.kinematics import forward_kinematics
+    turn = quat_from_angle_axis(np.array(-np.pi / 2), np.array([1.0, 0.0, 0.0]))     # inner Z up -> Y up
+    inner = [(n, p, tuple(100.0 * quat_rotate(quat_inv(turn), np.array(w, np.float64)))) for n, p, w in _HUMANOID]
+    skel, lpos, lrot, gpos = _rig(inner, "mixamorig:")
+    J = skel.num_joints
+    t = np.arange(keys) / fps
+    swing = 0.5 * np.sin(2 * np.pi * t)[:, None] * np.linspace(0.3, 1.0, J)[None]
+    rot = quat_mul(np.repeat(lrot[None], keys, 0), quat_from_angle_axis(swing, np.array([1.0, 0.0, 0.0])))
+    # The hips turn left at 0.6 rad/s while walking forward at 0.8 m/s on a curve (a straight walk has no
+    # spread in its trajectory directions, which a database refuses).
+    up, ahead, left = (quat_rotate(quat_inv(turn), np.array(v)) for v in ([0.0, 1, 0], [0.0, 0, 1], [1.0, 0, 0]))
+    rot[:, 0] = quat_mul(quat_from_angle_axis(0.6 * t, up), rot[:, 0])
+    pos = np.repeat(lpos[None], keys, 0)
+    pos[:, 0] += 80.0 * t[:, None] * ahead + 30.0 * (t * t)[:, None] * left
+    anim = Animation(skeleton=skel, positions=pos, rotations=rot, fps=fps)
+    write_gltf(path, anim, _tubes(gpos, skel.parents, lpos, lrot, radius=4.0))
+    g = pygltflib.GLTF2().load(str(path))
+    g.nodes.append(pygltflib.Node(name="Armature", children=[0], scale=[0.01] * 3,
+                                  rotation=[float(v) for v in np.r_[turn[1:], turn[:1]]]))
+    g.scenes[0].nodes = [len(g.nodes) - 1] + [n for n in g.scenes[0].nodes if n != 0]
+    g.animations[0].name = "Walk"
+    g.save_binary(str(path))
+    world, _ = forward_kinematics(pos, rot, skel.parents)
+    return path, skel.names, 0.01 * quat_rotate(turn, world)

@@ -259,6 +259,19 @@ def test_damaged_rigged_models_campaign(jlpm_db, jlpm_db_path, tmp_path):
         assert out.clean_errors == sum(refuse for _, _, refuse in damaged) >= 80
 
 
+def test_damaged_gltf_clips_campaign(tmp_path):
+    """`build clips/*.glb`: damaged animations (key times, values, interpolations, targets, bounds) all
+    refused naming the file; the valid variants (STEP keys, a skeleton without a skin) read."""
+    from motionmatch import fuzz_rigs
+    from motionmatch.io.gltf import write_gltf
+    anim = read_bvh(WALK)
+    anim = replace(anim, positions=anim.positions[:20], rotations=anim.rotations[:20])
+    damaged = fuzz_rigs.damaged_clip_glbs(write_gltf(tmp_path / "clip.glb", anim).read_bytes(), tmp_path)
+    out = fuzz_rigs.fuzz_clip_glbs(damaged)
+    assert out.findings == []
+    assert out.clean_errors == sum(refuse for _, _, refuse in damaged) >= 19 and out.accepted == 2
+
+
 def test_glb_reader_never_reads_past_a_view_or_outside_the_file(tmp_path):
     """The security defects: an accessor running past its view (it read process memory into the export)
     and a buffer uri naming another file."""

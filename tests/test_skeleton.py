@@ -57,14 +57,15 @@ def test_namespaced_and_case_insensitive():
 
 
 def test_mapping_overrides_and_extends():
-    names = ["pelvis", "thigh_l", "calf_l", "foot_l", "ball_l", "thigh_r", "calf_r", "foot_r", "ball_r",
+    # Unreal names (ball_l, Unreal's toe, is found too) with toes named like no known skeleton.
+    names = ["pelvis", "thigh_l", "calf_l", "foot_l", "digits_l", "thigh_r", "calf_r", "foot_r", "digits_r",
              "spine_01", "spine_03", "head", "hand_l", "hand_r", "clavicle_l"]
     with pytest.raises(SkeletonError) as err:
         find_roles(names)
     msg = str(err.value)
-    assert "left_toe, right_toe;" in msg and "ball_l" in msg  # missing roles and joints present
+    assert "left_toe, right_toe;" in msg and "digits_l" in msg  # missing roles and joints present
     assert "hips" not in msg.split(";")[0] and "upper_leg" not in msg  # pelvis, thigh_l recognized
-    mapping = {"left_toe": "ball_l", "right_toe": "ball_r", "left_shoulder": "clavicle_l", "head": "head",
+    mapping = {"left_toe": "digits_l", "right_toe": "digits_r", "left_shoulder": "clavicle_l", "head": "head",
                "left_lower_leg": "calf_l"}
     r = _named(names, find_roles(names, mapping))
     assert r["left_upper_leg"] == "thigh_l" and r["hips"] == "pelvis" and r["chest"] == "spine_03"
@@ -73,6 +74,16 @@ def test_mapping_overrides_and_extends():
     assert _named(UNITY, find_roles(UNITY, {"chest": "Chest"}))["chest"] == "Chest"
     with pytest.raises(SkeletonError, match="Pelvis"):
         find_roles(UNITY, {"hips": "Pelvis"})
+
+
+def test_unreal_and_vroid_names():
+    unreal = ["pelvis", "spine_01", "spine_03", "head"] + [f"{b}_{s}" for s in "lr"
+                                                           for b in ("thigh", "calf", "foot", "ball", "hand")]
+    assert _named(unreal, find_roles(unreal))["right_toe"] == "ball_r"
+    vroid = ["J_Bip_C_Hips", "J_Bip_C_Spine", "J_Bip_C_Chest", "J_Bip_C_UpperChest", "J_Bip_C_Head"] + [
+        f"J_Bip_{s}_{b}" for s in "LR" for b in ("UpperLeg", "LowerLeg", "Foot", "ToeBase", "Hand")]
+    r = _named(vroid, find_roles(vroid))
+    assert r["chest"] == "J_Bip_C_UpperChest" and r["right_lower_leg"] == "J_Bip_R_LowerLeg"
 
 
 def test_required_subset():

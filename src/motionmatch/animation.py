@@ -49,6 +49,7 @@ class Animation:
     fps: float
     source: str = ""
     tags: list[str] = field(default_factory=list)
+    name: str = ""                 # the clip's name when a file holds several (a glTF animation's name)
 
     @property
     def num_frames(self) -> int:

@@ -26,7 +26,7 @@ from .events import (EventError, EventMarks, action_tags, auto_marks, load_sidec
                      time_to_event, with_action_channels)
 from .features import (BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
                        schema_from_dict)
-from .io.bvh import BVHError, read_bvh
+from .io.clips import CLIP_ERRORS, read_clips, read_first_clip
 from .kinematics import forward_kinematics
 from .npz_map import NpzError, map_npz
 from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, hips_forward_axis, mirror,
@@ -223,10 +223,15 @@ def _clip_arrays(anim: Animation, sim_pos, sim_rot, ctx: dict) -> dict:
         "events": auto_marks(gpos, contacts, s.fps, roles_db, anim.tags),
         # Features per clip: the whole database's world transforms never need to exist at once.
         "features": compute_features(ctx["schema"], gpos, grot, s.fps, np.array([0]), np.array([f]), joint_index),
-        "name": Path(anim.source).name + (" (mirrored)" if "mirrored" in anim.tags else ""),
+        "name": clip_name(anim) + (" (mirrored)" if "mirrored" in anim.tags else ""),
         "tags": list(dict.fromkeys(anim.tags)),
         "skeleton": sim.skeleton,
     }
+
+
+def clip_name(anim: Animation) -> str:
+    """A clip's name in the database: its file's name, with the animation's for a file of several."""
+    return Path(anim.source).name + (f":{anim.name}" if anim.name else "")
 
 
 def hips_rooted(anim: Animation, role_mapping: dict | None = None) -> Animation:
@@ -245,8 +250,8 @@ def _sample_rotations(files, settings: BuildSettings, skel: Skeleton, n: int = 8
     out = []
     for i in np.unique(np.linspace(0, len(files) - 1, n).round().astype(int)):
         try:
-            anim = hips_rooted(read_bvh(files[i], unit=settings.unit), settings.role_mapping)
-        except (BVHError, OSError):
+            anim = hips_rooted(read_first_clip(files[i], unit=settings.unit), settings.role_mapping)
+        except CLIP_ERRORS:
             continue
         if _same_skeleton(skel, anim.skeleton):
             out.append(anim.global_transforms()[1])
@@ -254,16 +259,22 @@ def _sample_rotations(files, settings: BuildSettings, skel: Skeleton, n: int = 8
 
 
 def _process_file(path: Path, ctx: dict):
-    """Read one file and return its clips' arrays (original, then mirrored), or an error string."""
+    """Read one file and return its clips' arrays (each clip original, then mirrored), or an error string."""
     s: BuildSettings = ctx["settings"]
     try:
-        anim = read_bvh(path, unit=s.unit)
-    except (BVHError, OSError) as e:
+        clips = read_clips(path, unit=s.unit)
+    except CLIP_ERRORS as e:
         return str(e)
-    try:
-        return _preprocess_file(path, anim, ctx)
-    except ValueError as e:  # readable but unusable (degenerate motion, a role that moves nowhere, ...)
-        return f"{path}: {e}"
+    out = []
+    for anim in clips:
+        try:
+            res = _preprocess_file(path, anim, ctx)
+        except ValueError as e:  # readable but unusable (degenerate motion, a role that moves nowhere, ...)
+            res = f"{path}: {e}"
+        if not isinstance(res, list):     # an error: the file's other clips go with it
+            return res if not anim.name or not isinstance(res, str) else f"{res} (animation {anim.name!r})"
+        out += res
+    return out
 
 
 def _preprocess_file(path: Path, anim: Animation, ctx: dict):
@@ -340,9 +351,9 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     skipped = []
     for path in files:
         try:
-            first = hips_rooted(read_bvh(path, unit=settings.unit), settings.role_mapping)
+            first = hips_rooted(read_first_clip(path, unit=settings.unit), settings.role_mapping)
             break
-        except (BVHError, OSError) as e:
+        except CLIP_ERRORS as e:
             if settings.strict:
                 raise
             warn(str(e))
@@ -352,8 +363,8 @@ def build_database(files: list[Path], settings: BuildSettings | None = None,
     target = None
     if settings.skeleton:
         try:
-            first = hips_rooted(read_bvh(settings.skeleton, unit=settings.unit), settings.role_mapping)
-        except (BVHError, OSError) as e:
+            first = hips_rooted(read_first_clip(settings.skeleton, unit=settings.unit), settings.role_mapping)
+        except CLIP_ERRORS as e:
             raise DatabaseError(f"skeleton file: {e}") from None
         try:
             target = bind_pose_of(first, find_roles(first.skeleton.names, settings.role_mapping))

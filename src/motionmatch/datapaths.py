@@ -75,12 +75,12 @@ def find_data(name: str = DEFAULT_NAME, data: str | os.PathLike | None = None) -
 
 
 def _is_bvh(p: Path) -> bool:
-    n = p.name.lower()
-    return n.endswith(".bvh") or n.endswith(".bvh.gz")
+    from .io.clips import is_motion_file
+    return is_motion_file(p)
 
 
 def list_bvh_files(paths, include=None, exclude=None) -> list[Path]:
-    """BVH files (.bvh, .bvh.gz) under paths (files or folders, searched recursively), sorted, unique.
+    """Motion files (.bvh, .bvh.gz, .glb, .fbx: io.clips) under paths (files or folders, searched recursively), sorted, unique.
 
     include / exclude: glob pattern(s) on the file name (e.g. "*walk*"); a file is kept when it matches
     any include pattern (all when None) and no exclude pattern.

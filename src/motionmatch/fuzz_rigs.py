@@ -1,7 +1,8 @@
-"""Hostile-input campaign for rigged humanoid models (.glb): damaged copies of a valid rigged GLB, fed
-through both doors a user has (`export --mesh`: load, retarget a clip, write; `serve --character`: load
-and build the page's retarget table). Every damage must give a GLTFError or SkeletonError naming the
-file; a damage that is a valid file (a deep node chain) may also be accepted.
+"""Hostile-input campaigns for glTF binaries (.glb): damaged copies of a valid rigged GLB, fed through
+both doors a user has (`export --mesh`: load, retarget a clip, write; `serve --character`: load and
+build the page's retarget table), and damaged copies of an animated GLB fed to the clip reader
+(`build clips/*.glb`: io.gltf_clips). Every damage must give a GLTFError or SkeletonError naming the
+file; a damage that is a valid file (a deep node chain, a skeleton without a skin) may also be accepted.
 """
 from __future__ import annotations
 
@@ -208,6 +209,77 @@ def damaged_glbs(base: bytes, out_dir) -> list[tuple[str, Path, bool]]:
     return files
 
 
+def _clip_damages(doc: dict) -> list[tuple[str, object, bool]]:
+    """(name, changer (doc, blob) -> None, must be refused) of an animated GLB's animations."""
+    an = doc["animations"][0]
+    ch0 = an["channels"][0]
+    times, rot_out = an["samplers"][ch0["sampler"]]["input"], an["samplers"][ch0["sampler"]]["output"]
+    trans = next(c for c in an["channels"] if c["target"]["path"] == "translation")
+    trans_out = an["samplers"][trans["sampler"]]["output"]
+
+    def at(acc):     # byte offset of an accessor's first value in the blob
+        a = doc["accessors"][acc]
+        return doc["bufferViews"][a["bufferView"]].get("byteOffset", 0) + a.get("byteOffset", 0)
+
+    def put(acc, k, fmt, *v):
+        return lambda d, b: struct.pack_into(fmt, b, at(acc) + k * struct.calcsize(fmt), *v)
+
+    def edit(fn):
+        return lambda d, b: fn(d["animations"][0], d)
+    n = doc["accessors"][times]["count"]
+    return [
+        ("clip_no_animations", lambda d, b: d.pop("animations"), True),
+        ("clip_times_backwards", put(times, 1, "<f", -1.0), True),
+        ("clip_time_nan", put(times, 2, "<f", float("nan")), True),
+        ("clip_time_1e9_s", put(times, n - 1, "<f", 1e9), True),
+        ("clip_long_but_bounded", put(times, n - 1, "<f", 3000.0), True),     # 180k frames x nodes
+        ("clip_zero_quaternion", put(rot_out, 0, "<4f", 0.0, 0.0, 0.0, 0.0), True),
+        ("clip_translation_1e30", put(trans_out, 0, "<3f", 1e30, 0.0, 0.0), True),
+        ("clip_interpolation_bezier", edit(lambda a, d: a["samplers"][0].update(interpolation="BEZIER")), True),
+        ("clip_cubic_without_tangents", edit(lambda a, d: a["samplers"][0].update(interpolation="CUBICSPLINE")),
+         True),
+        ("clip_step", edit(lambda a, d: [s.update(interpolation="STEP") for s in a["samplers"]]), False),
+        ("clip_output_count", lambda d, b: d["accessors"][rot_out].update(count=n - 1), True),
+        ("clip_times_vec3", lambda d, b: d["accessors"][times].update(type="VEC3", count=n // 3), True),
+        ("clip_target_node_99999", edit(lambda a, d: a["channels"][0]["target"].update(node=99999)), True),
+        ("clip_sampler_99999", edit(lambda a, d: a["channels"][0].update(sampler=99999)), True),
+        ("clip_only_weights", edit(lambda a, d: [c["target"].update(path="weights") for c in a["channels"]]), True),
+        ("clip_no_skin", lambda d, b: (d.pop("skins"), [n_.pop("skin", None) for n_ in d["nodes"]]), False),
+        ("clip_matrix_on_animated_node", lambda d, b: d["nodes"][0].update(matrix=[1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0,
+                                                                                    0, 0, 0, 1]), True),
+        ("clip_zero_scale_root", lambda d, b: d["nodes"][0].update(scale=[0, 0, 0]), True),
+        ("clip_two_roots", lambda d, b: d["nodes"][0].update(children=d["nodes"][0]["children"][1:]), True),
+        ("clip_duplicate_names", lambda d, b: d["nodes"][1].update(name=d["nodes"][2].get("name")), True),
+        ("clip_external_buffer", lambda d, b: d["buffers"][0].update(uri="../../etc/passwd"), True),
+    ]
+
+
+def damaged_clip_glbs(base: bytes, out_dir) -> list[tuple[str, Path, bool]]:
+    """Damaged copies of the animated .glb `base` (our export of a clip) in out_dir: [(damage, file,
+    must be refused)]."""
+    out_dir = Path(out_dir)
+    doc, blob = split_glb(base)
+    files = []
+    for k, (name, change, refuse) in enumerate(_clip_damages(doc)):
+        d, b = copy.deepcopy(doc), bytearray(blob)
+        change(d, b)
+        f = out_dir / f"damaged_clip_{k:03d}.glb"
+        f.write_bytes(glb_bytes(d, bytes(b)))
+        files.append((name, f, refuse))
+    return files
+
+
+def fuzz_clip_glbs(damaged):
+    """The clip reader (what `build` runs on a .glb) for each damaged file: an Outcome."""
+    from .fuzz import Outcome, classify
+    from .io.gltf import GLTFError
+    from .io.gltf_clips import read_gltf_clips
+    out = Outcome()
+    for name, f, refuse in damaged:
+        classify(out, name, f, refuse, (GLTFError,), lambda: read_gltf_clips(f))
+    return out
+
+
 def fuzz_rigs(damaged, anim, db, db_path):
     """Both doors for each damaged model: (export Outcome, serve Outcome). anim: a short clip to retarget
     (export --mesh); db/db_path: the database the page's table is built for (serve --character)."""
@@ -239,9 +311,13 @@ def door_campaigns(db_path: Path, bvh: Path, tmp: Path) -> dict:
     (tmp / "glb").mkdir()
     damaged = damaged_glbs(ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes(), tmp / "glb")
     export, serve = fuzz_rigs(damaged, anim, db, db_path)
+    from .io.gltf import write_gltf
+    (tmp / "clips").mkdir()
+    clip_glb = write_gltf(tmp / "clips" / "clip.glb", anim)
+    clips = fuzz_clip_glbs(damaged_clip_glbs(clip_glb.read_bytes(), tmp / "clips"))
     from . import fuzz_files, fuzz_models
     (tmp / "files").mkdir()
     (tmp / "models").mkdir()
     return {**fuzz_files.fuzz_files(db, tmp / "files"),
             **fuzz_models.fuzz_models(db, fuzz_models.damaged_models(db, tmp / "models")),
-            "rigged GLB (export)": export, "rigged GLB (serve)": serve}
+            "rigged GLB (export)": export, "rigged GLB (serve)": serve, "glTF clips (build)": clips}

@@ -52,6 +52,16 @@ _CANDIDATES: dict[str, list[str]] = {
 for _part, _cands in _LIMBS.items():
     for _side, _names in _sided(_cands).items():
         _CANDIDATES[f"{_side}_{_part}"] = _names
+# VRoid's VRM node names (J_Bip_<C|L|R>_...) and Unreal's toe joint (ball_l), last: _sided's `_L` swap
+# would turn J_Bip_L_LowerLeg into J_Bip_R_RowerLeg, so they are listed per side.
+for _role, _bone in (("hips", "Hips"), ("spine", "Spine"), ("chest", "UpperChest"), ("chest", "Chest"),
+                     ("head", "Head")):
+    _CANDIDATES[_role].append(f"J_Bip_C_{_bone}")
+for _side, _letter in (("left", "L"), ("right", "R")):
+    for _part, _bone in (("upper_leg", "UpperLeg"), ("lower_leg", "LowerLeg"), ("foot", "Foot"), ("toe", "ToeBase"),
+                         ("hand", "Hand")):
+        _CANDIDATES[f"{_side}_{_part}"].append(f"J_Bip_{_letter}_{_bone}")
+    _CANDIDATES[f"{_side}_toe"].append(f"ball_{_letter.lower()}")
 
 
 def _bare(name: str) -> str:

@@ -66,7 +66,38 @@ def register(sub) -> None:
     pv.add_argument("--seed", type=int, default=0)
     pv.add_argument("--json", action="store_true")
     pv.set_defaults(func=run_bench_serve)
+    pi = bsub.add_parser("interop", help="Blender round trips: our .glb exports opened by Blender, Blender-made "
+                         "FBX read back (needs the Blender environment, docs/IMPORTING.md)")
+    pi.add_argument("--bvh", default=None, help="motion to use (default: 2 s of the first jlpm22 take)")
+    pi.add_argument("--data", default=None, help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
+    pi.add_argument("--json", action="store_true")
+    pi.set_defaults(func=run_bench_interop)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def run_bench_interop(args) -> int:
+    """`motionmatch bench interop`: one row per round trip; exit status 1 when any is over 1 mm."""
+    import tempfile
+
+    from ..datapaths import find_data
+    from ..interop import interop_report
+    from ..io.bvh import read_bvh, write_bvh
+    with tempfile.TemporaryDirectory(prefix="motionmatch-interop-") as tmp:
+        bvh = Path(args.bvh) if args.bvh else None
+        if bvh is None:
+            take = read_bvh(find_data("jlpm22-locomotion", args.data) / "locomotion_take1.bvh")
+            take.positions, take.rotations = take.positions[600:720], take.rotations[600:720]
+            bvh = Path(tmp) / "walk.bvh"
+            write_bvh(bvh, take)
+        rows = interop_report(bvh, tmp)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        for r in rows:
+            err = "-" if r["error_mm"] is None else f"{r['error_mm']:.4f} mm"
+            print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['check']:45s} max joint error {err:>12s}  frames "
+                  f"{r['frames'][0]}/{r['frames'][1]}")
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 def run_bench_serve(args) -> int:

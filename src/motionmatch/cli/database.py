@@ -1,4 +1,4 @@
-"""`motionmatch build` (a pose database from BVH files or folders) and `motionmatch info` (its summary)."""
+"""`motionmatch build` (a pose database from motion files or folders) and `motionmatch info` (its summary)."""
 from __future__ import annotations
 
 import contextlib
@@ -44,8 +44,9 @@ def _warn(msg: str) -> None:
 
 
 def _add_build(sub) -> None:
-    p = sub.add_parser("build", help="build a pose database from BVH files or folders")
-    p.add_argument("data", nargs="*", help="BVH files or folders (default: the jlpm22 locomotion set)")
+    p = sub.add_parser("build", help="build a pose database from motion files (BVH, glTF, FBX) or folders")
+    p.add_argument("data", nargs="*", help="motion files (.bvh, .glb: every animation a clip; .fbx with Blender, "
+                                           "docs/IMPORTING.md) or folders of them (default: the jlpm22 locomotion set)")
     p.add_argument("-o", "--out", help="database file to write (.npz; required unless --default)")
     p.add_argument("--default", choices=("actions", "bandai"), default=None,
                    help="build (once) a default database into the cache: `actions` = the mixed default set plus "

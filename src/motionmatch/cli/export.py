@@ -1,7 +1,9 @@
-"""`motionmatch export`: a BVH motion as glTF binary (.glb), optionally with a skinned body."""
+"""`motionmatch export`: a BVH motion as glTF binary (.glb), optionally with a skinned body;
+`motionmatch convert`: any motion file the library reads (BVH, glTF, FBX) as BVH or glTF, a file per clip."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from ..export import EXPORT_FPS, export_gltf
@@ -31,7 +33,42 @@ def run_export(args) -> int:
     return 0
 
 
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "clip"
+
+
+def run_convert(args) -> int:
+    from ..io.bvh import write_bvh
+    from ..io.clips import read_clips
+    from ..io.gltf import write_gltf
+    src, out = Path(args.motion), Path(args.out)
+    kind = out.suffix.lower()
+    if kind not in (".bvh", ".glb"):
+        raise ValueError(f"{out}: convert writes .bvh or .glb (got {out.suffix or 'no extension'})")
+    clips = read_clips(src, unit=args.unit)
+    if args.clip is not None:
+        clips = [c for c in clips if c.name == args.clip]
+        if not clips:
+            raise ValueError(f"{src}: no clip named {args.clip!r}")
+    for c in clips:
+        # Several clips: one file each, the clip's name after the output's stem.
+        path = out if len(clips) == 1 else out.with_name(f"{out.stem}_{_safe(c.name)}{out.suffix}")
+        if kind == ".bvh":
+            write_bvh(path, c)
+        else:
+            write_gltf(path, c)
+        print(f"wrote {path} ({c.name or src.name}: {c.num_frames} frames at {c.fps:g} fps, "
+              f"{c.skeleton.num_joints} joints)")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("export", help="write a motion as glTF binary (.glb), optionally with a skinned body")
     add_export_args(p)
     p.set_defaults(func=run_export)
+    p = sub.add_parser("convert", help="convert a motion file (.bvh, .glb, .fbx) to .bvh or .glb, one file per clip")
+    p.add_argument("motion", help="motion file (.bvh, .glb; .fbx with the Blender environment, docs/IMPORTING.md)")
+    p.add_argument("out", help="file to write (.bvh or .glb); with several clips, OUT_<clip name>.EXT each")
+    p.add_argument("--clip", default=None, help="convert only the clip (animation) of this name")
+    p.add_argument("--unit", default="auto", help="BVH length unit of the input: auto, m, cm (default auto)")
+    p.set_defaults(func=run_convert)

@@ -1,0 +1,125 @@
+"""FBX clips through Blender's Python module (`bpy`, PyPI, the `blender` environment).
+
+Blender's FBX importer is the best-kept open FBX reader (docs/IMPORTING.md has the comparison with
+assimp and ufbx measured here), but its module pins numpy < 2 and Python 3.11, so it cannot share the
+library's environment: it lives in its own (`make blender` in a clone; see BLENDER_HELP) and runs as a
+child process (io/blender_worker.py) that writes the bones' world matrices to a temporary .npz. This
+side reads that file back with bounds, turns Blender's Z-up frame into the library's Y-up one and derives
+local transforms as the glTF reader does (io.gltf_clips.local_transforms): every action of the file's
+armature is one clip, at the file's frame rate, named after the action.
+
+The Blender Python is $MOTIONMATCH_BLENDER_PYTHON, else `.venv-blender/bin/python` beside the running
+environment (a clone's `make blender` puts it there).
+"""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..animation import Animation, Skeleton
+from .bvh import POSITION_CHANNELS
+from .gltf import MOVING_TRANSLATION_M
+
+BPY_VERSION = "5.0.1"
+BLENDER_ENV = ".venv-blender"
+BLENDER_HELP = (f"FBX files are read by Blender's Python module (bpy {BPY_VERSION}, about 1 GB), which needs "
+                f"numpy < 2 and so its own environment: in a clone run `make blender`; elsewhere "
+                f"`python3.11 -m venv ENV && ENV/bin/pip install bpy=={BPY_VERSION}` and set "
+                f"MOTIONMATCH_BLENDER_PYTHON=ENV/bin/python")
+MAX_FBX_BYTES = 1 << 30
+MAX_WORKER_SECONDS = 1800.0
+WORKER = Path(__file__).with_name("blender_worker.py")
+# Blender (x, y, z) with Z up and -Y forward -> the library's (x, z, -y): Y up, +Z forward.
+Z_UP_TO_Y_UP = np.array([[1.0, 0, 0, 0], [0, 0, 1, 0], [0, -1, 0, 0], [0, 0, 0, 1]])
+
+
+class FBXError(ValueError):
+    """An FBX file that cannot be read (or no Blender to read it with); the message names the file."""
+
+
+def blender_python() -> Path | None:
+    """The interpreter that has `bpy` (see the module docstring), None when there is none."""
+    env = os.environ.get("MOTIONMATCH_BLENDER_PYTHON")
+    if env:
+        return Path(env)
+    beside = Path(sys.prefix).parent / BLENDER_ENV / "bin" / "python"
+    return beside if beside.exists() else None
+
+
+def run_blender(*args: str, what: str) -> None:
+    """Run io/blender_worker.py with args in the Blender Python. Raises FBXError (naming `what`) when
+    there is none or the worker fails (its last output lines in the message)."""
+    py = blender_python()
+    if py is None or not py.exists():
+        raise FBXError(f"{what}: {BLENDER_HELP}" + (f" ({py} does not exist)" if py else ""))
+    try:
+        r = subprocess.run([str(py), str(WORKER), *args], capture_output=True, text=True,
+                           timeout=MAX_WORKER_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise FBXError(f"{what}: Blender took over {MAX_WORKER_SECONDS:g} s") from None
+    if r.returncode != 0:
+        tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-4:])
+        raise FBXError(f"{what}: Blender could not read it: {tail}")
+
+
+def read_blender_sample(path) -> dict:
+    """A worker's .npz (see io/blender_worker.py), checked: shapes agree, numbers finite."""
+    with np.load(path, allow_pickle=False) as z:
+        d = {k: z[k] for k in z.files}
+    names, parents, rest = d["names"], d["parents"].astype(np.int64), d["rest"]
+    J = len(names)
+    if not (parents.shape == (J,) and rest.shape == (J, 4, 4) and ((parents >= -1) & (parents < np.arange(J))).all()
+            and np.isfinite(rest).all()):
+        raise FBXError(f"{path}: inconsistent skeleton arrays")
+    for k in range(len(d["action_names"])):
+        c = d[f"clip_{k}"]
+        if c.ndim != 4 or c.shape[1:] != (J, 4, 4) or not np.isfinite(c).all():
+            raise FBXError(f"{path}: clip {k} is not (F, {J}, 4, 4) finite matrices")
+    return d
+
+
+def clips_from_sample(d: dict, source: str) -> list[Animation]:
+    """Clips (one per action, at the file's fps) from a checked worker sample, in the library's frame."""
+    from .gltf_clips import local_transforms
+    names = [str(n) for n in d["names"]]
+    parents = d["parents"].astype(np.int64)
+    rest_pos, _ = local_transforms((Z_UP_TO_Y_UP @ d["rest"])[None], parents)
+    clips = []
+    for k, action in enumerate(d["action_names"]):
+        lpos, lrot = local_transforms(Z_UP_TO_Y_UP @ d[f"clip_{k}"], parents)
+        moves = np.abs(lpos - rest_pos).max(axis=0).max(axis=-1) > MOVING_TRANSLATION_M
+        channels = [(POSITION_CHANNELS if p < 0 or moves[j] else ()) + ("Zrotation", "Yrotation", "Xrotation")
+                    for j, p in enumerate(parents)]
+        skel = Skeleton(names=names, parents=parents, offsets=rest_pos[0], channels=channels)
+        clips.append(Animation(skeleton=skel, positions=lpos, rotations=lrot, fps=float(d["fps"]), source=source,
+                               name=str(action)))
+    return clips
+
+
+def read_fbx_clips(path) -> list[Animation]:
+    """Every action of an FBX file's armature as a clip (see the module docstring). Raises FBXError
+    naming the file: not a binary FBX, no Blender environment, no armature or no animation."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise FBXError(f"{path}: cannot read the FBX file: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FBX_BYTES:
+        raise FBXError(f"{path}: not a regular file of at most {MAX_FBX_BYTES:,} bytes")
+    with open(path, "rb") as f:
+        head = f.read(32)
+    if not head.startswith(b"Kaydara FBX Binary"):
+        raise FBXError(f"{path}: not a binary FBX (ASCII FBX is not read: re-export it as binary)")
+    with tempfile.TemporaryDirectory(prefix="motionmatch-fbx-") as tmp:
+        out = Path(tmp) / "sample.npz"
+        run_blender("read", str(path.resolve()), str(out), what=str(path))
+        d = read_blender_sample(out)
+    if not len(d["action_names"]):
+        raise FBXError(f"{path}: the armature has no animation (a clip file needs one)")
+    return clips_from_sample(d, str(path))
