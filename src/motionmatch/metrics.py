@@ -268,7 +268,9 @@ def compute_metrics(rec: dict, fps: float, source_sliding: float, change_frames:
 def request_metrics(log) -> dict:
     """From a run's request log (runtime/requests.py): "event_timing_ms" {"mean", "max" (absolute error of
     delivered vs requested event time, ms), "count", "missed"} when actions were requested, and
-    "stop_at_error_cm" {"mean", "max" (rest point vs asked point, cm), "count", "not_at_rest"} when stops were;
+    "stop_at_error_cm" {"mean", "max" (rest point vs asked point, cm), "count", "not_at_rest"} when stops were,
+    "plant_at_error_cm" {"mean", "max" (planted foot vs asked point, cm), "count", "not_planted"} when foot plants
+    were;
     a key is absent when no such request was made, and its mean/max are null when none was delivered."""
     out = {}
     actions = [r for r in log if r["kind"] == "action"]
@@ -283,6 +285,12 @@ def request_metrics(log) -> dict:
         out["stop_at_error_cm"] = {"mean": round(float(np.mean(err)), 3) if err else None,
                                    "max": round(float(np.max(err)), 3) if err else None,
                                    "count": len(stops), "not_at_rest": len(stops) - len(err)}
+    plants = [r for r in log if r["kind"] == "plant_at"]
+    if plants:
+        err = [r["error_m"] * 100.0 for r in plants if r["error_m"] is not None]
+        out["plant_at_error_cm"] = {"mean": round(float(np.mean(err)), 3) if err else None,
+                                    "max": round(float(np.max(err)), 3) if err else None,
+                                    "count": len(plants), "not_planted": len(plants) - len(err)}
     return out
 
 

@@ -14,6 +14,12 @@ an optional top-level "requests" list (also for path scenarios):
 
     {"t": 3.0, "action": "bow", "event_in": 0.8}     the bow's event 0.8 s after t
     {"t": 5.0, "stop_at": [x, z]}                    come to rest at (x, z); held until the next input change
+    {"t": 5.0, "plant_at": [x, z], "side": "left"}   plant that foot at (x, z); held like a stop
+    {"t": 6.0, "set": "idles", "interrupt": false}   search the database set "idles" from now (interrupt,
+                                                     default true) or from the next search
+
+with the database sets named in an optional top-level "sets": {"idles": {"tags": "idle", "weights": {...}}}
+(runtime/database_sets.py).
 
 A bad scenario raises ScenarioError naming the offending field.
 """
@@ -29,10 +35,12 @@ import numpy as np
 
 from .runtime.controller import Controller, ControllerSettings, GamepadInput, PathFollower
 
-_TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description", "requests"}
+_TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description", "requests", "sets"}
 _INPUT_KEYS = {"t", "move", "run", "strafe", "look"}
 _ACTION_KEYS = {"t", "action", "event_in"}
 _STOP_KEYS = {"t", "stop_at"}
+_REQUEST_KEYS = {"action": _ACTION_KEYS, "stop_at": _STOP_KEYS, "plant_at": {"t", "plant_at", "side"},
+                 "set": {"t", "set", "interrupt"}}
 _PATH_KEYS = {"points", "speed", "loop"}
 # Bounds that keep a scenario's work and memory finite; beyond them a value is a mistake.
 MAX_DURATION_S = 3 * 3600.0      # synthesis streams its output, so hours are fine; days are not
@@ -65,8 +73,10 @@ class Scenario:
     terrain: dict | None = None
     seed: int | None = None
     description: str | None = None
-    # (t, {"action": name, "event_in": s} | {"stop_at": (x, z)}), sorted by t
+    # (t, {"action": name, "event_in": s} | {"stop_at": (x, z)} | {"plant_at": (x, z), "side": "left"}
+    # | {"set": name, "interrupt": bool}), sorted by t
     requests: tuple[tuple[float, dict], ...] = ()
+    sets: dict | None = None       # name -> database_sets.SetSpec
     _times: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self):
@@ -109,6 +119,8 @@ class Scenario:
         for k in ("terrain", "seed", "description"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
+        if self.sets:
+            d["sets"] = {n: {"tags": s.tags, "weights": dict(s.weights)} for n, s in self.sets.items()}
         if self.requests:
             d["requests"] = [{"t": t, **{k: list(v) if isinstance(v, tuple) else v for k, v in r.items()}}
                              for t, r in self.requests]
@@ -243,30 +255,46 @@ def parse_scenario(data: dict) -> Scenario:
         if not isinstance(data["requests"], list):
             raise ScenarioError("requests: expected a list of request steps")
         requests = [_parse_request(r, f"requests[{i}]", duration) for i, r in enumerate(data["requests"])]
-    common = dict(duration=duration, style=style, terrain=terrain, seed=seed, description=description)
+    sets = None
+    if "sets" in data:
+        from .runtime.database_sets import parse_sets
+        sets = parse_sets(data["sets"], "sets", ScenarioError)
+    common = dict(duration=duration, style=style, terrain=terrain, seed=seed, description=description, sets=sets)
     if has_path:
+        _check_set_steps(requests, sets)
         return Scenario(path=_parse_path(data["path"]), requests=_sorted_requests(requests), **common)
     inputs = data["inputs"]
     if isinstance(inputs, list):
-        steps = [(i, it) for i, it in enumerate(inputs) if isinstance(it, dict) and ("action" in it or "stop_at" in it)]
+        is_step = lambda it: isinstance(it, dict) and any(k in it for k in _REQUEST_KEYS)
+        steps = [(i, it) for i, it in enumerate(inputs) if is_step(it)]
         requests += [_parse_request(it, f"inputs[{i}]", duration) for i, it in steps]
-        inputs = [it for it in inputs if not (isinstance(it, dict) and ("action" in it or "stop_at" in it))]
+        inputs = [it for it in inputs if not is_step(it)]
         if steps and not inputs:
             inputs = [{"t": 0.0, "move": [0.0, 0.0]}]
+    _check_set_steps(requests, sets)
     return Scenario(inputs=_parse_inputs(inputs, duration), requests=_sorted_requests(requests), **common)
 
 
+def _check_set_steps(requests, sets) -> None:
+    for _, r in requests:
+        if "set" in r and r["set"] not in (sets or {}):
+            raise ScenarioError(f"{r['where']}.set: no set named {r['set']!r} (sets: {', '.join(sets or {}) or 'none'})")
+
+
 def _sorted_requests(requests) -> tuple:
-    return tuple(sorted(requests, key=lambda r: r[0]))
+    return tuple(sorted(((t, {k: v for k, v in r.items() if k != "where"}) for t, r in requests),
+                        key=lambda r: r[0]))
 
 
 def _parse_request(it, name: str, duration: float) -> tuple[float, dict]:
-    """One request step: {"t", "action", "event_in"} or {"t", "stop_at": [x, z]}."""
+    """One request step: {"t", "action", "event_in"}, {"t", "stop_at": [x, z]}, {"t", "plant_at": [x, z],
+    "side"} or {"t", "set", "interrupt"}."""
     if not isinstance(it, dict):
         raise ScenarioError(f"{name}: expected an object")
-    if ("action" in it) == ("stop_at" in it):
-        raise ScenarioError(f"{name}.action: expected exactly one of 'action' and 'stop_at'")
-    _unknown(it, _ACTION_KEYS if "action" in it else _STOP_KEYS, name)
+    kinds = [k for k in _REQUEST_KEYS if k in it]
+    if len(kinds) != 1:
+        raise ScenarioError(f"{name}.action: expected exactly one of {', '.join(map(repr, _REQUEST_KEYS))}")
+    _unknown(it, _REQUEST_KEYS[kinds[0]], name)
     t = it.get("t")
     if not _is_number(t) or t < 0:
         raise ScenarioError(f"{name}.t: expected a time >= 0 in seconds")
@@ -282,10 +310,19 @@ def _parse_request(it, name: str, duration: float) -> tuple[float, dict]:
         if not _is_number(ein) or not 0.0 < ein <= 10.0:
             raise ScenarioError(f"{name}.event_in: expected seconds in (0, 10]")
         return float(t), {"action": action, "event_in": float(ein)}
-    p = it["stop_at"]
+    if "set" in it:
+        if not isinstance(it["set"], str) or not isinstance(it.get("interrupt", True), bool):
+            raise ScenarioError(f"{name}.set: expected a set name and an optional interrupt true/false")
+        return float(t), {"set": it["set"], "interrupt": it.get("interrupt", True), "where": name}
+    key = kinds[0]
+    p = it[key]
     if not isinstance(p, (list, tuple)) or len(p) != 2 or not all(_is_number(v) for v in p) \
             or max(abs(p[0]), abs(p[1])) > MAX_COORDINATE_M:
-        raise ScenarioError(f"{name}.stop_at: expected two numbers [x, z] in metres within +-{MAX_COORDINATE_M:g}")
+        raise ScenarioError(f"{name}.{key}: expected two numbers [x, z] in metres within +-{MAX_COORDINATE_M:g}")
+    if key == "plant_at":
+        if it.get("side", "left") not in ("left", "right"):
+            raise ScenarioError(f"{name}.side: expected 'left' or 'right'")
+        return float(t), {"plant_at": (float(p[0]), float(p[1])), "side": it.get("side", "left")}
     return float(t), {"stop_at": (float(p[0]), float(p[1]))}
 
 

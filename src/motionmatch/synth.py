@@ -164,6 +164,11 @@ def request_player(ch: Character, scenario: Scenario):
             if "action" in r:
                 ch.request_action(r["action"], r["event_in"] - (t - tr))
                 state["stop_from"] = None
+            elif "set" in r:
+                ch.use_set(scenario.sets[r["set"]], r["interrupt"])
+            elif "plant_at" in r:
+                ch.request_plant_at(r["plant_at"], r["side"])
+                state["stop_from"] = tr
             else:
                 ch.request_stop_at(r["stop_at"])
                 state["stop_from"] = tr

@@ -103,6 +103,12 @@ class Character:
         self.settings.tag_filter = expr or None
         self.apply_settings()
 
+    def use_set(self, spec, interrupt: bool = True) -> None:
+        """Search another set of the database (database_sets.SetSpec); interrupt: now, else at the next
+        search (Crowd.use_set)."""
+        self.crowd.use_set(0, spec, interrupt)
+        self.settings = self.crowd.settings[0]
+
     def set_terrain(self, terrain, halflife: float = 0.15) -> None:
         """Walk on a Heightfield (None = flat ground): the root follows its smoothed height and the
         leg IK puts the feet on it."""

@@ -207,6 +207,7 @@ class Crowd:
         self.parallel = n >= PARALLEL_FROM
         self.phase = np.zeros(n)
         self.clip_hold = np.zeros(n, dtype=np.bool_)
+        self.set_base, self.active_set = {}, [None] * n   # database sets (use_set)
         self.mode, self.model_path = crowd_mode(settings)
         self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
@@ -318,6 +319,22 @@ class Crowd:
             s = self.settings[i] = copy.deepcopy(s)
         s.tag_filter = expr or None
         self.apply_settings()
+
+    def use_set(self, i: int, spec, interrupt: bool = True) -> None:
+        """Agent i searches another set of the database (database_sets.SetSpec: the clips of a tag
+        expression with its channel weights over the agent's own). interrupt: search now; else the set
+        takes over at the agent's next search (its own 0.1 s phase). The agent gets its own settings."""
+        import copy
+        s = copy.deepcopy(self.settings[i])
+        base = self.set_base.setdefault(i, dict(s.weights))   # the weights before the first switch
+        s.tag_filter, s.weights = spec.tags, {**base, **spec.weights}
+        s.packed()                                 # checks the weights' bounds before anything changes
+        search_set(self.db, s).mask(self.db, s.tag_filter)   # ... their channel names and the tags
+        force = self.search_state[i, FORCE]
+        self.settings[i] = s
+        self.apply_settings()
+        self.search_state[i, FORCE] = 1.0 if interrupt else force
+        self.active_set[i] = spec.name
 
     def set_terrain(self, terrain, halflife: float = 0.15) -> None:
         """One Heightfield under every agent (None = flat ground): roots follow its smoothed height

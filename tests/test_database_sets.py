@@ -1,0 +1,87 @@
+"""Database sets (issue 29, docs/ANNOTATIONS.md): a character switches the part of the database it searches,
+with its own weights, now or at its next search; scenario steps switch sets too."""
+from __future__ import annotations
+
+import pytest
+from conftest import BANDAI, _need
+
+from motionmatch.database import BuildSettings, build_database
+from motionmatch.runtime.character import Character
+from motionmatch.runtime.controller import GamepadInput
+from motionmatch.runtime.database_sets import SetSpec, parse_sets
+from motionmatch.runtime.matching import FORCE, TIMER
+from motionmatch.scenario import ScenarioError, parse_scenario
+from motionmatch.synth import run_scenario
+
+D1 = BANDAI / "dataset-1"
+
+
+@pytest.fixture(scope="module")
+def db():
+    files = [_need(D1) / f"dataset-1_{n}.bvh" for n in ("walk_active_001", "run_active_001", "bow_active_001")]
+    return build_database(files, BuildSettings(), progress=False)
+
+
+def tags_of(db, ch):
+    return db.range_tags[db.range_of(ch.frame)]
+
+
+def walking(db, spec):
+    ch = Character(db)
+    ch.use_set(spec)
+    for _ in range(60):
+        ch.step(GamepadInput(move=(0.0, 0.8)))
+    assert "walk" in tags_of(db, ch)
+    return ch
+
+
+def test_a_set_switches_now_with_interrupt(db):
+    sets = parse_sets({"walk": {"tags": "walk"}, "run": {"tags": "run", "weights": {"hips_velocity": 2.0}}})
+    ch = walking(db, sets["walk"])
+    ch.use_set(sets["run"], interrupt=True)
+    assert ch.crowd.search_state[0, FORCE] == 1.0
+    ch.step(GamepadInput(move=(0.0, 0.8)))
+    assert "run" in tags_of(db, ch)                     # the very next tick plays the run clips
+    assert ch.settings.weights["hips_velocity"] == 2.0 and ch.crowd.active_set == ["run"]
+    for _ in range(120):
+        ch.step(GamepadInput(move=(0.0, 0.8)))
+        assert "run" in tags_of(db, ch)
+    ch.use_set(sets["walk"], interrupt=True)           # back: the weights before the first switch return
+    assert "hips_velocity" not in ch.settings.weights
+
+
+def test_a_set_switches_at_the_next_search_without_interrupt(db):
+    sets = parse_sets({"walk": {"tags": "walk"}, "run": {"tags": "run"}})
+    ch = walking(db, sets["walk"])
+    ch.crowd.search_state[0, TIMER] = 0.05             # the next search of its own phase is 3 ticks away
+    ch.use_set(sets["run"], interrupt=False)
+    assert ch.crowd.search_state[0, FORCE] == 0.0
+    seen = []
+    for _ in range(12):
+        ch.step(GamepadInput(move=(0.0, 0.8)))
+        seen.append("run" in tags_of(db, ch))
+    assert not any(seen[:2]) and seen[-1] and sum(seen) >= 8
+
+
+def test_bad_sets_name_the_field(db):
+    with pytest.raises(ValueError, match=r"sets\.a\.weights"):
+        parse_sets({"a": {"weights": {"hips_velocity": -1}}})
+    with pytest.raises(ValueError, match=r"sets\.a: expected an object"):
+        parse_sets({"a": {"tag": "walk"}})
+    ch = Character(db)
+    with pytest.raises(ValueError, match="nothing"):
+        ch.use_set(SetSpec("x", weights={"nothing": 1.0}))
+    assert ch.settings.weights == {} and ch.crowd.active_set == [None]      # nothing changed
+
+
+def test_scenario_steps_switch_sets(db):
+    sc = parse_scenario({"duration": 4.0, "sets": {"walk": {"tags": "walk"}, "run": {"tags": "run"}},
+                         "inputs": [{"t": 0.0, "move": [0, 0.8]}, {"t": 0.0, "set": "walk"},
+                                    {"t": 2.0, "set": "run", "interrupt": False}]})
+    rec = run_scenario(db, sc, pose_sink=lambda lp, lr: None)
+    frames = rec["frames"]
+    assert all("walk" in db.range_tags[db.range_of(f)] for f in frames[10:110])
+    assert all("run" in db.range_tags[db.range_of(f)] for f in frames[140:])
+    with pytest.raises(ScenarioError, match=r"inputs\[1\]\.set: no set named 'jog'"):
+        parse_scenario({"duration": 4.0, "sets": {"walk": {}}, "inputs": [{"t": 0.0, "move": [0, 1]},
+                                                                          {"t": 1.0, "set": "jog"}]})
