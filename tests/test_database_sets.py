@@ -85,3 +85,49 @@ def test_scenario_steps_switch_sets(db):
     with pytest.raises(ScenarioError, match=r"inputs\[1\]\.set: no set named 'jog'"):
         parse_scenario({"duration": 4.0, "sets": {"walk": {}}, "inputs": [{"t": 0.0, "move": [0, 1]},
                                                                           {"t": 1.0, "set": "jog"}]})
+
+
+def test_app_switches_sets_and_lists_annotations(db, tmp_path):
+    """The page's search_set message switches the set; the clips endpoint lists each clip's annotations."""
+    import dataclasses
+    import json
+
+    import aiohttp
+    from test_app import Client, ServerThread, run
+
+    from motionmatch.annotations import load_annotations, resolve
+    from motionmatch.app import backend as app_backend
+    from motionmatch.app import messages
+    from motionmatch.app import server as srv
+
+    assert messages.parse_message('{"type":"search_set","name":"run","tags":"run","interrupt":false}') == (
+        "search_set", {"name": "run", "tags": "run", "interrupt": False})
+    with pytest.raises(messages.MessageError, match="interrupt"):
+        messages.parse_message('{"type":"search_set","name":"run","interrupt":3}')
+    side = tmp_path / "a.json"
+    side.write_text(json.dumps([{"clip": "dataset-1_run_active_001.bvh", "kind": "cost_bias", "cost": -2.5,
+                                 "time": [0.5, 1.0]}]))
+    ann = resolve(load_annotations(side), db.range_names, db.range_starts, db.range_stops, db.fps)
+    server = ServerThread(srv.make_app(app_backend.runtime_backend(dataclasses.replace(db, annotations=ann))))
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, server.url)
+            sid = c.hello["session"]
+            async with s.get(f"{server.url}/api/session/{sid}/clips") as r:
+                clips = (await r.json())["clips"]
+            run_clip = next(x for x in clips if x["name"] == "dataset-1_run_active_001.bvh")
+            assert run_clip["annotations"] == [{"kind": "cost_bias", "start": 30, "stop": 61, "cost": -2.5}]
+            assert all(x["annotations"] == [] for x in clips if "run" not in x["tags"])
+            await c.ws.send_json({"type": "input", "move": [0, 0.8]})
+            await c.ws.send_json({"type": "search_set", "name": "run", "tags": "run"})
+            assert (await c.next_text("search_set"))["name"] == "run"
+            c.frames.clear()
+            await c.pump_frames(20)
+            assert all("run" in c.debug(f)["tags"] for f in c.frames[5:])
+            await c.ws.send_json({"type": "search_set", "name": "x", "tags": "swim"})
+            assert "swim" in (await c.next_text("error"))["message"]
+    try:
+        run(go())
+    finally:
+        server.stop()

@@ -131,6 +131,9 @@ SCHEMAS: dict[str, dict[str, tuple[Callable, bool]]] = {
     "terrain": {"kind": (_choice(TERRAIN_KINDS), True)},
     # A request with an event constraint (docs/ACTIONS.md): the action's event `event_in` s from now.
     "action": {"event": (_text(64), True), "event_in": (number(0.05, 10.0), True)},
+    # A database set (runtime/database_sets.py): the clips of `tags` with `weights`, now or at the next search.
+    "search_set": {"name": (_text(64), True), "tags": (_optional(_text(200)), False), "weights": (_weights, False),
+                   "interrupt": (_boolean, False)},
 }
 
 

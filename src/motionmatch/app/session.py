@@ -222,6 +222,16 @@ class Session:
             except ValueError as exc:
                 raise MessageError(str(exc)) from None
             return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
+        if kind == "search_set":
+            from ..runtime.database_sets import SetSpec
+            use = getattr(self.ch, "use_set", None)
+            if use is None:
+                raise MessageError("this character has no database sets")
+            try:
+                use(SetSpec(f["name"], f.get("tags"), f.get("weights", {})), f.get("interrupt", True))
+            except ValueError as exc:
+                raise MessageError(str(exc)) from None
+            return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
         if kind == "terrain":
             from ..runtime.terrain import Heightfield
             self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
@@ -287,11 +297,14 @@ class Session:
                 "heights": np.round(sub, 3).ravel().tolist()}
 
     def clips(self) -> dict:
-        """The database's clips: name, tags, first frame and length in frames."""
+        """The database's clips: name, tags, first frame, length in frames and annotation windows (kind,
+        start, stop frames local to the clip, stop exclusive; cost)."""
         db = self.ch.db
         return {"fps": float(db.fps), "frames": int(db.num_frames), "clips": [
-            {"name": n, "tags": list(t), "start": int(a), "frames": int(b - a)}
-            for n, t, a, b in zip(db.range_names, db.range_tags, db.range_starts.tolist(), db.range_stops.tolist())]}
+            {"name": n, "tags": list(t), "start": int(a), "frames": int(b - a),
+             "annotations": [{**w, "start": w["start"] - a, "stop": w["stop"] - a} for w in db.annotations.of_clip(r)]}
+            for r, (n, t, a, b) in enumerate(zip(db.range_names, db.range_tags, db.range_starts.tolist(),
+                                                 db.range_stops.tolist()))]}
 
     def record_status(self) -> dict:
         return {"type": "record", "recording": self.recording, "frames": len(self.recorded),

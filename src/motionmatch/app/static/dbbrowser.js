@@ -53,6 +53,14 @@ export function initClips(ctx) {
       row.querySelector('.name').textContent = clipLabel(c.name);
       row.querySelector('.name').title = c.name;
       row.querySelector('.tags').textContent = tags;
+      // Annotation windows (docs/ANNOTATIONS.md): kind and seconds within the clip, under the tags.
+      for (const w of c.annotations || []) {
+        const span = document.createElement('span');
+        span.className = `annotation ${w.kind}`;
+        const cost = w.kind === 'cost_bias' ? ` ${w.cost > 0 ? '+' : ''}${w.cost}` : '';
+        span.textContent = `${w.kind.replace('_', ' ')} ${(w.start / db.fps).toFixed(2)}-${(w.stop / db.fps).toFixed(2)} s${cost}`;
+        row.appendChild(span);
+      }
       row.querySelector('button').addEventListener('click', () => playClip(i));
       list.appendChild(row);
     });
