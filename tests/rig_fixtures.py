@@ -2,6 +2,8 @@
 Y axes point along the bones (as Mixamo exports do), and a non-humanoid tail."""
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from motionmatch.animation import Skeleton
@@ -154,3 +156,109 @@ def write_animated_mixamo_rig(path, keys: int = 31, fps: float = 30.0):
     g.save_binary(str(path))
     world, _ = forward_kinematics(pos, rot, skel.parents)
     return path, skel.names, 0.01 * quat_rotate(turn, world)
+
+
+def _png(rgb) -> bytes:
+    """A 2x2 PNG of one colour (a texture the tests can find again byte for byte)."""
+    import zlib
+    raw = b"".join(b"\0" + bytes(rgb) * 2 for _ in range(2))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def write_two_mesh_rig(path):
+    """The Mixamo-named humanoid as Xbot comes: a first skinned mesh of joint balls (`Beta_Joints`, a plain
+    red material) and the body a second one (`Beta_Surface`, textured: UVs and an embedded PNG). Returns
+    (path, the PNG's bytes)."""
+    import pygltflib as g
+    skel, lpos, lrot, gpos = _rig(_HUMANOID, "mixamorig:")
+    body = _tubes(gpos, skel.parents, lpos, lrot)
+    write_gltf(path, skeleton=skel, mesh=body)
+    gl = g.GLTF2().load(str(path))
+    blob = bytearray(gl.binary_blob())
+
+    def add(array, component, kind, target=None):
+        blob.extend(b"\0" * (-len(blob) % 4))
+        data = np.ascontiguousarray(array).tobytes()
+        gl.bufferViews.append(g.BufferView(buffer=0, byteOffset=len(blob), byteLength=len(data), target=target))
+        blob.extend(data)
+        acc = g.Accessor(bufferView=len(gl.bufferViews) - 1, componentType=component, count=len(array), type=kind)
+        if kind == "VEC3" and component == 5126:
+            acc.min, acc.max = [float(v) for v in array.min(0)], [float(v) for v in array.max(0)]
+        gl.accessors.append(acc)
+        return len(gl.accessors) - 1
+    # The body: UVs, a texture, its own material.
+    uv = np.stack([np.linspace(0, 1, len(body.positions)), np.linspace(1, 0, len(body.positions))], 1).astype(np.float32)
+    gl.meshes[0].name = "Beta_Surface"
+    gl.meshes[0].primitives[0].attributes.TEXCOORD_0 = add(uv, 5126, "VEC2", 34962)
+    png = _png((40, 120, 200))
+    blob.extend(b"\0" * (-len(blob) % 4))
+    gl.bufferViews.append(g.BufferView(buffer=0, byteOffset=len(blob), byteLength=len(png)))
+    blob.extend(png)
+    gl.images.append(g.Image(bufferView=len(gl.bufferViews) - 1, mimeType="image/png", name="Beta_Surface_color"))
+    gl.samplers.append(g.Sampler())
+    gl.textures.append(g.Texture(source=0, sampler=0))
+    gl.materials[0] = g.Material(name="Beta_Surface_MAT", pbrMetallicRoughness=g.PbrMetallicRoughness(
+        baseColorTexture=g.TextureInfo(index=0), metallicFactor=0.1, roughnessFactor=0.5))
+    # The joint balls: an octahedron at every joint, rigid to it, red.
+    verts, tris, jts = [], [], []
+    for j, c in enumerate(gpos):
+        base = len(verts)
+        for d in np.vstack([np.eye(3), -np.eye(3)]) * 0.02:
+            verts.append(c + d)
+            jts.append(j)
+        for a, b, e in ((0, 1, 2), (1, 3, 2), (3, 4, 2), (4, 0, 2), (1, 0, 5), (3, 1, 5), (4, 3, 5), (0, 4, 5)):
+            tris.append((base + a, base + b, base + e))
+    verts = np.array(verts, np.float32)
+    joints = np.zeros((len(verts), 4), np.uint8)
+    joints[:, 0] = jts
+    weights = np.zeros((len(verts), 4), np.float32)
+    weights[:, 0] = 1
+    attrs = g.Attributes(POSITION=add(verts, 5126, "VEC3", 34962), JOINTS_0=add(joints, 5121, "VEC4", 34962),
+                         WEIGHTS_0=add(weights, 5126, "VEC4", 34962))
+    gl.materials.append(g.Material(name="Beta_Joints_MAT", pbrMetallicRoughness=g.PbrMetallicRoughness(
+        baseColorFactor=[0.9, 0.1, 0.1, 1.0])))
+    gl.meshes.append(g.Mesh(name="Beta_Joints", primitives=[g.Primitive(
+        attributes=attrs, indices=add(np.array(tris, np.uint16).reshape(-1), 5123, "SCALAR", 34963), material=1)]))
+    # Xbot lists the joint balls first: the first skinned mesh node is not the body.
+    balls = next(i for i, n in enumerate(gl.nodes) if n.mesh == 0)
+    gl.nodes[balls].name, gl.nodes[balls].mesh = "Beta_Joints", 1
+    gl.nodes.append(g.Node(name="Beta_Surface", mesh=0, skin=0))
+    gl.scenes[0].nodes.append(len(gl.nodes) - 1)
+    blob.extend(b"\0" * (-len(blob) % 4))
+    gl.buffers[0].byteLength = len(blob)
+    gl.set_binary_blob(bytes(blob))
+    gl.save_binary(str(path))
+    return path, png
+
+
+def write_soled_rig(path, depth: float):
+    """The Mixamo-named humanoid with thin (5 mm) tubes and a flat sole plate under each foot, `depth` metres
+    below the toe joints (its lowest foot joints), skinned to the foot joint. Returns (path, the plates'
+    vertices (8, 3) in the bind pose, the name of each vertex's foot joint (8,))."""
+    skel, lpos, lrot, gpos = _rig(_HUMANOID, "mixamorig:")
+    body = _tubes(gpos, skel.parents, lpos, lrot, radius=0.005)    # thin: the plates are the soles
+    names = [n for n, _, _ in _HUMANOID]
+    plates, owners = [], []
+    for side in ("Left", "Right"):
+        foot, toe = names.index(f"{side}Foot"), names.index(f"{side}ToeBase")
+        x, y = gpos[foot, 0], gpos[toe, 1] - depth
+        plates += [(x - 0.05, y, -0.05), (x + 0.05, y, -0.05), (x + 0.05, y, 0.15), (x - 0.05, y, 0.15)]
+        owners += [foot] * 4
+    plates = np.array(plates, np.float32)
+    V = len(body.positions)
+    tris = [(V + b, V + b + 2, V + b + 1) for b in (0, 4)] + [(V + b, V + b + 3, V + b + 2) for b in (0, 4)]
+    jt = np.zeros((8, 4), np.uint16)
+    jt[:, 0] = owners
+    w = np.zeros((8, 4), np.float32)
+    w[:, 0] = 1.0
+    mesh = SkinnedMesh(positions=np.vstack([body.positions, plates]),
+                       normals=np.vstack([body.normals, np.tile([0.0, -1.0, 0.0], (8, 1))]).astype(np.float32),
+                       triangles=np.vstack([body.triangles, np.array(tris, np.uint32)]),
+                       joints=np.vstack([body.joints, jt]), weights=np.vstack([body.weights, w]),
+                       bind_positions=lpos, bind_rotations=lrot)
+    write_gltf(path, skeleton=skel, mesh=mesh)
+    return path, plates.astype(np.float64), [skel.names[j] for j in owners]

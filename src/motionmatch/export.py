@@ -2,7 +2,9 @@
 
 mesh=None writes the skeleton and its animation only; mesh="auto" adds the default body generated for
 the motion's skeleton (mesh.body_mesh); mesh=PATH to a rigged humanoid .glb puts the motion on that
-character (retargeted with rigged_model.retarget_to_model) and writes the character's own mesh and skin.
+character (retargeted with rigged_model.retarget_to_model) and writes the character's own file whole:
+every mesh and skin, materials, UVs and textures, its animations replaced by the motion
+(io.gltf_graft).
 """
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ def export_gltf(anim: Animation, out, mesh: str | Path | None = "auto") -> Path:
     if str(mesh) == "auto":
         from .mesh import body_mesh
         return write_gltf(out, anim, body_mesh(anim.skeleton))
+    from .io.gltf import read_glb
+    from .io.gltf_graft import graft_motion
     from .rigged_model import load_rigged_model, retarget_to_model
     model = load_rigged_model(mesh)
-    return write_gltf(out, retarget_to_model(anim, model), model.mesh)
+    gpos, grot = retarget_to_model(anim, model).global_transforms()
+    return graft_motion(read_glb(mesh), model.node_of, gpos, grot, anim.fps, out)

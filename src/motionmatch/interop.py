@@ -50,6 +50,29 @@ def blender_reads_export(anim: Animation, out_dir, mesh: str | None) -> dict:
     return row
 
 
+def blender_reads_model_export(anim: Animation, model_path, out_dir) -> dict:
+    """Export `anim` onto a rigged model (`export --mesh MODEL.glb`: the model's file whole), open it
+    with Blender and compare its armature's joints with the retargeted motion's at SAMPLED_FRAMES frames;
+    skinned_meshes counts the meshes Blender binds to the armature (every mesh of the model)."""
+    from .export import export_gltf
+    from .rigged_model import load_rigged_model, retarget_to_model
+    out_dir = Path(out_dir)
+    glb = export_gltf(anim, out_dir / "interop_model.glb", mesh=str(model_path))
+    sample = out_dir / "interop_model.npz"
+    run_blender("glb", str(glb.resolve()), str(sample), what=str(glb))
+    d = read_blender_sample(sample)
+    model = load_rigged_model(model_path)
+    ours = retarget_to_model(anim, model)
+    theirs = clips_from_sample(d, str(glb))[0]
+    frames = np.unique(np.linspace(0, ours.num_frames - 1, SAMPLED_FRAMES).round().astype(int))
+    names = model.skeleton.names
+    err = float(np.abs(_positions_by_name(theirs, names)[frames] - _positions_by_name(ours, names)[frames]).max()
+                * 1000) if theirs.num_frames == ours.num_frames else None
+    return {"check": f"Blender opens our export onto {Path(model_path).name}", "armatures": int(d["armatures"]),
+            "skinned_meshes": int(d["meshes"]), "frames": [int(theirs.num_frames), int(ours.num_frames)],
+            "error_mm": err, "ok": int(d["armatures"]) == 1 and err is not None and err < ERROR_BOUND_MM}
+
+
 def make_fbx(bvh_path, out_fbx) -> Path:
     """A Blender-made FBX of a BVH (Blender's BVH importer, then its FBX exporter, keys baked unsimplified)."""
     run_blender("fbx", str(Path(bvh_path).resolve()), str(Path(out_fbx).resolve()), what=str(bvh_path))

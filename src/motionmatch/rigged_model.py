@@ -21,8 +21,9 @@ import numpy as np
 
 from .animation import Animation, Skeleton
 from .io.gltf import COMPONENT_TYPES, GLB, MAX_NODE_VALUE, GLTFError, SkinnedMesh, read_accessor, read_glb, to_wxyz
+from .kinematics import forward_kinematics
 from .retarget import auto_mapping, canonical_tpose, retarget_animation
-from .rotations import quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_to_matrix
+from .rotations import quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate, quat_to_matrix
 from .skeleton import SkeletonError, find_roles, load_mapping
 
 # VRM humanoid bone -> role.
@@ -40,8 +41,8 @@ REQUIRED_ROLES = ("hips", "head", "left_upper_leg", "left_lower_leg", "left_foot
 class RiggedModel:
     """A skinned humanoid. skeleton: the skin's joints (parents first), offsets = bind local translations
     (metres); bind_rotations (J, 4) local; roles: role -> joint index; node_of (J,) the glTF node of each
-    joint; mesh: the first skinned mesh in the bind pose's world frame (None for a model without one
-    that could be read); glb: the file's bytes (what the app serves)."""
+    joint; mesh: every mesh skinned to the skeleton, concatenated, in the bind pose's world frame (None
+    for a model without one that could be read); glb: the file's bytes (what the app serves)."""
 
     skeleton: Skeleton
     bind_rotations: np.ndarray
@@ -172,20 +173,45 @@ def _roles(path: Path, glb: GLB, skel: Skeleton, joints: list[int], mapping) -> 
 
 
 def _read_mesh(glb: GLB, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
-    """The first mesh that uses the skin, with its vertices in the bind pose's world frame (metres) and
-    its joint indices in skeleton order; None when there is none. Refuses (GLTFError) attributes of the
-    wrong kind or length, joint slots outside the skin, weights that are negative or all zero, vertices
-    beyond 1e5 m and triangles naming missing vertices."""
-    doc, path = glb.doc, glb.path
-    skin = doc["skins"][0]
-    node = next((n for n in doc.get("nodes", []) if n.get("skin") == 0 and "mesh" in n), None)
-    if node is None:
+    """Every mesh skinned to the skeleton (each primitive of each node whose skin's joints all belong
+    to it: Xbot's body is its second mesh), concatenated, vertices in the bind pose's world frame
+    (metres), joint indices in skeleton order; None when there is none. Refuses (GLTFError) attributes
+    of the wrong kind or length, joint slots outside the skin, weights that are negative or all zero,
+    vertices beyond 1e5 m, triangles naming missing vertices and more than MAX_MESH_VERTICES in all."""
+    doc = glb.doc
+    parts, total = [], 0
+    for node in doc.get("nodes", []):
+        if "mesh" not in node or "skin" not in node:
+            continue
+        if not all(n in index for n in doc["skins"][node["skin"]]["joints"]):
+            continue                         # skinned to another skeleton
+        for k in range(len(doc["meshes"][node["mesh"]]["primitives"])):
+            part = _read_primitive(glb, node, k, index, W)
+            if part is not None:
+                parts.append(part)
+                total += len(part[0])
+                if total > MAX_MESH_VERTICES:
+                    raise GLTFError(f"{glb.path}: the skinned meshes hold over {MAX_MESH_VERTICES:,} vertices")
+    if not parts:
         return None
-    prim = doc["meshes"][node["mesh"]]["primitives"][0]
+    offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+    return SkinnedMesh(positions=np.concatenate([p[0] for p in parts]), normals=np.concatenate([p[1] for p in parts]),
+                       triangles=np.concatenate([p[2] + o for p, o in zip(parts, offsets)]).astype(np.uint32),
+                       joints=np.concatenate([p[3] for p in parts]), weights=np.concatenate([p[4] for p in parts]),
+                       bind_positions=lpos, bind_rotations=lrot)
+
+
+def _read_primitive(glb: GLB, node: dict, k: int, index, W):
+    """(positions, normals, triangles, joints, weights) of one skinned primitive, or None without the
+    skinning attributes; see _read_mesh."""
+    doc, path = glb.doc, glb.path
+    skin_i = node["skin"]
+    skin = doc["skins"][skin_i]
+    prim = doc["meshes"][node["mesh"]]["primitives"][k]
     a = prim["attributes"]
     if "POSITION" not in a or "JOINTS_0" not in a or "WEIGHTS_0" not in a:
         return None
-    where = f"{path}: meshes[{node['mesh']}].primitives[0]"
+    where = f"{path}: meshes[{node['mesh']}].primitives[{k}]"
     if prim.get("mode", 4) != 4:
         raise GLTFError(f"{where}.mode: {prim['mode']}; only triangles (4) are read")
 
@@ -230,7 +256,7 @@ def _read_mesh(glb: GLB, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
         ibm = read_accessor(glb, skin["inverseBindMatrices"], "inverseBindMatrices")[:len(slot)]
         ibm = ibm.reshape(-1, 4, 4).transpose(0, 2, 1)
         if np.abs(ibm).max() > MAX_NODE_VALUE or np.abs(ibm[:, 3] - [0, 0, 0, 1]).max() > 1e-3:
-            raise GLTFError(f"{path}: skins[0].inverseBindMatrices: entries beyond {MAX_NODE_VALUE:g} or not affine")
+            raise GLTFError(f"{path}: skins[{skin_i}].inverseBindMatrices: entries beyond {MAX_NODE_VALUE:g} or not affine")
     else:
         ibm = np.linalg.inv(W[slot])
     # Bind-pose world position of each vertex: its joints' rest world matrices times their inverse bind
@@ -239,20 +265,18 @@ def _read_mesh(glb: GLB, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
         M = np.einsum("jab,jbc->jac", W[slot], ibm)     # world_bind(joint) @ IBM, per skin slot
         ph = np.c_[pos, np.ones(V)]
         world = np.zeros((V, 3))
-        for k in range(4):
-            world += w[:, k:k + 1] * np.einsum("vab,vb->va", M[jt[:, k]], ph)[:, :3]
+        for c in range(4):
+            world += w[:, c:c + 1] * np.einsum("vab,vb->va", M[jt[:, c]], ph)[:, :3]
         world /= wsum[:, None]
     if not (np.isfinite(world).all() and np.abs(world).max() <= MAX_POSITION_M):
-        raise GLTFError(f"{path}: skins[0].inverseBindMatrices: the bind pose puts vertices beyond "
+        raise GLTFError(f"{path}: skins[{skin_i}].inverseBindMatrices: the bind pose puts vertices beyond "
                         f"{MAX_POSITION_M:g} m")
     n_world = np.zeros_like(nrm)
-    for k in range(4):
-        n_world += w[:, k:k + 1] * np.einsum("vab,vb->va", M[jt[:, k], :3, :3], nrm)
+    for c in range(4):
+        n_world += w[:, c:c + 1] * np.einsum("vab,vb->va", M[jt[:, c], :3, :3], nrm)
     n_world /= np.maximum(np.linalg.norm(n_world, axis=1, keepdims=True), 1e-12)
-    return SkinnedMesh(positions=world.astype(np.float32), normals=n_world.astype(np.float32),
-                       triangles=tri.astype(np.uint32), joints=slot[jt].astype(np.uint16),
-                       weights=(w / wsum[:, None]).astype(np.float32),
-                       bind_positions=lpos, bind_rotations=lrot)
+    return (world.astype(np.float32), n_world.astype(np.float32), tri.astype(np.int64),
+            slot[jt].astype(np.uint16), (w / wsum[:, None]).astype(np.float32))
 
 
 REST_TPOSE_DEG = 25.0     # a rest pose whose bones are all this close to the canonical T-pose is one
@@ -278,10 +302,14 @@ def source_bind_pose(skeleton: Skeleton, roles: dict, positions: np.ndarray, rot
     return np.asarray(positions[frame], np.float64), np.asarray(rotations[frame], np.float64)
 
 
-def live_retarget(source: Skeleton, source_roles: dict, source_bind: tuple, model: RiggedModel) -> dict:
+def live_retarget(source: Skeleton, source_roles: dict, source_bind: tuple, model: RiggedModel,
+                  source_floor: float = 0.0) -> dict:
     """The page's per-bone table (JSON-ready): {"bones": {model joint name: {"source": database joint
     index, "offset": [w,x,y,z]} or {"local": [w,x,y,z]}}, "hips": model hips name, "hips_source": database
-    hips index, "root_source": 0, "scale": leg-length ratio}."""
+    hips index, "root_source": 0, "scale": leg-length ratio, "ground": metres the page adds to the hips'
+    height}. source_floor: the height (m) of the source's lowest foot joint when planted
+    (preprocess.planted_toe_height_m). ground puts the model's soles (sole_floor) on the floor when the
+    source stands planted: the page sets the hips at scale x the source's hips height, plus ground."""
     mapping = auto_mapping(source, source_roles, model.skeleton, model.roles)
     _, s_gpos, s_grot, _ = canonical_tpose(source, source_roles, *source_bind)
     t_lrot, t_gpos, t_grot, _ = canonical_tpose(model.skeleton, model.roles, model.skeleton.offsets,
@@ -296,8 +324,16 @@ def live_retarget(source: Skeleton, source_roles: dict, source_bind: tuple, mode
 
     def leg(gpos, roles):
         return gpos[roles["hips"], 1] - 0.5 * (gpos[roles["left_foot"], 1] + gpos[roles["right_foot"], 1])
+
+    def standing(gpos, roles):     # hips above the lowest foot joint, standing straight
+        feet = [roles[r] for r in ("left_foot", "right_foot", "left_toe", "right_toe") if r in roles]
+        return gpos[roles["hips"], 1] - gpos[feet, 1].min()
+    scale = float(leg(t_gpos, model.roles) / leg(s_gpos, source_roles))
+    sole = sole_floor(model)
+    ground = 0.0 if sole is None else (sole + standing(t_gpos, model.roles)
+                                       - scale * (standing(s_gpos, source_roles) + source_floor))
     return {"bones": bones, "hips": model.skeleton.names[model.roles["hips"]], "hips_source": int(source_roles["hips"]),
-            "scale": round(float(leg(t_gpos, model.roles) / leg(s_gpos, source_roles)), 6)}
+            "scale": round(scale, 6), "ground": round(float(ground), 6)}
 
 
 def identity_retarget(skeleton: Skeleton, roles: dict) -> dict:
@@ -308,13 +344,72 @@ def identity_retarget(skeleton: Skeleton, roles: dict) -> dict:
             "hips": skeleton.names[roles["hips"]], "hips_source": int(roles["hips"]), "scale": 1.0}
 
 
+SOLE_PERCENTILE = 5        # of the per-frame lowest sole height: where a clip's feet are planted
+
+
+def _foot_vertices(model: RiggedModel) -> np.ndarray:
+    """Indices of the skinned vertices whose heaviest joint is a foot or toe joint (or a joint below one)."""
+    if model.mesh is None:
+        return np.zeros(0, np.int64)
+    feet = [model.roles[r] for r in ("left_foot", "right_foot", "left_toe", "right_toe") if r in model.roles]
+    below = set(feet)
+    for j, p in enumerate(model.skeleton.parents):       # parents first: descendants follow their parents
+        if p in below:
+            below.add(j)
+    m = model.mesh
+    heaviest = m.joints[np.arange(len(m.weights)), np.argmax(m.weights, axis=1)]
+    return np.flatnonzero(np.isin(heaviest, sorted(below)))
+
+
+def _bind_world(model: RiggedModel):
+    gpos, grot = forward_kinematics(np.asarray(model.skeleton.offsets, np.float64)[None],
+                                    np.asarray(model.bind_rotations, np.float64)[None], model.skeleton.parents)
+    return gpos[0], grot[0]
+
+
+def sole_floor(model: RiggedModel) -> float | None:
+    """Height (m) of the model's lowest foot or toe joint above its soles in the bind pose: the lowest
+    skinned foot vertex (_foot_vertices). Where that joint stands when a foot is planted flat as in the
+    bind pose; None without a skinned mesh or foot vertices."""
+    feet = [model.roles[r] for r in ("left_foot", "right_foot", "left_toe", "right_toe") if r in model.roles]
+    foot = _foot_vertices(model)
+    if not len(foot):
+        return None
+    gpos, _ = _bind_world(model)
+    return float(gpos[feet, 1].min() - model.mesh.positions[foot, 1].min())
+
+
+def sole_heights(model: RiggedModel, anim: Animation) -> np.ndarray | None:
+    """Per frame of `anim` (on the model's skeleton), the height (m) of the lowest skinned foot vertex,
+    skinned linearly from the bind pose; None without foot vertices."""
+    foot = _foot_vertices(model)
+    if not len(foot):
+        return None
+    m = model.mesh
+    bpos, brot = _bind_world(model)
+    gpos, grot = anim.global_transforms()
+    v = np.asarray(m.positions[foot], np.float64)
+    out = np.zeros((anim.num_frames, len(foot)))
+    for c in range(4):
+        j, w = m.joints[foot, c].astype(np.int64), m.weights[foot, c].astype(np.float64)
+        turn = quat_mul(grot[:, j], quat_inv(brot[j])[None])
+        out += w[None] * (quat_rotate(turn, (v - bpos[j])[None]) + gpos[:, j])[..., 1]
+    return out.min(axis=1)
+
+
 def retarget_to_model(anim: Animation, model: RiggedModel) -> Animation:
-    """`anim` on the model's skeleton (retarget.retarget_animation with the model's roles and bind pose)."""
+    """`anim` on the model's skeleton (retarget.retarget_animation with the model's roles and bind pose),
+    moved vertically so that its own soles touch the ground where the feet are planted: the
+    SOLE_PERCENTILE-th percentile of the lowest skinned foot vertex's height (sole_heights) is 0."""
     src_roles = find_roles(anim.skeleton.names, required=())
     pairs = auto_mapping(anim.skeleton, src_roles, model.skeleton, model.roles)
     mapping = {"joints": {model.skeleton.names[t]: anim.skeleton.names[s] for t, s in pairs.items()},
                "target_roles": {r: model.skeleton.names[j] for r, j in model.roles.items()}}
     bind = Animation(skeleton=model.skeleton, positions=np.asarray(model.skeleton.offsets)[None],
                      rotations=np.asarray(model.bind_rotations)[None], fps=anim.fps)
-    return retarget_animation(anim, bind, mapping,
-                              source_bind_frame=source_bind_frame(anim.skeleton, src_roles, anim.positions))
+    out = retarget_animation(anim, bind, mapping, floor=sole_floor(model),
+                             source_bind_frame=source_bind_frame(anim.skeleton, src_roles, anim.positions))
+    soles = sole_heights(model, out)
+    if soles is not None:
+        out.positions[:, 0, 1] -= np.percentile(soles, SOLE_PERCENTILE)
+    return out

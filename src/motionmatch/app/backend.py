@@ -52,11 +52,13 @@ def character_for(db, db_path, model_path=None, role_map=None) -> dict:
     default body generated for the database skeleton (cached beside the database file). Raises GLTFError /
     SkeletonError for a model that is not a readable humanoid rig."""
     from .. import rigged_model
+    from ..preprocess import planted_toe_height_m
     if model_path is not None:
         model = rigged_model.load_rigged_model(model_path, role_map)
         bind = rigged_model.source_bind_pose(db.skeleton, db.roles, db.positions, db.rotations)
         return {"glb": model.glb, "name": model.name,
-                "retarget": rigged_model.live_retarget(db.skeleton, db.roles, bind, model)}
+                "retarget": rigged_model.live_retarget(db.skeleton, db.roles, bind, model,
+                                                       source_floor=planted_toe_height_m(db))}
     from ..mesh import ensure_body_glb
     glb = ensure_body_glb(db_path, db.skeleton, db.roles)
     return {"glb": glb.read_bytes(), "name": "default body",

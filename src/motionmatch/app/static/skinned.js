@@ -98,7 +98,8 @@ export class SkinnedBody {
       const h = 3 * this.info.hips_source, s = this.info.scale;
       const target = new THREE.Vector3(
         positions[0] + s * (positions[h] - positions[0]),
-        positions[1] + s * (positions[h + 1] - positions[1]),
+        // ground: the model's soles on the floor where the database's feet are planted (live_retarget).
+        positions[1] + s * (positions[h + 1] - positions[1]) + (this.info.ground || 0),
         positions[2] + s * (positions[h + 2] - positions[2]));
       const parent = this.hips.node.parent;
       parent.updateWorldMatrix(true, false);
