@@ -394,6 +394,21 @@ def run_browser_script(script: Path, url: str, out_dir: Path, timeout: float = 2
     return report
 
 
+def test_scenario_obstacles_are_drawn_and_cleared_in_chromium(server, tmp_path):
+    """A scenario's obstacles stand in the terrain panel while it plays (issue 29) and go when it stops."""
+    report = run_browser_script(ROOT / "tests" / "browser" / "obstacles_test.mjs", server.url + "/?quality=low",
+                                tmp_path, timeout=180)
+    assert not report["pageErrors"], report["pageErrors"]
+    circle, box = report["drawn"]
+    assert circle["center"] == [0.0, 3.0] and circle["radius"] == 0.6
+    assert box["min"] == [1.5, 4.0] and box["max"] == [2.5, 6.0]
+    assert circle["drawnAt"][0] == 0.0 and circle["drawnAt"][2] == 3.0 and circle["drawnAt"][1] > 0.4
+    assert box["drawnAt"][0] == 2.0 and box["drawnAt"][2] == 5.0
+    assert report["cleared"] and (tmp_path / "obstacles.png").stat().st_size > 10_000
+    x, _, z = report["root"]                      # 2.5 s in, walking +z at the pillar: beside or past it
+    assert math.hypot(x, z - 3.0) > 0.6
+
+
 def test_page_in_chromium(server, tmp_path):
     report = run_browser_script(BROWSER_SCRIPT, server.url + "/?quality=low", tmp_path, timeout=180)
     assert not report["pageErrors"], report["pageErrors"]

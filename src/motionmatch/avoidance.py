@@ -11,6 +11,11 @@ as if their relative velocity were 2 v - v_i - v_j, so two agents each take half
 not oscillate. Neighbours already closer than two radii push apart instead. Only the nearest
 `max_neighbours` within `neighbour_distance` count; a k-d tree finds them, so 1,000+ agents stay cheap.
 
+Static obstacles (obstacles.py) add a collision term of their own: `obstacle_weight / time_to_hit(v)`,
+the time until the agent, moving at v, comes within `radius` of a shape (no reciprocity: a wall does not
+take half of the evasion), and a push out of a shape it already overlaps. Without obstacles the term
+costs nothing (an empty loop).
+
 Positions and velocities are (x, z) in metres and m/s (Y up, the plane of the controller).
 """
 from __future__ import annotations
@@ -21,6 +26,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 from scipy.spatial import cKDTree
+
+from .obstacles import Obstacles, nearest, no_obstacles, time_to_hit
 
 
 @dataclass
@@ -36,6 +43,10 @@ class AvoidanceSettings:
     max_neighbours: int = 10
     directions: int = 16                # candidate directions per speed ring
     speed_fractions: tuple = (0.35, 0.7, 1.0)
+    obstacle_radius: float = 0.45       # m kept from obstacles: an agent's 0.3 m and most of the 0.2 m a
+                                        # character root may stray from its simulation (clamp_radius)
+    obstacle_weight: float = 3.0        # (m/s) * s: as collision_weight, for static obstacles (which never
+                                        # evade: twice the reciprocal weight, as the agent does it all)
 
 
 @dataclass
@@ -64,7 +75,7 @@ def _time_to_collision(px, pz, vx, vz, r2) -> float:
 
 @nb.njit(cache=True)
 def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, radius, horizon, w_col, w_smooth,
-            w_sep, w_side, out):
+            w_sep, w_side, obs, obs_radius, w_obs, out):
     n = pos.shape[0]
     K = neighbours.shape[1]
     r = 2.0 * radius
@@ -84,7 +95,10 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, r
             if dist - r <= horizon * (2.0 * max_speed[i] + vi + math.hypot(vel[j, 0], vel[j, 1])):
                 near[m] = j
                 m += 1
-        if m == 0:
+        # Obstacles within reach of the horizon at top speed count; overlapping one pushes out.
+        here, onx, onz = nearest(obs, pos[i, 0], pos[i, 1])
+        walls = here - obs_radius <= horizon * max_speed[i]
+        if m == 0 and not walls:
             # Alone, the preferred velocity has the least penalty.
             out[i, 0], out[i, 1] = pref[i, 0], pref[i, 1]
             continue
@@ -105,6 +119,13 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, r
                 cx, cz = cand_dirs[d, 0] * s, cand_dirs[d, 1] * s
             cost = math.hypot(cx - pref[i, 0], cz - pref[i, 1]) + w_smooth * math.hypot(cx - prev[i, 0], cz - prev[i, 1])
             cost += w_side * max(cz * hx - cx * hz, 0.0)     # left of the heading (x right, z forward)
+            if walls and cost < best:
+                if here < obs_radius:
+                    cost += w_sep * (max(-(cx * onx + cz * onz), 0.0) + (obs_radius - here))
+                else:
+                    th = time_to_hit(obs, pos[i, 0], pos[i, 1], cx, cz, obs_radius)
+                    if th < horizon:
+                        cost += w_obs / max(th, 0.05)
             for kk in range(m):
                 if cost >= best:
                     break                                     # penalties only add up
@@ -127,6 +148,9 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, r
         out[i, 1] = bz
 
 
+_NONE = no_obstacles()
+
+
 def neighbour_table(positions: np.ndarray, max_neighbours: int, distance: float) -> np.ndarray:
     """(n, k) int64 indices of each agent's nearest other agents within `distance` metres (nearest
     first), -1 padded. positions: (n, 2)."""
@@ -141,9 +165,11 @@ def neighbour_table(positions: np.ndarray, max_neighbours: int, distance: float)
 
 
 def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, preferred: np.ndarray,
-          max_speeds: np.ndarray, settings: AvoidanceSettings | None = None) -> np.ndarray:
-    """Velocities (n, 2) m/s close to `preferred` (n, 2) that keep agents apart, given the agents'
-    positions (n, 2) m, current velocities (n, 2) m/s and top speeds (n,) m/s; updates `state`."""
+          max_speeds: np.ndarray, settings: AvoidanceSettings | None = None,
+          obstacles: Obstacles | None = None) -> np.ndarray:
+    """Velocities (n, 2) m/s close to `preferred` (n, 2) that keep agents apart (and `radius` m away from
+    static obstacles, when given), given the agents' positions (n, 2) m, current velocities (n, 2) m/s
+    and top speeds (n,) m/s; updates `state`."""
     s = settings or AvoidanceSettings()
     pos = np.ascontiguousarray(positions, dtype=np.float64)
     n = len(pos)
@@ -156,6 +182,7 @@ def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, 
             state.chosen, np.ascontiguousarray(max_speeds, dtype=np.float64),
             neighbour_table(pos, s.max_neighbours, s.neighbour_distance), dirs,
             np.asarray(s.speed_fractions, dtype=np.float64), s.radius, s.horizon, s.collision_weight,
-            s.smoothness, s.separation_weight, s.side_bias, out)
+            s.smoothness, s.separation_weight, s.side_bias, _NONE if obstacles is None else obstacles,
+            s.obstacle_radius, s.obstacle_weight, out)
     state.chosen[:] = out
     return out

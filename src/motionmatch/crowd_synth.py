@@ -4,13 +4,15 @@ synthesis (one BVH per agent, metrics.json, a top-view PNG).
 Crowd file (JSON; metres, seconds, yaw in degrees, 0 faces +Z, positive turns +Z toward +X):
 
     {"duration": 20.0, "avoidance": true, "description": "...",
+     "obstacles": [{"center": [x, z], "radius": r}, {"min": [x0, z0], "max": [x1, z1]}],
      "agents": [{"start": [x, z], "yaw": 90, "goal": [x, z], "run": false, "tags": "walk & !mirrored"},
                 {"start": [x, z], "path": {"points": [[0, 0], [3, 0]], "speed": 1.2, "loop": true}},
                 {"start": [x, z], "inputs": [{"t": 0.0, "move": [0, 1], "run": false}, ...]}]}
 
 Each agent has exactly one driver: "goal" (walk there, or run with "run": true, then stop), "path" or
 "inputs" (the scenario-file formats, validated by scenario.py). "yaw" defaults to 0, "tags" (a tag
-expression restricting the agent's clips) to none, "avoidance" to true. A bad file raises CrowdError
+expression restricting the agent's clips) to none, "avoidance" to true, "obstacles" (static circles and
+boxes, obstacles.py; no agent may start or have its goal inside one) to none. A bad file raises CrowdError
 naming the field, e.g. `agents[3].goal: expected two numbers [x, z]`.
 
 Every tick the drivers give each agent a move stick (x right, z forward, the camera at yaw 0); with
@@ -30,6 +32,7 @@ import numpy as np
 
 from .avoidance import AvoidanceSettings, AvoidanceState, avoid
 from .input_bounds import parse_json, read_bounded
+from .obstacles import Obstacles, parse_obstacles, penetration, signed_distance, steer_velocities
 from .runtime.controller import ControllerSettings
 from .scenario import Scenario, ScenarioError, parse_scenario
 
@@ -43,7 +46,7 @@ ARRIVE_DISTANCE = 0.2           # m: a goal agent within this of its goal stops 
 RESUME_DISTANCE = 0.75          # m: ... and walks back once pushed further than this
 COLLISION_DISTANCE = 0.3        # m between two roots
 
-_TOP_KEYS = {"duration", "avoidance", "agents", "description"}
+_TOP_KEYS = {"duration", "avoidance", "agents", "description", "obstacles"}
 _AGENT_KEYS = {"start", "yaw", "goal", "run", "path", "inputs", "tags"}
 _DRIVERS = ("goal", "path", "inputs")
 
@@ -68,6 +71,7 @@ class CrowdSpec:
     agents: tuple[AgentSpec, ...]
     avoidance: bool = True
     description: str | None = None
+    obstacles: Obstacles | None = None
 
 
 def _is_number(x) -> bool:
@@ -145,7 +149,24 @@ def parse_crowd(data) -> CrowdSpec:
         raise CrowdError(f"agents: {len(agents)} agents x {duration:g} s exceeds {MAX_AGENT_SECONDS:g} "
                          f"agent-seconds (fewer agents or a shorter duration)")
     specs = tuple(_parse_agent(a, f"agents[{i}]", float(duration)) for i, a in enumerate(agents))
-    return CrowdSpec(float(duration), specs, avoidance, description)
+    obstacles = None
+    if "obstacles" in data:
+        obstacles = parse_obstacles(data["obstacles"], CrowdError)
+        _check_clear(specs, obstacles)
+    return CrowdSpec(float(duration), specs, avoidance, description, obstacles)
+
+
+def _check_clear(agents, obstacles: Obstacles) -> None:
+    """No agent starts inside an obstacle or has its goal inside one (it could never arrive)."""
+    for field in ("start", "goal"):
+        rows = [(i, getattr(a, field)) for i, a in enumerate(agents) if getattr(a, field) is not None]
+        if not rows or not obstacles.count:
+            continue
+        d = signed_distance(obstacles, [p for _, p in rows])
+        bad = np.flatnonzero(d < 0.0)
+        if len(bad):
+            i, p = rows[bad[0]]
+            raise CrowdError(f"agents[{i}].{field}: [{p[0]:g}, {p[1]:g}] lies inside an obstacle")
 
 
 def load_crowd(path) -> CrowdSpec:
@@ -238,12 +259,18 @@ def drive(state: DriverState, t: float, sim_positions: np.ndarray, cs: Controlle
 
 
 def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities, cs: ControllerSettings,
-                 settings: AvoidanceSettings | None = None) -> np.ndarray:
-    """Move sticks (n, 2) adjusted by local avoidance, from the agents' sticks and run flags and the
-    simulation positions and velocities (n, 3)."""
+                 settings: AvoidanceSettings | None = None, obstacles: Obstacles | None = None) -> np.ndarray:
+    """Move sticks (n, 2) adjusted by local avoidance (of each other and of `obstacles`), from the
+    agents' sticks and run flags and the simulation positions and velocities (n, 3)."""
     pref = stick_to_velocity(move, run, cs)
     top = np.where(run, cs.run_forward_speed, cs.walk_forward_speed)
-    vel = avoid(state, sim_positions[:, [0, 2]], sim_velocities[:, [0, 2]], pref, top, settings)
+    pos = np.ascontiguousarray(sim_positions[:, [0, 2]])
+    if obstacles is not None:
+        # The preference itself bends around what is ahead (the controllers' steering), so the
+        # avoidance weighs detours from a way that passes: from a wall's face, standing still would
+        # cost less than any turn toward the doorway.
+        pref = steer_velocities(obstacles, pos, pref)
+    vel = avoid(state, pos, sim_velocities[:, [0, 2]], pref, top, settings, obstacles)
     return velocity_to_stick(vel, run, cs)
 
 
@@ -291,6 +318,8 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
     crowd = Crowd(db, n, settings=per_agent, controller_settings=cs)
     for i, a in enumerate(spec.agents):
         crowd.reset_agent(i, (a.start[0], 0.0, a.start[1]), math.radians(a.yaw_deg))
+    obstacles = spec.obstacles if spec.obstacles is not None and spec.obstacles.count else None
+    crowd.set_obstacles(obstacles)
     drivers = driver_state(spec.agents)
     use_avoidance = spec.avoidance if avoidance is None else avoidance
     avoid_state = AvoidanceState.zeros(n)
@@ -309,7 +338,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         sim = crowd.sim_positions
         move, run, strafe, look = drive(drivers, k * dt, sim, cs)
         if use_avoidance:
-            move = avoid_sticks(avoid_state, move, run, sim, crowd.sim_velocities, cs, avoidance_settings)
+            move = avoid_sticks(avoid_state, move, run, sim, crowd.sim_velocities, cs, avoidance_settings, obstacles)
         crowd.step(move, run, strafe, look, dt)
         rec["tick_us"][k] = (time.perf_counter() - t0) * 1e6
         rec["searches"][k] = crowd.searches_last_tick
@@ -382,7 +411,19 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
     changes = change_frames(a.scenario, fps) if a.scenario is not None else [0]
     metrics = compute_metrics(agent_rec, fps, source_sliding, changes)
     metrics.update(appearance_metrics(db, agent_rec))
+    if spec.obstacles is not None:
+        metrics["obstacle_penetration_cm"] = penetration(spec.obstacles, root[:, [0, 2]], fps)
     return metrics
+
+
+def goals_reached(rec: dict, spec: CrowdSpec) -> tuple[int, int]:
+    """(goal agents whose root ends within RESUME_DISTANCE of their goal, goal agents)."""
+    rows = [(i, a.goal) for i, a in enumerate(spec.agents) if a.goal is not None]
+    if not rows:
+        return 0, 0
+    end = rec["root_pos"][-1][[i for i, _ in rows]][:, [0, 2]]
+    d = np.linalg.norm(end - np.array([g for _, g in rows]), axis=1)
+    return int((d <= RESUME_DISTANCE).sum()), len(rows)
 
 
 def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) -> None:
@@ -407,6 +448,9 @@ def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) 
         ax.scatter(root[f, a_, 0], root[f, a_, 2], s=10, color="red", zorder=5,
                    label=f"roots closer than {COLLISION_DISTANCE} m")
         ax.legend(loc="best", fontsize=8)
+    if spec.obstacles is not None:
+        from .synth import draw_obstacles
+        draw_obstacles(ax, spec.obstacles)
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("x (m, right)")
     ax.set_ylabel("z (m, forward)")
@@ -456,8 +500,15 @@ def synthesize_crowd(db, crowd, out_dir, settings=None, progress: bool = True) -
         "collisions": int(collisions),
         "tick_us": {"median": round(float(np.median(tick)), 1), "p99": round(float(np.percentile(tick, 99)), 1)},
         "searches_per_tick": round(float(rec["searches"].mean()), 3),
+        "goals_reached": goals_reached(rec, spec)[0],
+        "goal_agents": goals_reached(rec, spec)[1],
         "agents": agents,
     }
+    if spec.obstacles is not None:
+        # The deepest any root went inside a shape, and the agent-seconds spent inside (summed over agents).
+        per = [a["obstacle_penetration_cm"] for a in agents]
+        metrics["obstacle_penetration_cm"] = {"max_cm": max(p["max_cm"] for p in per),
+                                              "seconds_inside": round(sum(p["seconds_inside"] for p in per), 3)}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     plot_crowd(out / "crowd.png", rec, spec,
                f"{n} agents, {spec.duration:g} s, min distance "

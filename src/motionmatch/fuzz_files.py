@@ -1,7 +1,8 @@
 """Hostile-input campaigns for the small user files: crowd files (`synth --crowd`), event sidecars
 (`build --events`, JSON and TOML), tracker files (`synth --trackers`, JSON and CSV), role maps (`--map`,
-`--character-map`), settings files (`--settings`) and tag expressions (crowd agents' `tags`, scenario styles). Every case must give the
-door's own error class naming the file (tag expressions: a TagExpressionError); none may be accepted.
+`--character-map`), settings files (`--settings`), tag expressions (crowd agents' `tags`, scenario
+styles) and obstacle lists (crowd and scenario files' `obstacles`). Every case must give the door's own
+error class naming the file (tag expressions: a TagExpressionError); none may be accepted.
 """
 from __future__ import annotations
 
@@ -50,6 +51,35 @@ def bad_crowds() -> list[tuple[str, bytes]]:
         ("empty", b""),
         ("list", b"[1, 2]"),
         ("agents empty", _crowd(agents=[])),
+    ]
+
+
+def bad_obstacles() -> list[tuple[str, bytes]]:
+    """(name, JSON bytes of an `obstacles` value) that crowd and scenario files must refuse ("start
+    inside": crowd files only, whose agents may not start inside a shape)."""
+    js = lambda *o: json.dumps(list(o)).encode()
+    return [
+        ("not a list", b'{"center": [0, 0], "radius": 1}'),
+        ("radius 400 digits", b'[{"center": [0, 5], "radius": ' + BIG.encode() + b"}]"),
+        ("radius NaN", b'[{"center": [0, 5], "radius": NaN}]'),
+        ("radius 0", js({"center": [0, 5], "radius": 0})),
+        ("radius negative", js({"center": [0, 5], "radius": -1})),
+        ("radius 1e300", js({"center": [0, 5], "radius": 1e300})),
+        ("radius string", js({"center": [0, 5], "radius": "1"})),
+        ("center 1e300", js({"center": [1e300, 5], "radius": 1})),
+        ("center three numbers", js({"center": [0, 5, 1], "radius": 1})),
+        ("center 400 digits", b'[{"center": [' + BIG.encode() + b', 5], "radius": 1}]'),
+        ("box inverted", js({"min": [2, 2], "max": [1, 3]})),
+        ("box flat", js({"min": [2, 2], "max": [3, 2]})),
+        ("box 1e6 wide", js({"min": [-5e5, 2], "max": [5e5, 3]})),
+        ("box and circle", js({"min": [2, 2], "max": [3, 3], "radius": 1})),
+        ("missing radius", js({"center": [0, 5]})),
+        ("unknown field", js({"center": [0, 5], "radius": 1, "height": 2})),
+        ("empty object", js({})),
+        ("a number", js(5)),
+        ("10001 obstacles", js(*[{"center": [0, 50], "radius": 0.1}] * 10001)),
+        ("deep nesting", DEEP_JSON.encode()),
+        ("start inside", js({"center": [0, 0], "radius": 1})),
     ]
 
 
@@ -174,10 +204,11 @@ def fuzz_files(db, out_dir) -> dict:
     from .search import TagExpressionError, range_mask
     from .settings_file import SettingsError, load_settings
     from .skeleton import SkeletonError, load_mapping
+    from .scenario import ScenarioError, load_scenario
     from .vr.trackers import TrackerFileError, read_trackers
     out_dir = Path(out_dir)
     report = {k: Outcome() for k in ("crowd files", "event sidecars", "tracker files", "role maps",
-                                     "tag expressions", "settings files")}
+                                     "tag expressions", "settings files", "obstacles")}
 
     def write(k, raw, suffix):
         f = out_dir / f"bad_{k:03d}{suffix}"
@@ -209,6 +240,15 @@ def fuzz_files(db, out_dir) -> dict:
         classify(report["settings files"], name, f, True, (SettingsError,), lambda: load_settings(f, db.features.schema.names))
     for path in ("/dev/zero", str(out_dir)):
         classify(report["settings files"], path, path, True, (SettingsError,), lambda: load_settings(path, db.features.schema.names))
+    for k, (name, value) in enumerate(bad_obstacles()):
+        # The same list in a crowd file (an agent at the origin) and in a scenario file.
+        f = write(500 + k, b'{"duration": 2, "agents": [{"start": [0, 0], "goal": [3, 0]}], "obstacles": ' + value
+                  + b"}", ".json")
+        classify(report["obstacles"], f"{name} (crowd)", f, True, (CrowdError,), lambda: load_crowd(f))
+        g = write(550 + k, b'{"duration": 2, "inputs": [{"t": 0, "move": [0, 1]}], "obstacles": ' + value + b"}",
+                  ".json")
+        if name != "start inside":          # a scenario's character may start anywhere
+            classify(report["obstacles"], f"{name} (scenario)", g, True, (ScenarioError,), lambda: load_scenario(g))
     for name, expr in bad_tag_expressions():
         classify(report["tag expressions"], name, "tag expression", True, (TagExpressionError,),
                  lambda: range_mask(expr, db.range_tags))

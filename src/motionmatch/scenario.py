@@ -7,7 +7,9 @@ components must lie in [-1.5, 1.5]):
      "inputs": [{"t": 0.0, "move": [0, 1], "run": false, "strafe": false, "look": null}, ...]}
     {"duration": 20.0, "path": {"points": [[0, 0], [3, 0], [3, 3]], "speed": 1.2, "loop": true}}
 
-plus optional "terrain" (an object passed through untouched), "seed" (integer) and "description".
+plus optional "terrain" (an object passed through untouched), "seed" (integer), "description" and
+"obstacles" (circles and boxes the character steers around, obstacles.py:
+[{"center": [x, z], "radius": r}, {"min": [x0, z0], "max": [x1, z1]}, ...]).
 Inputs are piecewise constant from their time t on (neutral before the first one); in an input only
 "t" and "move" are required. Requests with event constraints (docs/ACTIONS.md) are steps of "inputs" or of
 an optional top-level "requests" list (also for path scenarios):
@@ -33,9 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .obstacles import Obstacles, parse_obstacles
 from .runtime.controller import Controller, ControllerSettings, GamepadInput, PathFollower
 
-_TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description", "requests", "sets"}
+_TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description", "requests", "sets", "obstacles"}
 _INPUT_KEYS = {"t", "move", "run", "strafe", "look"}
 _ACTION_KEYS = {"t", "action", "event_in"}
 _STOP_KEYS = {"t", "stop_at"}
@@ -77,6 +80,7 @@ class Scenario:
     # | {"set": name, "interrupt": bool}), sorted by t
     requests: tuple[tuple[float, dict], ...] = ()
     sets: dict | None = None       # name -> database_sets.SetSpec
+    obstacles: Obstacles | None = field(default=None, compare=False)    # arrays: compared by to_dict()
     _times: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self):
@@ -121,6 +125,8 @@ class Scenario:
                 d[k] = getattr(self, k)
         if self.sets:
             d["sets"] = {n: {"tags": s.tags, "weights": dict(s.weights)} for n, s in self.sets.items()}
+        if self.obstacles is not None:
+            d["obstacles"] = self.obstacles.to_list()
         if self.requests:
             d["requests"] = [{"t": t, **{k: list(v) if isinstance(v, tuple) else v for k, v in r.items()}}
                              for t, r in self.requests]
@@ -259,7 +265,9 @@ def parse_scenario(data: dict) -> Scenario:
     if "sets" in data:
         from .runtime.database_sets import parse_sets
         sets = parse_sets(data["sets"], "sets", ScenarioError)
-    common = dict(duration=duration, style=style, terrain=terrain, seed=seed, description=description, sets=sets)
+    obstacles = parse_obstacles(data["obstacles"], ScenarioError) if "obstacles" in data else None
+    common = dict(duration=duration, style=style, terrain=terrain, seed=seed, description=description, sets=sets,
+                  obstacles=obstacles)
     if has_path:
         _check_set_steps(requests, sets)
         return Scenario(path=_parse_path(data["path"]), requests=_sorted_requests(requests), **common)

@@ -49,6 +49,8 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
     ch = Character(db, settings, controller_settings)
     if terrain is not None:
         ch.set_terrain(terrain)
+    if scenario.obstacles is not None:
+        ch.set_obstacles(scenario.obstacles)
     if start is not None:
         ch.reset(position=start[0], yaw=start[1])
     ch.set_driver(driver if driver is not None else scenario.make_driver())
@@ -191,6 +193,15 @@ def record_animation(db, rec: dict) -> Animation:
     return Animation(skeleton=skel, positions=pos, rotations=rot, fps=db.fps)
 
 
+def draw_obstacles(ax, obstacles) -> None:
+    """Obstacles (obstacles.Obstacles) as grey shapes on a top-view matplotlib axis (x right, z up)."""
+    from matplotlib.patches import Circle, Rectangle
+    for (x, z), r in zip(obstacles.centers, obstacles.radii):
+        ax.add_patch(Circle((x, z), r, color="0.55", alpha=0.6, zorder=0.5))
+    for a, b in zip(obstacles.box_min, obstacles.box_max):
+        ax.add_patch(Rectangle((a[0], a[1]), b[0] - a[0], b[1] - a[1], color="0.55", alpha=0.6, zorder=0.5))
+
+
 def plot_trajectory(path, rec: dict, scenario: Scenario, fps: float) -> None:
     """Top view: desired path, simulation and character root paths, transition markers."""
     import matplotlib
@@ -206,6 +217,8 @@ def plot_trajectory(path, rec: dict, scenario: Scenario, fps: float) -> None:
     else:
         ideal = np.cumsum(rec["desired_vel"], axis=0) / fps
         ax.plot(ideal[:, 0], ideal[:, 2], "-", color="0.75", lw=6, label="desired (integrated input)", zorder=1)
+    if scenario.obstacles is not None:
+        draw_obstacles(ax, scenario.obstacles)
     ax.plot(rec["sim_pos"][:, 0], rec["sim_pos"][:, 2], "-", color="tab:blue", lw=1.5, label="simulation", zorder=2)
     ax.plot(rec["root_pos"][:, 0], rec["root_pos"][:, 2], "-", color="tab:orange", lw=1.5, label="character root", zorder=3)
     tf = rec["transition_frames"]
@@ -262,6 +275,9 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
     src = source_foot_sliding_cm_s(db, allowed_ranges=allowed)
     metrics = compute_metrics(rec, db.fps, src, change_frames(scenario, db.fps))
     metrics.update(appearance_metrics(db, rec))
+    if scenario.obstacles is not None:
+        from .obstacles import penetration
+        metrics["obstacle_penetration_cm"] = penetration(scenario.obstacles, rec["root_pos"][:, [0, 2]], db.fps)
     if terrain is not None:
         terrain.save(out / "terrain.npy")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

@@ -98,7 +98,9 @@ async def scenario_handler(request: web.Request) -> web.Response:
         session.start_scenario(scenario, name)
     except MessageError as exc:
         return web.json_response({"type": "error", "message": f"bad scenario: {exc}"}, status=400)
-    return web.json_response({"type": "scenario", "state": "playing", "name": name, "duration": duration})
+    obstacles = getattr(scenario, "obstacles", None)
+    return web.json_response({"type": "scenario", "state": "playing", "name": name, "duration": duration,
+                              "obstacles": [] if obstacles is None else obstacles.to_list()})
 
 
 async def clips_handler(request: web.Request) -> web.Response:

@@ -324,6 +324,8 @@ class Session:
             self.pending.append({"type": "settings", "settings": self.settings_dict()})
         if hasattr(self.ch, "set_driver") and hasattr(scenario, "make_driver"):
             self.ch.set_driver(_TimeShift(scenario.make_driver(), getattr(self.ch, "time", 0.0)))
+        if hasattr(self.ch, "set_obstacles"):     # the scenario's obstacles live as long as it plays
+            self.ch.set_obstacles(getattr(scenario, "obstacles", None))
         self.paused = False
 
     def stop_scenario(self) -> None:
@@ -332,6 +334,8 @@ class Session:
         self.scenario = None
         if hasattr(self.ch, "set_driver"):
             self.ch.set_driver(None)
+        if hasattr(self.ch, "set_obstacles"):
+            self.ch.set_obstacles(None)
         if getattr(self.ch.settings, "tag_filter", None) != self.saved_tag_filter:
             self.apply_settings({"tag_filter": self.saved_tag_filter})
             self.pending.append({"type": "settings", "settings": self.settings_dict()})

@@ -109,6 +109,10 @@ class Character:
         self.crowd.use_set(0, spec, interrupt)
         self.settings = self.crowd.settings[0]
 
+    def set_obstacles(self, obstacles) -> None:
+        """Static obstacles (obstacles.Obstacles, None = none) the controller steers around."""
+        self.crowd.set_obstacles(obstacles)
+
     def set_terrain(self, terrain, halflife: float = 0.15) -> None:
         """Walk on a Heightfield (None = flat ground): the root follows its smoothed height and the
         leg IK puts the feet on it."""
@@ -152,8 +156,10 @@ class Character:
         t0 = time.perf_counter()
         crowd = self.crowd
         predictor = None
+        before = None if crowd.obstacles is None else crowd.ctrl.copy()
         if 0 in crowd.requests_driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
             crowd.drive_requests([0], dt)
+            before = None
         elif self.driver is not None:
             driver, ctrl, fps = self.driver, self.controller, self.db.fps
             driver.step(ctrl, crowd.time, dt)
@@ -161,6 +167,10 @@ class Character:
             predictor = lambda i: driver.predict(ctrl, offsets, fps)  # noqa: E731
         else:
             self.controller.update(inp or GamepadInput(), dt)
+        # Obstacles ahead bend the goal (runtime/steering.py); the prediction is then the steered
+        # controller's, not the driver's, which knows nothing of them.
+        if before is not None and crowd.steer(before, [0], dt)[0]:
+            predictor = None
         t1 = time.perf_counter()
         crowd.advance(dt, predictor)
         self.t_controller_us = (t1 - t0) * 1e6

@@ -38,6 +38,7 @@ from .annotation_play import hold_blocked, loop_wraps
 from .search_sets import annotation_rules, search_set, shared
 from .settings import CharacterSettings
 from .stage_calls import StageCalls
+from .steering import steer_controllers
 from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
 from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, Display, Feet, Rig, Terrain, output_serial,
@@ -208,6 +209,9 @@ class Crowd:
         self.phase = np.zeros(n)
         self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.set_base, self.active_set = {}, [None] * n   # database sets (use_set)
+
+        self.obstacles = None             # static obstacles the controllers steer around (set_obstacles)
+        self.steered = np.zeros(n, dtype=np.bool_)
         self.mode, self.model_path = crowd_mode(settings)
         self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
@@ -349,6 +353,19 @@ class Crowd:
         if hasattr(self, "heights_state"):
             self.heights_state[:, HAS_GROUND] = 0.0     # the ground smoothing restarts from the new ground
 
+    def set_obstacles(self, obstacles) -> None:
+        """Static obstacles (obstacles.Obstacles, None or empty = none) every agent's controller steers
+        around (runtime/steering.py); without them the tick does no obstacle work at all."""
+        self.obstacles = obstacles if obstacles is not None and obstacles.count else None
+        self.steered[:] = False
+
+    def steer(self, before: np.ndarray, agents, dt: float) -> np.ndarray:
+        """Steer the controllers of `agents` around the obstacles after their goals were set this tick;
+        before: the controller table before the tick (a copy). Returns steered (n,) bool."""
+        cs = self.controller_settings
+        return steer_controllers(self.ctrl, before, agents, self.obstacles, dt, cs.rotation_halflife,
+                                 cs.gait_halflife, self.steered)
+
     def reset_agent(self, i: int, position=(0.0, 0.0, 0.0), yaw: float = 0.0, start_frame=None) -> None:
         """Agent i stands at `position` facing `yaw` (radians, 0 faces +Z, positive turns +Z toward +X),
         playing `start_frame` (default: the first searchable frame under its tag filter)."""
@@ -408,7 +425,10 @@ class Crowd:
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
         driven = self.requests_driving()
         kept = self.ctrl[driven].copy() if len(driven) else None
+        before = None if self.obstacles is None else self.ctrl.copy()
         (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
+        if before is not None:
+            self.steer(before, np.setdiff1d(self.everyone, driven), dt)
         if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
             self.ctrl[driven] = kept
             self.drive_requests(driven, dt)

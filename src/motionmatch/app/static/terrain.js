@@ -144,6 +144,41 @@ export function initTerrain(ctx) {
     sel.value = ['flat', 'slope', 'steps', 'noise'].includes(msg.name) ? msg.name : 'png';
     fetchHeights();
   });
-  ctx.on('hello', () => { $('t-terrain').value = 'flat'; build({ name: 'flat', heights: null }); });
+  ctx.on('hello', () => { $('t-terrain').value = 'flat'; build({ name: 'flat', heights: null }); drawObstacles([]); });
+
+  // A playing scenario's obstacles (obstacles.py: circles {center, radius} and boxes {min, max}, metres
+  // on the x, z ground) stand on the ground as grey pillars and blocks while it plays; the character
+  // steers around them on the server.
+  const OBSTACLE_HEIGHT_M = 1.0;
+  let obstacles = null;
+  function drawObstacles(list) {
+    if (obstacles) {
+      scene.remove(obstacles);
+      obstacles.traverse((o) => { if (o.geometry) o.geometry.dispose(); });
+      obstacles = null;
+    }
+    ctx.state.obstacles = [];
+    if (!list.length) return;
+    obstacles = new THREE.Group();
+    const mat = new THREE.MeshStandardMaterial({ color: 0x8a8f98, roughness: 0.8, metalness: 0,
+      transparent: true, opacity: 0.85 });
+    for (const o of list) {
+      let mesh, x, z;
+      if (o.radius !== undefined) {
+        [x, z] = o.center;
+        mesh = new THREE.Mesh(new THREE.CylinderGeometry(o.radius, o.radius, OBSTACLE_HEIGHT_M, 32), mat);
+      } else {
+        x = 0.5 * (o.min[0] + o.max[0]); z = 0.5 * (o.min[1] + o.max[1]);
+        mesh = new THREE.Mesh(new THREE.BoxGeometry(o.max[0] - o.min[0], OBSTACLE_HEIGHT_M, o.max[1] - o.min[1]), mat);
+      }
+      mesh.position.set(x, heightAt(x, z) + 0.5 * OBSTACLE_HEIGHT_M, z);
+      mesh.castShadow = true;
+      mesh.receiveShadow = true;
+      obstacles.add(mesh);
+      ctx.state.obstacles.push({ ...o, drawnAt: [x, mesh.position.y, z] });
+    }
+    scene.add(obstacles);
+  }
+  ctx.on('scenario', (msg) => drawObstacles(msg.state === 'playing' ? msg.obstacles || [] : []));
   return { heightAt, drawnHeight, extent };
 }
