@@ -302,14 +302,44 @@ def source_bind_pose(skeleton: Skeleton, roles: dict, positions: np.ndarray, rot
     return np.asarray(positions[frame], np.float64), np.asarray(rotations[frame], np.float64)
 
 
+def page_pose(model: RiggedModel, table: dict, gpos: np.ndarray, grot: np.ndarray) -> Animation:
+    """The model's pose as the page draws it (static/skinned.js pose()) from a live_retarget table and
+    database world positions gpos (F, J, 3) / rotations grot (F, J, 4), joint 0 the simulation root:
+    mapped bones take the source's world rotation times their offset, the others their table rotation,
+    and the hips go to root + scale x (hips - root), raised by the table's ground."""
+    skel = model.skeleton
+    F, J = len(gpos), skel.num_joints
+    world, local = np.zeros((F, J, 4)), np.zeros((F, J, 4))
+    for j, name in enumerate(skel.names):             # parents first
+        b, p = table["bones"][name], skel.parents[j]
+        if "source" in b:
+            world[:, j] = quat_mul(grot[:, b["source"]], np.array(b["offset"]))
+        else:
+            world[:, j] = quat_mul(world[:, p], np.array(b["local"])) if p >= 0 else np.array(b["local"])
+        local[:, j] = world[:, j] if p < 0 else quat_mul(quat_inv(world[:, p]), world[:, j])
+    pos = np.repeat(np.asarray(skel.offsets, np.float64)[None], F, 0)
+    h, hips = table["hips_source"], model.roles["hips"]
+    target = gpos[:, 0] + table["scale"] * (gpos[:, h] - gpos[:, 0])
+    target[:, 1] += table.get("ground", 0.0)
+    p = skel.parents[hips]
+    if p < 0:
+        pos[:, hips] = target
+    else:                                  # the joints above the hips keep their offsets
+        above_pos, above_rot = forward_kinematics(pos, local, skel.parents)
+        pos[:, hips] = quat_rotate(quat_inv(above_rot[:, p]), target - above_pos[:, p])
+    return Animation(skeleton=skel, positions=pos, rotations=local, fps=60.0)
+
+
 def live_retarget(source: Skeleton, source_roles: dict, source_bind: tuple, model: RiggedModel,
-                  source_floor: float = 0.0) -> dict:
+                  source_floor: float = 0.0, source_motion: tuple | None = None) -> dict:
     """The page's per-bone table (JSON-ready): {"bones": {model joint name: {"source": database joint
     index, "offset": [w,x,y,z]} or {"local": [w,x,y,z]}}, "hips": model hips name, "hips_source": database
     hips index, "root_source": 0, "scale": leg-length ratio, "ground": metres the page adds to the hips'
     height}. source_floor: the height (m) of the source's lowest foot joint when planted
-    (preprocess.planted_toe_height_m). ground puts the model's soles (sole_floor) on the floor when the
-    source stands planted: the page sets the hips at scale x the source's hips height, plus ground."""
+    (preprocess.planted_toe_height_m). ground puts the model's soles on the floor where the feet are
+    planted: with source_motion (database world positions and rotations (F, J, ...), a sample of its
+    frames), minus the SOLE_PERCENTILE-th percentile of the lowest skinned foot vertex of the page's pose
+    (page_pose) over them; without, from the standing canonical T-poses and sole_floor."""
     mapping = auto_mapping(source, source_roles, model.skeleton, model.roles)
     _, s_gpos, s_grot, _ = canonical_tpose(source, source_roles, *source_bind)
     t_lrot, t_gpos, t_grot, _ = canonical_tpose(model.skeleton, model.roles, model.skeleton.offsets,
@@ -332,8 +362,11 @@ def live_retarget(source: Skeleton, source_roles: dict, source_bind: tuple, mode
     sole = sole_floor(model)
     ground = 0.0 if sole is None else (sole + standing(t_gpos, model.roles)
                                        - scale * (standing(s_gpos, source_roles) + source_floor))
-    return {"bones": bones, "hips": model.skeleton.names[model.roles["hips"]], "hips_source": int(source_roles["hips"]),
-            "scale": round(scale, 6), "ground": round(float(ground), 6)}
+    table = {"bones": bones, "hips": model.skeleton.names[model.roles["hips"]],
+             "hips_source": int(source_roles["hips"]), "scale": round(scale, 6), "ground": 0.0}
+    soles = sole_heights(model, page_pose(model, table, *source_motion)) if source_motion and sole is not None else None
+    table["ground"] = round(float(ground if soles is None else -np.percentile(soles, SOLE_PERCENTILE)), 6)
+    return table
 
 
 def identity_retarget(skeleton: Skeleton, roles: dict) -> dict:

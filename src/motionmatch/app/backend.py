@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from ..runtime.settings_schema import database_weights
 from ..scenario import parse_scenario
+
+GROUND_FIT_FRAMES = 2000     # database frames the character's ground is fitted on (rigged_model.live_retarget)
 
 
 @dataclass
@@ -56,9 +60,12 @@ def character_for(db, db_path, model_path=None, role_map=None) -> dict:
     if model_path is not None:
         model = rigged_model.load_rigged_model(model_path, role_map)
         bind = rigged_model.source_bind_pose(db.skeleton, db.roles, db.positions, db.rotations)
+        # The ground fit's sample of the database: frames spread over every clip.
+        frames = np.unique(np.linspace(0, db.num_frames - 1, min(db.num_frames, GROUND_FIT_FRAMES)).astype(np.int64))
         return {"glb": model.glb, "name": model.name,
                 "retarget": rigged_model.live_retarget(db.skeleton, db.roles, bind, model,
-                                                       source_floor=planted_toe_height_m(db))}
+                                                       source_floor=planted_toe_height_m(db),
+                                                       source_motion=db.global_transforms(frames))}
     from ..mesh import ensure_body_glb
     glb = ensure_body_glb(db_path, db.skeleton, db.roles)
     return {"glb": glb.read_bytes(), "name": "default body",
