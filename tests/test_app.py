@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import aiohttp
+import numpy as np
 import pytest
 from aiohttp import web
 from yarl import URL
@@ -344,6 +345,50 @@ def test_record_downloads_bvh(server, tmp_path):
     assert abs(anim.fps - 60) < 0.01
     travel = anim.global_transforms()[0][-1, 0] - anim.global_transforms()[0][0, 0]
     assert 0.2 < float(travel[2]) < 3.0     # ran forward while recording
+
+
+def test_recorded_session_replays_bit_for_bit(server, tmp_path):
+    """The Record button's window, downloaded as an input log, replays (synth --replay's code) to exactly
+    the poses the session recorded: stick changes, a settings change and a scenario inside it."""
+    from motionmatch import database
+    from motionmatch.replay import replay_poses, window_ticks
+    from motionmatch.runtime.input_log import load_log
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            c = await Client.open(s, server.url)
+            sid = c.hello["session"]
+            await c.ws.send_str(json.dumps({"type": "input", "move": [0.0, 1.0]}))
+            await c.pump_frames(10)
+            await c.ws.send_str(json.dumps({"type": "record", "action": "start"}))
+            await c.pump_frames(15)
+            await c.ws.send_str(json.dumps({"type": "settings", "bias": 0.2}))
+            await c.ws.send_str(json.dumps({"type": "input", "move": [1.0, 0.0], "run": True}))
+            await c.pump_frames(15)
+            async with s.post(f"{server.url}/api/session/{sid}/scenario?name=turn",
+                              json={"duration": 0.5, "inputs": [{"t": 0.0, "move": [0.0, -1.0]}]}) as r:
+                assert r.status == 200
+            await c.pump_frames(40)
+            await c.ws.send_str(json.dumps({"type": "record", "action": "stop"}))
+            status = await c.next_text("record")
+            while status["recording"]:
+                status = await c.next_text("record")
+            async with s.get(f"{server.url}/api/session/{sid}/record.replay.json") as r:
+                assert r.status == 200
+                (tmp_path / "session.replay.json").write_bytes(await r.read())
+            recorded = server.app[STATE].sessions[sid].recorded.arrays()
+            await c.ws.close()
+            return recorded
+
+    pos, rot = run(go())
+    log = load_log(tmp_path / "session.replay.json")
+    names = {next(k for k in e if k != "tick") for e in log["entries"]}
+    assert {"input", "settings", "driver"} <= names
+    ticks = window_ticks(log)
+    assert len(ticks) == len(pos) >= 70
+    again = replay_poses(database.load_database(_database_path()), log)
+    assert np.array_equal(again["local_pos"][ticks, 0].astype(np.float32), pos)
+    assert np.array_equal(again["local_rot"][ticks, 0].astype(np.float32), rot)
 
 
 def test_scenario_upload_plays_and_bad_one_is_refused(server):

@@ -62,6 +62,23 @@ async def record_handler(request: web.Request) -> web.StreamResponse:
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
+async def replay_log_handler(request: web.Request) -> web.Response:
+    """The session's input log (runtime/input_log.py) since its character's last reset, with the
+    recorded windows: `motionmatch synth --replay FILE` regenerates the recorded motion bit for bit."""
+    from ..runtime.input_log import InputLogError
+    session = _session_or_404(request)
+    log = getattr(session.ch, "input_log", None)
+    if log is None:
+        raise web.HTTPNotFound(text="this character keeps no input log\n")
+    try:    # the database digest takes a moment: off the event loop
+        data = await asyncio.get_running_loop().run_in_executor(None, lambda: json.dumps(log.to_dict()))
+    except InputLogError as exc:
+        raise web.HTTPConflict(text=f"{exc}\n") from None
+    name = time.strftime("motionmatch-%Y%m%d-%H%M%S.replay.json")
+    return web.Response(text=data, content_type="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
 async def settings_file_handler(request: web.Request) -> web.Response:
     """The session's live settings as a settings file (TOML, see settings_file.py) to download."""
     from ..settings_file import dumps_settings
@@ -172,6 +189,7 @@ def add_routes(app: web.Application, three: Path | None) -> None:
     app.router.add_get("/api/settings/schema", settings_schema_handler)
     app.router.add_get("/api/character.glb", character_handler)
     app.router.add_get("/api/session/{sid}/record.bvh", record_handler)
+    app.router.add_get("/api/session/{sid}/record.replay.json", replay_log_handler)
     app.router.add_get("/api/session/{sid}/settings.toml", settings_file_handler)
     app.router.add_post("/api/session/{sid}/scenario", scenario_handler)
     app.router.add_get("/api/session/{sid}/clips", clips_handler)

@@ -92,6 +92,10 @@ class Session:
         self.resets = 0                 # characters reset after an exception or a non-finite state
         self.fatal = False              # a reset failed too: the session ends with a message
         self.reset_times: list[float] = []
+        # The character's input log (runtime/input_log.py): from its last reset, so a Record press can be
+        # downloaded as a file that `motionmatch synth --replay` turns into the same motion.
+        if hasattr(character, "start_input_log"):
+            character.start_input_log()
 
     def close(self) -> None:
         """Release what the session holds (recording, scenario, caches) once its page is gone: the
@@ -190,12 +194,19 @@ class Session:
             self.paused = f["paused"]
             return {"type": "pause", "paused": self.paused}
         if kind == "record":
+            log = getattr(self.ch, "input_log", None)
             if f["action"] == "start":
                 self.recording = True
+                if log is not None:
+                    log.open_window()
             elif f["action"] == "stop":
                 self.recording = False
+                if log is not None:
+                    log.close_window()
             else:
                 self.recorded.clear()
+                if log is not None:
+                    log.windows.clear()
             return self.record_status()
         if kind == "scenario_stop":
             self.stop_scenario()
@@ -322,8 +333,9 @@ class Session:
         if style and hasattr(self.ch.settings, "tag_filter"):
             self.apply_settings({"tag_filter": style})   # raises MessageError on a style unknown here
             self.pending.append({"type": "settings", "settings": self.settings_dict()})
-        if hasattr(self.ch, "set_driver") and hasattr(scenario, "make_driver"):
-            self.ch.set_driver(_TimeShift(scenario.make_driver(), getattr(self.ch, "time", 0.0)))
+        if hasattr(self.ch, "set_driver") and hasattr(scenario, "to_dict"):
+            from ..replay import ScenarioDriver
+            self.ch.set_driver(ScenarioDriver(scenario.to_dict(), getattr(self.ch, "time", 0.0)))
         if hasattr(self.ch, "set_obstacles"):     # the scenario's obstacles live as long as it plays
             self.ch.set_obstacles(getattr(scenario, "obstacles", None))
         self.paused = False
@@ -399,6 +411,9 @@ class Session:
         if self.recording:
             if not self.recorded.append(*self.ch.local_pose()):
                 self.recording = False
+                log = getattr(self.ch, "input_log", None)
+                if log is not None:
+                    log.close_window()
                 self.pending.append({**self.record_status(), "warning": "recording limit reached"})
 
     def frame_bytes(self) -> bytes:
@@ -429,15 +444,3 @@ class Session:
         self.seq += 1
         return FRAME_HEADER.pack(self.seq, self.sim_time, len(text)) + pos.tobytes() + text + rot.tobytes()
 
-
-class _TimeShift:
-    """A scenario driver started at character time t0 (drivers read time from the scenario start)."""
-
-    def __init__(self, driver, t0: float):
-        self.driver, self.t0 = driver, t0
-
-    def step(self, controller, t, dt):
-        self.driver.step(controller, t - self.t0, dt)
-
-    def predict(self, *args, **kwargs):
-        return self.driver.predict(*args, **kwargs)

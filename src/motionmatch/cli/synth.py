@@ -17,6 +17,8 @@ def register(sub) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--scenario", help="scenario JSON file")
     what.add_argument("--crowd", help="crowd JSON file: agent_000.bvh ... per agent, metrics.json, crowd.png")
+    what.add_argument("--replay", help="input log recorded by the app's Record button or Character/Crowd "
+                                       "start_input_log (docs/REPLAY.md): motion.bvh, poses.npz, replay.json")
     what.add_argument("--trackers", help="VR tracker file (JSON, CSV, or a BVH clip to simulate them from; "
                                          "docs/VR.md); needs --vr-model")
     p.add_argument("--vr-model", help="body-orientation model (.npz from `motionmatch vr train`)")
@@ -39,6 +41,8 @@ def run_synth(args) -> int:
     from ..synth import synthesize
     if args.crowd:
         return run_synth_crowd(args)
+    if args.replay:
+        return run_synth_replay(args)
     if args.trackers:
         return run_synth_vr(args)
     if args.vr_model or args.crouch_tags:
@@ -107,4 +111,24 @@ def run_synth_crowd(args) -> int:
     elif not args.quiet:
         print(json.dumps({k: v for k, v in metrics.items() if k != "agents"}, indent=1))
         print(f"wrote {len(spec.agents)} agent BVHs to {args.out}, metrics.json, crowd.png")
+    return 0
+
+
+def run_synth_replay(args) -> int:
+    from ..database import load_database
+    from ..replay import synthesize_replay
+    from ..runtime.input_log import load_log
+    for flag in ("retarget_to", "vr_model", "settings", "crouch_tags", "gltf"):
+        if getattr(args, flag, None):
+            raise ValueError(f"--{flag.replace('_', '-')} does not work with --replay: the log holds the settings")
+    load_log(args.replay)               # a bad file fails before the database loads
+    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    with staged_output(args.out, stale=("agent_*.bvh", "motion.bvh")) as stage:
+        summary = synthesize_replay(db, args.replay, stage, progress=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps(summary))
+    elif not args.quiet:
+        print(json.dumps(summary, indent=1))
+        print(f"wrote {args.out}: {'motion.bvh' if summary['kind'] == 'character' else 'agent_*.bvh'}, poses.npz, "
+              f"replay.json")
     return 0

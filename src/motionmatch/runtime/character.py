@@ -11,6 +11,7 @@ import numpy as np
 from ..kinematics import forward_kinematics
 from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput
 from .crowd import Crowd
+from .input_log import InputLog, settings_dict, terrain_dict
 from . import settings as S
 from .settings import CharacterSettings  # noqa: F401  (callers import it from here)
 
@@ -59,6 +60,7 @@ class Character:
         self.slices = db.features.channel_slices
         self.vel, self.angvel = self.crowd.velocities[0], self.crowd.velocities[1]
         self.driver = None
+        self.input_log: InputLog | None = None     # start_input_log()
         self._reset_counters()
 
     def _reset_counters(self):
@@ -84,6 +86,33 @@ class Character:
     def apply_settings(self) -> None:
         """Apply changed settings (weights re-normalize the features and rebuild the search index)."""
         self.crowd.apply_settings()
+        log = self.input_log
+        if log is not None:
+            d = settings_dict(self.settings)
+            if d != self._logged_settings:
+                self._logged_settings = d
+                log.event("settings", d)
+
+    def start_input_log(self, seed=None, start_frame: int | None = None, position=(0.0, 0.0, 0.0),
+                        yaw: float = 0.0) -> InputLog:
+        """Reset (as reset()) and record every input and call from now on, for `motionmatch synth
+        --replay` (docs/REPLAY.md). A later reset() starts a new log from that reset. seed: stored
+        with the log for drivers that draw random numbers (the runtime draws none)."""
+        self.reset(start_frame, position, yaw)
+        start = {"frame": start_frame, "position": [float(c) for c in position], "yaw": float(yaw)}
+        self.input_log = InputLog(self.db, "character", 1, [self.settings], self.crowd.controller_settings, start,
+                                  seed)
+        self._logged_settings = settings_dict(self.settings)
+        return self.input_log
+
+    def stop_input_log(self) -> InputLog | None:
+        """Stop recording; returns the log (None if none was running)."""
+        log, self.input_log = self.input_log, None
+        return log
+
+    def _logged(self, name: str, value) -> None:
+        if self.input_log is not None:
+            self.input_log.event(name, value)
 
     def reset(self, start_frame: int | None = None, position=(0.0, 0.0, 0.0), yaw: float = 0.0) -> None:
         """Stand at `position` facing `yaw`, playing `start_frame` (default: the first searchable frame)."""
@@ -92,16 +121,26 @@ class Character:
         self.crowd.reset_clock()
         self.driver = None
         self._reset_counters()
+        log = self.input_log
+        if log is not None:         # the state after a reset depends on its arguments only: a new log
+            self.input_log = None
+            self.start_input_log(log.seed, start_frame, position, yaw)
 
     def set_driver(self, driver) -> None:
         """Drive the controller from an object with step(controller, t, dt) and
-        predict(controller, offsets, fps) (a scenario's driver or a PathFollower); None = gamepad."""
+        predict(controller, offsets, fps) (a scenario's driver or a PathFollower); None = gamepad.
+        An input log holds drivers with a replay_spec() method (replay.ScenarioDriver)."""
         self.driver = driver
+        if self.input_log is not None:
+            if driver is None or hasattr(driver, "replay_spec"):
+                self._logged("driver", None if driver is None else driver.replay_spec())
+            else:
+                self.input_log.refuse(f"a {type(driver).__name__} driver has no replay_spec()")
 
     def set_tag_filter(self, expr: str | None) -> None:
         """Switch the allowed clips at runtime (e.g. a style); the change is inertialized."""
         self.settings.tag_filter = expr or None
-        self.apply_settings()
+        self.apply_settings()       # logged as a settings change
 
     def use_set(self, spec, interrupt: bool = True) -> None:
         """Search another set of the database (database_sets.SetSpec); interrupt: now, else at the next
@@ -117,6 +156,7 @@ class Character:
         """Walk on a Heightfield (None = flat ground): the root follows its smoothed height and the
         leg IK puts the feet on it."""
         self.crowd.set_terrain(terrain, halflife)
+        self._logged("terrain", terrain_dict(terrain, halflife) if self.input_log is not None else None)
 
     @property
     def terrain(self):
@@ -126,22 +166,27 @@ class Character:
         """Jump (inertialized) to frame `offset_frames` of clip `range_index` and keep playing it, searches
         suspended until the clip ends or play_clip(None)."""
         self.crowd.play_clip(0, range_index, offset_frames)
+        self._logged("play_clip", [range_index if range_index is None else int(range_index), int(offset_frames)])
 
     def request_action(self, event: str, event_in: float) -> None:
         """Perform the action whose clips carry `event` marks (e.g. "bow") with its event `event_in` seconds
         from now (docs/ACTIONS.md)."""
         self.crowd.request_action(0, event, event_in)
+        self._logged("request_action", [event, float(event_in)])
 
     def request_stop_at(self, point) -> None:
         """Stop with the root at rest at `point` (x, z) metres; held there until cancel_request()."""
         self.crowd.request_stop_at(0, point)
+        self._logged("request_stop_at", [float(point[0]), float(point[1])])
 
     def request_plant_at(self, point, side: str = "left") -> None:
         """Plant the `side` foot at `point` (x, z) metres on the way there (docs/ACTIONS.md)."""
         self.crowd.request_plant_at(0, point, side)
+        self._logged("request_plant_at", [float(point[0]), float(point[1]), side])
 
     def cancel_request(self) -> None:
         self.crowd.cancel_request(0)
+        self._logged("cancel_request", None)
 
     @property
     def request_log(self) -> list[dict]:
@@ -156,6 +201,11 @@ class Character:
         t0 = time.perf_counter()
         crowd = self.crowd
         predictor = None
+        if self.input_log is not None:
+            g = inp or GamepadInput()
+            self.input_log.tick({"move": [float(g.move[0]), float(g.move[1])],
+                                 "look": None if g.look is None else [float(g.look[0]), float(g.look[1])],
+                                 "run": bool(g.run), "strafe": bool(g.strafe)}, dt)
         before = None if crowd.obstacles is None else crowd.ctrl.copy()
         if 0 in crowd.requests_driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
             crowd.drive_requests([0], dt)

@@ -29,6 +29,7 @@ from . import settings as S
 from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
                          new_state, reset_state)
 from .inertialization import new_offsets
+from .input_log import InputLog, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
                        plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
                        trajectory_layout)
@@ -126,6 +127,9 @@ class Crowd:
         if n < 1:
             raise ValueError(f"a crowd needs at least one character, got n={n}")
         self.db, self.n = db, n
+        self.input_log: InputLog | None = None     # start_input_log()
+        self.ticks = 0
+        self._start_frames = None if start_frames is None else [int(f) for f in start_frames]
         if settings is None or isinstance(settings, CharacterSettings):
             settings = [settings or CharacterSettings()] * n
         settings = list(settings)
@@ -232,14 +236,17 @@ class Crowd:
         old_filters = getattr(self, "tag_filters", None)
         # Agents sharing one settings object (a crowd made from one) check and pack it once.
         rows = {id(s): s.packed() for s in {id(s): s for s in self.settings}.values()}
-        self.packed = np.stack([rows[id(s)] for s in self.settings])
-        if self.mode == "lmm" and self.packed[:, S.W_TIMESCALE].any():
+        packed = np.stack([rows[id(s)] for s in self.settings])
+        if self.mode == "lmm" and packed[:, S.W_TIMESCALE].any():
             raise ValueError("warp.timescale (timescale by predicted error) reads database frames: classic mode only")
-        self.search_sets = [search_set(self.db, s) for s in self.settings]
+        search_sets = [search_set(self.db, s) for s in self.settings]
         # A database may name the locomotion filter that keeps requested-only clips out (the action database:
         # `!action`).
-        self.tag_filters = [s.tag_filter or self.db.meta.get("default_tag_filter") for s in self.settings]
-        self.masks = [ss.mask(self.db, tf) for ss, tf in zip(self.search_sets, self.tag_filters)]
+        tag_filters = [s.tag_filter or self.db.meta.get("default_tag_filter") for s in self.settings]
+        masks = [ss.mask(self.db, tf) for ss, tf in zip(search_sets, tag_filters)]
+        # Nothing changes before every check passed: a refused change (the app puts the old settings back)
+        # leaves the state as it was, so an input log, which holds only applied settings, replays it.
+        self.packed, self.search_sets, self.tag_filters, self.masks = packed, search_sets, tag_filters, masks
         for i in range(self.n):
             if old_filters is not None and old_filters[i] != self.tag_filters[i]:
                 self.search_state[i, FORCE] = 1.0
@@ -262,10 +269,34 @@ class Crowd:
             m = self.masks[i]
             self.groups.append((self.search_sets[i], None if m is None else m[1], float(self.packed[i, S.BIAS]),
                                 int(self.packed[i, S.NO_REWIND])))
+        if self.input_log is not None:
+            self._log_settings()
         if mode != (self.mode, self.model_path):
             # A live switch between classic and learned (or another model): inertialized per agent.
             self.mode, self.model_path = mode
             self._switch_mode(None if mode[0] == "classic" else self._model())
+
+    def start_input_log(self, seed=None) -> InputLog:
+        """Record every input and call from now on (before the first step), for `motionmatch synth --replay`
+        (docs/REPLAY.md). seed: stored with the log for callers that draw random numbers."""
+        if self.ticks:
+            raise ValueError("start the input log before the crowd's first step")
+        self.input_log = InputLog(self.db, "crowd", self.n, self.settings, self.controller_settings,
+                                  {"frames": self._start_frames}, seed)
+        self._logged_settings = (self.input_log.settings, self.input_log.settings_of)
+        return self.input_log
+
+    def _log_settings(self) -> None:
+        uniq = {id(s): s for s in self.settings}
+        order = list(uniq)
+        now = ([settings_dict(s) for s in uniq.values()], [order.index(id(s)) for s in self.settings])
+        if now != self._logged_settings:
+            self._logged_settings = now
+            self.input_log.event("settings", {"settings": now[0], "settings_of": now[1]})
+
+    def _logged(self, name: str, value) -> None:
+        if self.input_log is not None:
+            self.input_log.event(name, value)
 
     def _switch_mode(self, model) -> None:
         """Switch every agent to learned motion matching with `model`, or back to classic with None. Each
@@ -344,6 +375,8 @@ class Crowd:
         """One Heightfield under every agent (None = flat ground): roots follow its smoothed height
         (critically damped, `halflife` s), the leg IK puts the feet on it."""
         self.terrain_field = terrain
+        if self.input_log is not None:
+            self._logged("terrain", terrain_dict(terrain, halflife))
         if terrain is None:
             self.terrain = Terrain(False, np.zeros((2, 2)), 0.0, 0.0, 1.0, float(halflife))
         else:
@@ -407,10 +440,12 @@ class Crowd:
         self.last_best[i], self.last_current[i] = -1, -1
         self.last_search_time[i] = np.nan
         self._output(0.0, np.array([i]))
+        self._logged("reset_agent", [i, [float(c) for c in position], float(yaw), f])
 
     def reset_clock(self) -> None:
         """The crowd's clock (`time`, s: request times and the search log count from it) restarts at 0."""
         self.time = 0.0
+        self._logged("reset_clock", None)
 
     # ------------------------------------------------------------------------------------------
     # the tick
@@ -423,6 +458,8 @@ class Crowd:
         look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
         run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
+        if self.input_log is not None:
+            self.input_log.tick((move.copy(), run.copy(), strafe.copy(), look.copy()), dt)
         driven = self.requests_driving()
         kept = self.ctrl[driven].copy() if len(driven) else None
         before = None if self.obstacles is None else self.ctrl.copy()
@@ -447,6 +484,7 @@ class Crowd:
         matching, playback and output. predictor(i) -> (positions (K, 3), rotations (K, 4)) gives the
         desired trajectory of agent i at self.traj_offsets instead of the controller's prediction."""
         dt = float(dt)
+        self.ticks += 1
         t0 = time.perf_counter()
         searching = self.searched
         L = self.learned
@@ -496,21 +534,25 @@ class Crowd:
         seconds from now (runtime/requests.py); RequestError when the database has no such channel."""
         self._classic_only()
         self._requested(i, self.requests.action(i, event, event_in, self.time))
+        self._logged("request_action", [int(i), event, float(event_in)])
 
     def request_stop_at(self, i: int, point) -> None:
         """Agent i stops with its root at rest at `point` (x, z) metres, and stays until cancel_request."""
         self._classic_only()
         self._requested(i, self.requests.stop_at(i, point))
+        self._logged("request_stop_at", [int(i), float(point[0]), float(point[1])])
 
     def request_plant_at(self, i: int, point, side: str = "left") -> None:
         """Agent i plants its `side` foot at `point` (x, z) metres on its way there."""
         self._classic_only()
         self._requested(i, self.requests.foot_plant(i, point, side))
+        self._logged("request_plant_at", [int(i), float(point[0]), float(point[1]), side])
 
     def cancel_request(self, i: int) -> None:
         """End agent i's request; the stick drives it again."""
         if self.requests.cancel(i):
             self._release(i)
+        self._logged("cancel_request", int(i))
 
     def _requested(self, i: int, released: bool) -> None:
         """A new request of agent i searches now (the one it replaced may have held its clip)."""
@@ -539,6 +581,7 @@ class Crowd:
         if range_index is None:
             self.clip_hold[i] = False
             self.search_state[i, FORCE] = 1.0
+            self._logged("play_clip", [int(i), None, int(offset_frames)])
             return
         if self.learned is not None:
             raise ValueError("play_clip plays database clips: it needs a classic crowd (mode 'classic')")
@@ -556,6 +599,7 @@ class Crowd:
             self.calls(transition_stage, np.array([i]), np.array([to]), self.db_arrays, self.stop_of, self.inert,
                        self.play, self.packed, self.scratch)
         self.clip_hold[i] = True
+        self._logged("play_clip", [int(i), r, off])
 
     def _search(self, agents: np.ndarray, predictor) -> None:
         cs = self.controller_settings

@@ -594,6 +594,7 @@ function onMessage(msg) {
         applySettingsToUi(msg.settings);
       });
       $('b-download').href = `/api/session/${msg.session}/record.bvh`;
+      $('b-replay').href = `/api/session/${msg.session}/record.replay.json`;
       $('b-settings').href = `/api/session/${msg.session}/settings.toml`;
       setMode('live');
       pumpInput(true);
@@ -616,6 +617,7 @@ function onMessage(msg) {
       $('b-record').classList.toggle('active', msg.recording);
       $('b-record').textContent = msg.recording ? '■ Stop' : '● Record';
       $('b-download').classList.toggle('disabled', !msg.frames);
+      $('b-replay').classList.toggle('disabled', !msg.frames);
       if (msg.warning) toast(msg.warning);
       break;
     case 'scenario':
