@@ -27,7 +27,7 @@ def _imports(text):
 def _three_dir():
     for root in (os.environ.get("MOTIONMATCH_NODE_MODULES"), HERE / "node_modules"):
         if root and (Path(root) / "three" / "build" / "three.module.js").is_file():
-            return Path(root) / "three"
+            return (Path(root) / "three").resolve()    # a symlinked node_modules: paths below compare resolved
     return None
 
 

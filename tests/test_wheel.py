@@ -2,7 +2,9 @@
 works without node or npm. The wheel is built from this checkout (no build isolation: the pinned build
 tools come with the test extras), installed with --no-deps into a fresh venv whose dependencies are the
 project venv's site-packages listed in a .pth file (its own site-packages come first, so `motionmatch`
-is the wheel's), and its app served from a folder without node_modules."""
+is the wheel's), and its app served from a folder without node_modules. Then the wheel alone demos: in an
+empty folder, `motionmatch --version`, and `motionmatch demo --data MOCAP` builds the default database into
+a fresh cache, serves, and the page draws in chromium."""
 from __future__ import annotations
 
 import json
@@ -16,26 +18,38 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_wheel_serves_page_and_three_without_npm(tmp_path):
-    dist = tmp_path / "dist"
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(wheel, venv python, venv site-packages, venv bin): the wheel installed alone into a fresh venv."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    dist = tmp / "dist"
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", str(dist), str(ROOT)],
                    check=True, capture_output=True, cwd=ROOT)
     (wheel,) = dist.glob("motionmatch-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    # pip --python: the venv's own interpreter in the console script's first line. The dependencies are
+    # linked in afterwards, so pip sees an empty environment.
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True)
+    (site / "project-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return wheel, venv / "bin" / "python", site, venv / "bin"
+
+
+def test_wheel_serves_page_and_three_without_npm(installed, tmp_path):
+    wheel, py, site, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
     assert "motionmatch/app/vendor/three/build/three.module.js" in names
     assert "motionmatch/app/vendor/three/examples/jsm/loaders/GLTFLoader.js" in names
     assert not any("node_modules" in n for n in names)
 
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    (site / "project-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
-                    str(wheel)], check=True, capture_output=True)
-    py = venv / "bin" / "python"
     where = subprocess.run([py, "-c", "import motionmatch; print(motionmatch.__file__)"], capture_output=True,
                            text=True, check=True, cwd=tmp_path).stdout
     assert where.startswith(str(site)), where
@@ -79,3 +93,45 @@ def test_wheel_serves_page_and_three_without_npm(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_wheel_alone_demos_in_an_empty_folder(installed, tmp_path):
+    from browser_pages import probe
+    _, py, site, bin_dir = installed
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    mocap = Path(os.environ.get("MOTIONMATCH_DATA", ROOT.parent / "shared" / "mocap"))
+    assert mocap.is_dir(), f"test data missing: {mocap}"
+    # No checkout, no node_modules, a cache of its own: what a pip user has.
+    env = {k: v for k, v in os.environ.items() if k not in ("MOTIONMATCH_NODE_MODULES", "MOTIONMATCH_DATA")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    version = subprocess.run([bin_dir / "motionmatch", "--version"], capture_output=True, text=True, check=True,
+                             cwd=empty, env=env).stdout
+    import motionmatch
+    assert version.strip() == f"motionmatch {motionmatch.__version__}"
+    log = tmp_path / "demo.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([bin_dir / "motionmatch", "demo", "--data", str(mocap), "--port", "0"], cwd=empty,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        deadline = time.monotonic() + 1200      # a fresh cache: database build and numba's first compilation
+        while url is None and time.monotonic() < deadline and proc.poll() is None:
+            m = re.search(r"(http://127\.0\.0\.1:\d+)", log.read_text())
+            url = m.group(1) if m else None
+            time.sleep(1)
+        assert url, f"demo did not serve (exit {proc.poll()}):\n{log.read_text()[-3000:]}"
+        assert (tmp_path / "cache" / "motionmatch" / "mixed-locomotion.npz").is_file()
+        assert not any(empty.iterdir()), "the demo wrote into the working folder"
+        shot = tmp_path / "page.png"
+        report = probe({"url": url + "/", "screenshot": str(shot), "waitFor":
+                        "window.motionmatch && window.motionmatch.connected && window.motionmatch.framesReceived > 60",
+                        "result": "({frames: window.motionmatch.framesReceived, fps: window.motionmatch.fps, "
+                                  "names: window.motionmatch.names.length})"}, timeout_ms=180000)
+        assert report["result"]["frames"] > 60 and report["result"]["fps"] > 0 and report["result"]["names"] > 10
+        from skimage.io import imread
+        img = imread(shot)[..., :3]
+        assert len(np.unique(img.reshape(-1, 3), axis=0)) > 200     # a drawn scene, not an empty page
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import __version__
 from . import bench, database, demo, export, features, fetch, lmm, retarget, serve, settings, synth, tune, vr
 
 # In the order `motionmatch --help` lists them.
@@ -13,6 +14,7 @@ _GROUPS = (database, synth, bench, features, fetch, retarget, export, serve, dem
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="motionmatch", description="Motion matching from motion capture.")
+    parser.add_argument("--version", action="version", version=f"motionmatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in _GROUPS:
         group.register(sub)
