@@ -114,6 +114,7 @@ async function render({ model, el }) {
   }
 
   let stopped = false, last = performance.now(), clock = 0;
+  const cleanups = [];
   if (model.get('mode') === 'motion') {
     const P = floats(model.get('positions')), R = floats(model.get('rotations'));
     const F = model.get('frames'), fps = model.get('fps');
@@ -141,11 +142,38 @@ async function render({ model, el }) {
     };
     requestAnimationFrame(loop);
   } else {
+    // Keys go to the view from the press on it (or its focus) until a press elsewhere or Escape. They are
+    // taken on the window, before the page's own handlers: JupyterLab takes focus back from an output
+    // after a click, and in command mode its shortcuts include A (insert a cell) and D D (delete it).
     const keys = new Set();
-    canvas.addEventListener('keydown', (e) => { keys.add(e.code); e.preventDefault(); });
-    canvas.addEventListener('keyup', (e) => keys.delete(e.code));
-    canvas.addEventListener('blur', () => keys.clear());
-    canvas.addEventListener('click', () => canvas.focus());
+    const MOVE_KEYS = new Set(['KeyW', 'KeyA', 'KeyS', 'KeyD', 'KeyQ', 'ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight',
+      'ShiftLeft', 'ShiftRight']);
+    let active = false;
+    const activate = () => { active = true; };
+    const release = () => { active = false; keys.clear(); };
+    canvas.setAttribute('data-lm-suppress-shortcuts', 'true');
+    canvas.addEventListener('focus', activate);
+    canvas.addEventListener('pointerdown', () => { activate(); canvas.focus(); });
+    const onPointer = (e) => { if (!el.contains(e.target)) release(); };
+    const onDown = (e) => {
+      if (!active) return;
+      if (e.code === 'Escape') { release(); return; }
+      if (!MOVE_KEYS.has(e.code)) return;
+      keys.add(e.code);
+      e.preventDefault();
+      e.stopPropagation();
+    };
+    const onUp = (e) => { if (keys.delete(e.code)) { e.preventDefault(); e.stopPropagation(); } };
+    window.addEventListener('pointerdown', onPointer, true);
+    window.addEventListener('keydown', onDown, true);
+    window.addEventListener('keyup', onUp, true);
+    window.addEventListener('blur', release);
+    cleanups.push(() => {
+      window.removeEventListener('pointerdown', onPointer, true);
+      window.removeEventListener('keydown', onDown, true);
+      window.removeEventListener('keyup', onUp, true);
+      window.removeEventListener('blur', release);
+    });
     const hint = document.createElement('span');
     hint.textContent = 'click the view, then WASD / arrows move, Shift runs, Q strafes';
     bar.append(label, hint);
@@ -181,7 +209,7 @@ async function render({ model, el }) {
     };
     requestAnimationFrame(loop);
   }
-  return () => { stopped = true; renderer.dispose(); };
+  return () => { stopped = true; cleanups.forEach((f) => f()); renderer.dispose(); };
 }
 
 export default { render };
