@@ -14,6 +14,7 @@ from motionmatch.replay import replay_poses, window_ticks
 from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.crowd import Crowd
+from motionmatch.runtime.database_sets import SetSpec
 from motionmatch.runtime.input_log import InputLogError, load_log
 from motionmatch.runtime.terrain import Heightfield
 
@@ -36,6 +37,8 @@ def drive_character(ch: Character, ticks: int) -> dict:
         if k == 170:
             ch.cancel_request()
             ch.play_clip(1, 30)
+        if k == 185:
+            ch.use_set(SetSpec("mirrored", "mirrored", {ch.channel_names[0]: 2.0}), interrupt=False)
         ch.step(moves[(k // 25) % len(moves)], 1.0 / 60.0 if k < 200 else 1.0 / 50.0)
         p, r = ch.local_pose()
         lp.append(p)
@@ -62,7 +65,7 @@ def test_character_log_replays_bit_for_bit_with_one_or_two_threads(jlpm_db, jlpm
     d = load_log(path)
     assert d["ticks"] == 240 and d["seed"] == 7 and d["dt"] == [[0, 1 / 60], [200, 1 / 50]]
     names = [next(k for k in e if k != "tick") for e in d["entries"]]
-    assert {"input", "settings", "terrain", "request_stop_at", "cancel_request", "play_clip"} <= set(names)
+    assert {"input", "settings", "terrain", "request_stop_at", "cancel_request", "play_clip", "use_set"} <= set(names)
 
     again = replay_poses(jlpm_db, path)          # in this process
     for k in recorded:
@@ -92,6 +95,8 @@ def test_crowd_log_replays_bit_for_bit_through_the_parallel_stages(jlpm_db, jlpm
         look[::5] = (0.0, 1.0)
         if k == 45:
             crowd.request_stop_at(2, (3.0, 1.0))
+        if k == 60:
+            crowd.use_set(5, SetSpec("mirrored", "mirrored"))
         crowd.step(move, run, np.zeros(n, bool), look)
         gp.append(crowd.global_positions.copy())
     path = log.save(tmp_path / "crowd.json")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .runtime.database_sets import SetSpec
 from .runtime.input_log import (InputLogError, character_settings, check_database, controller_settings, load_log,
                                 terrain_from_dict, unfloats)
 
@@ -74,6 +75,7 @@ def _character(db, log: dict, on_tick) -> None:
         "play_clip": lambda v: ch.play_clip(v[0], v[1]),
         "terrain": lambda v: ch.set_terrain(*terrain_from_dict(v)),
         "driver": lambda v: ch.set_driver(_driver(v)),
+        "use_set": lambda v: ch.use_set(SetSpec(**v[0]), v[1]),
     }
     entries, e = log["entries"], 0
     for k, dt in enumerate(_dt_schedule(log)):
@@ -118,6 +120,7 @@ def _crowd(db, log: dict, on_tick) -> None:
         "terrain": lambda v: crowd.set_terrain(*terrain_from_dict(v)),
         "reset_agent": lambda v: crowd.reset_agent(v[0], tuple(v[1]), v[2], v[3]),
         "reset_clock": lambda v: crowd.reset_clock(),
+        "use_set": lambda v: crowd.use_set(v[0], SetSpec(**v[1]), v[2]),
     }
     move, run = np.zeros((n, 2)), np.zeros(n, dtype=bool)
     strafe, look = np.zeros(n, dtype=bool), np.full((n, 2), np.nan)

@@ -147,6 +147,10 @@ class Character:
         search (Crowd.use_set)."""
         self.crowd.use_set(0, spec, interrupt)
         self.settings = self.crowd.settings[0]
+        if self.input_log is not None:      # one use_set entry: replaying it makes the same settings
+            self._logged_settings = settings_dict(self.settings)
+            self._logged("use_set", [{"name": spec.name, "tags": spec.tags, "weights": dict(spec.weights)},
+                                     bool(interrupt)])
 
     def set_obstacles(self, obstacles) -> None:
         """Static obstacles (obstacles.Obstacles, None = none) the controller steers around."""

@@ -287,12 +287,18 @@ class Crowd:
         return self.input_log
 
     def _log_settings(self) -> None:
+        if self._log_settings_quietly():
+            now = self._logged_settings
+            self.input_log.event("settings", {"settings": now[0], "settings_of": now[1]})
+
+    def _log_settings_quietly(self) -> bool:
+        """Take the settings' snapshot; True when they changed since the last one."""
         uniq = {id(s): s for s in self.settings}
         order = list(uniq)
         now = ([settings_dict(s) for s in uniq.values()], [order.index(id(s)) for s in self.settings])
-        if now != self._logged_settings:
-            self._logged_settings = now
-            self.input_log.event("settings", {"settings": now[0], "settings_of": now[1]})
+        changed = now != self._logged_settings
+        self._logged_settings = now
+        return changed
 
     def _logged(self, name: str, value) -> None:
         if self.input_log is not None:
@@ -367,9 +373,18 @@ class Crowd:
         search_set(self.db, s).mask(self.db, s.tag_filter)   # ... their channel names and the tags
         force = self.search_state[i, FORCE]
         self.settings[i] = s
-        self.apply_settings()
+        log, self.input_log = self.input_log, None      # logged as one use_set, not as a settings change
+        try:
+            self.apply_settings()
+        finally:
+            self.input_log = log
         self.search_state[i, FORCE] = 1.0 if interrupt else force
         self.active_set[i] = spec.name
+        if log is not None:
+            self._logged_settings = None
+            self._log_settings_quietly()
+            log.event("use_set", [int(i), {"name": spec.name, "tags": spec.tags, "weights": dict(spec.weights)},
+                                  bool(interrupt)])
 
     def set_terrain(self, terrain, halflife: float = 0.15) -> None:
         """One Heightfield under every agent (None = flat ground): roots follow its smoothed height

@@ -26,7 +26,7 @@ VERSION = 1
 KINDS = ("character", "crowd")
 # Events besides the inputs, each the name of the Character/Crowd method it replays (docs/REPLAY.md).
 EVENTS = ("settings", "request_action", "request_stop_at", "request_plant_at", "cancel_request", "play_clip",
-          "terrain", "driver", "reset_agent", "reset_clock")
+          "terrain", "driver", "reset_agent", "reset_clock", "use_set")
 MAX_ENTRIES = 200_000           # inputs + events kept by one log (the app's sessions run for hours)
 
 
