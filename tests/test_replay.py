@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from motionmatch.obstacles import parse_obstacles
 from motionmatch.replay import replay_poses, window_ticks
 from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
@@ -32,6 +33,9 @@ def drive_character(ch: Character, ticks: int) -> dict:
             ch.apply_settings()
         if k == 90:
             ch.set_terrain(Heightfield.procedural("slope", size=8.0, cell=0.2, angle_deg=5.0))
+        if k == 100:
+            ch.set_obstacles(parse_obstacles([{"center": [0.5, 2.5], "radius": 0.4},
+                                              {"min": [-2.0, 1.0], "max": [-1.0, 1.5]}]))
         if k == 130:
             ch.request_stop_at((1.0, 2.0))
         if k == 170:
@@ -65,7 +69,8 @@ def test_character_log_replays_bit_for_bit_with_one_or_two_threads(jlpm_db, jlpm
     d = load_log(path)
     assert d["ticks"] == 240 and d["seed"] == 7 and d["dt"] == [[0, 1 / 60], [200, 1 / 50]]
     names = [next(k for k in e if k != "tick") for e in d["entries"]]
-    assert {"input", "settings", "terrain", "request_stop_at", "cancel_request", "play_clip", "use_set"} <= set(names)
+    assert {"input", "settings", "terrain", "request_stop_at", "cancel_request", "play_clip", "use_set",
+            "obstacles"} <= set(names)
 
     again = replay_poses(jlpm_db, path)          # in this process
     for k in recorded:

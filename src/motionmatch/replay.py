@@ -42,6 +42,15 @@ def _driver(spec):
     return ScenarioDriver(spec["scenario"], spec["t0"])
 
 
+def _obstacles(d):
+    """Obstacles from input_log.obstacles_dict's output (None: none)."""
+    if d is None:
+        return None
+    from .obstacles import Obstacles
+    pairs = {k: np.asarray(d[k], np.float64).reshape(-1, 2) for k in ("centers", "box_min", "box_max")}
+    return Obstacles(pairs["centers"], np.asarray(d["radii"], np.float64), pairs["box_min"], pairs["box_max"])
+
+
 def _dt_schedule(log: dict) -> np.ndarray:
     """dt (s) of every tick from the log's change list."""
     dts = np.empty(log["ticks"])
@@ -76,6 +85,7 @@ def _character(db, log: dict, on_tick) -> None:
         "terrain": lambda v: ch.set_terrain(*terrain_from_dict(v)),
         "driver": lambda v: ch.set_driver(_driver(v)),
         "use_set": lambda v: ch.use_set(SetSpec(**v[0]), v[1]),
+        "obstacles": lambda v: ch.set_obstacles(_obstacles(v)),
     }
     entries, e = log["entries"], 0
     for k, dt in enumerate(_dt_schedule(log)):
@@ -121,6 +131,7 @@ def _crowd(db, log: dict, on_tick) -> None:
         "reset_agent": lambda v: crowd.reset_agent(v[0], tuple(v[1]), v[2], v[3]),
         "reset_clock": lambda v: crowd.reset_clock(),
         "use_set": lambda v: crowd.use_set(v[0], SetSpec(**v[1]), v[2]),
+        "obstacles": lambda v: crowd.set_obstacles(_obstacles(v)),
     }
     move, run = np.zeros((n, 2)), np.zeros(n, dtype=bool)
     strafe, look = np.zeros(n, dtype=bool), np.full((n, 2), np.nan)

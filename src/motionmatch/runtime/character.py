@@ -11,7 +11,7 @@ import numpy as np
 from ..kinematics import forward_kinematics
 from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput
 from .crowd import Crowd
-from .input_log import InputLog, settings_dict, terrain_dict
+from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from . import settings as S
 from .settings import CharacterSettings  # noqa: F401  (callers import it from here)
 
@@ -155,6 +155,7 @@ class Character:
     def set_obstacles(self, obstacles) -> None:
         """Static obstacles (obstacles.Obstacles, None = none) the controller steers around."""
         self.crowd.set_obstacles(obstacles)
+        self._logged("obstacles", obstacles_dict(obstacles) if self.input_log is not None else None)
 
     def set_terrain(self, terrain, halflife: float = 0.15) -> None:
         """Walk on a Heightfield (None = flat ground): the root follows its smoothed height and the

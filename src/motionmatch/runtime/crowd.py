@@ -29,7 +29,7 @@ from . import settings as S
 from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
                          new_state, reset_state)
 from .inertialization import new_offsets
-from .input_log import InputLog, settings_dict, terrain_dict
+from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
                        plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
                        trajectory_layout)
@@ -406,6 +406,8 @@ class Crowd:
         around (runtime/steering.py); without them the tick does no obstacle work at all."""
         self.obstacles = obstacles if obstacles is not None and obstacles.count else None
         self.steered[:] = False
+        if self.input_log is not None:
+            self._logged("obstacles", obstacles_dict(obstacles))
 
     def steer(self, before: np.ndarray, agents, dt: float) -> np.ndarray:
         """Steer the controllers of `agents` around the obstacles after their goals were set this tick;

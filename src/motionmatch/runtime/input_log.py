@@ -26,7 +26,8 @@ VERSION = 1
 KINDS = ("character", "crowd")
 # Events besides the inputs, each the name of the Character/Crowd method it replays (docs/REPLAY.md).
 EVENTS = ("settings", "request_action", "request_stop_at", "request_plant_at", "cancel_request", "play_clip",
-          "terrain", "driver", "reset_agent", "reset_clock", "use_set")
+          "terrain", "driver", "reset_agent", "reset_clock", "use_set",
+          "obstacles")
 MAX_ENTRIES = 200_000           # inputs + events kept by one log (the app's sessions run for hours)
 
 
@@ -90,6 +91,14 @@ def terrain_dict(terrain, halflife: float) -> dict:
     h = np.ascontiguousarray(terrain.heights, dtype="<f8")
     return {"shape": list(h.shape), "heights": base64.b64encode(zlib.compress(h.tobytes(), 6)).decode(),
             "origin": list(terrain.origin), "cell": terrain.cell, "halflife": float(halflife)}
+
+
+def obstacles_dict(obstacles) -> dict | None:
+    """Obstacles (obstacles.Obstacles; None or empty: none) exactly, as lists of float64."""
+    if obstacles is None or not obstacles.count:
+        return None
+    return {k: np.asarray(getattr(obstacles, k), np.float64).tolist()
+            for k in ("centers", "radii", "box_min", "box_max")}
 
 
 def terrain_from_dict(d: dict):
