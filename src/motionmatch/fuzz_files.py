@@ -1,8 +1,9 @@
 """Hostile-input campaigns for the small user files: crowd files (`synth --crowd`), event sidecars
-(`build --events`, JSON and TOML), tracker files (`synth --trackers`, JSON and CSV), role maps (`--map`,
-`--character-map`), settings files (`--settings`), tag expressions (crowd agents' `tags`, scenario
-styles) and obstacle lists (crowd and scenario files' `obstacles`). Every case must give the door's own
-error class naming the file (tag expressions: a TagExpressionError); none may be accepted.
+(`build --events`, JSON and TOML), annotation sidecars (`build --annotations`), tracker files (`synth
+--trackers`, JSON and CSV), role maps (`--map`, `--character-map`), settings files (`--settings`), tag
+expressions (crowd agents' `tags`, scenario styles) and obstacle lists (crowd and scenario files'
+`obstacles`). Every case must give the door's own error class naming the file (tag expressions: a
+TagExpressionError); none may be accepted.
 """
 from __future__ import annotations
 
@@ -112,6 +113,33 @@ def bad_event_files() -> list[tuple[str, bytes, str]]:
     ]
 
 
+def bad_annotation_files() -> list[tuple[str, bytes, str]]:
+    """(name, file bytes, suffix) of annotation sidecars (`build --annotations`) that must be refused."""
+    js = lambda **kw: json.dumps({"annotation": [{"clip": "*", "kind": "exclude", **kw}]}).encode()
+    toml = lambda body: b'[[annotation]]\nclip = "*"\nkind = "cost_bias"\n' + body + b"\n"
+    return [
+        ("cost 400 digits toml", toml(b"cost = " + BIG.encode()), ".toml"),
+        ("cost inf toml", toml(b"cost = inf"), ".toml"),
+        ("cost nan toml", toml(b"cost = nan"), ".toml"),
+        ("cost 1e308", js(kind="cost_bias", cost=1e308), ".json"),
+        ("cost on exclude", js(cost=1.0), ".json"),
+        ("time 1e308", js(time=[0.0, 1e308]), ".json"),
+        ("time beyond clip", js(time=[0.0, 1e5]), ".json"),
+        ("time reversed", js(time=[2.0, 1.0]), ".json"),
+        ("time three numbers", js(time=[0.0, 1.0, 2.0]), ".json"),
+        ("frame 2^40", js(frame=2 ** 40), ".json"),
+        ("frame and time", js(frame=1, time=1.0), ".json"),
+        ("kind unknown", js(kind="teleport"), ".json"),
+        ("clip missing", js(clip="no-such-clip.bvh"), ".json"),
+        ("clip 100k chars", js(clip="*" * 100_000), ".json"),
+        ("deep JSON", b'{"annotation": ' + DEEP_JSON.encode() + b"}", ".json"),
+        ("deep TOML arrays", b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", ".toml"),
+        ("200k entries", json.dumps([{"clip": "*", "kind": "loop"}] * 200_000).encode(), ".json"),
+        ("not UTF-8", b'[[annotation]]\nclip = "\xff"\n', ".toml"),
+        ("empty", b"", ".json"),
+    ]
+
+
 def bad_tracker_files() -> list[tuple[str, bytes, str]]:
     """(name, file bytes, suffix) of tracker files that must be refused."""
     pose = {"position": [0, 1.6, 0], "rotation": [1, 0, 0, 0]}
@@ -207,8 +235,9 @@ def fuzz_files(db, out_dir) -> dict:
     from .scenario import ScenarioError, load_scenario
     from .vr.trackers import TrackerFileError, read_trackers
     out_dir = Path(out_dir)
-    report = {k: Outcome() for k in ("crowd files", "event sidecars", "tracker files", "role maps",
-                                     "tag expressions", "settings files", "obstacles")}
+    from .annotations import AnnotationError, load_annotations, resolve
+    report = {k: Outcome() for k in ("crowd files", "event sidecars", "annotation sidecars", "tracker files",
+                                     "role maps", "tag expressions", "settings files", "obstacles")}
 
     def write(k, raw, suffix):
         f = out_dir / f"bad_{k:03d}{suffix}"
@@ -226,6 +255,13 @@ def fuzz_files(db, out_dir) -> dict:
         classify(report["event sidecars"], name, f, True, (EventError,), lambda: events(f))
     for path in ("/dev/zero", str(out_dir)):
         classify(report["event sidecars"], path, path, True, (EventError,), lambda: events(path))
+    def windows(f):
+        resolve(load_annotations(f), db.range_names, db.range_starts, db.range_stops, db.fps)
+    for k, (name, raw, suffix) in enumerate(bad_annotation_files()):
+        f = write(500 + k, raw, suffix)
+        classify(report["annotation sidecars"], name, f, True, (AnnotationError,), lambda: windows(f))
+    for path in ("/dev/zero", str(out_dir)):
+        classify(report["annotation sidecars"], path, path, True, (AnnotationError,), lambda: windows(path))
     for k, (name, raw, suffix) in enumerate(bad_tracker_files()):
         f = write(200 + k, raw, suffix)
         classify(report["tracker files"], name, f, True, (TrackerFileError,), lambda: read_trackers(f))

@@ -280,9 +280,11 @@ def min_costs(node_kids, node_count, leaf_first, leaf_count, frame_cost):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _lower(d, m, rtol):
-    """A lower bound on the annotated cost of every frame under a box at float32 distance d whose lowest
-    per-frame cost is m: d shrunk by the rounding margin (the bound may be far below the best cost)."""
-    return np.float64(d) * (1.0 - rtol) + np.float64(m)
+    """A float32 lower bound on the annotated cost of every frame under a box at float32 distance d whose
+    lowest per-frame cost is m: d shrunk by the rounding margin (the bound may be far below the best cost),
+    lowered once more so that rounding it to float32 never raises it."""
+    x = np.float64(d) * (1.0 - rtol) + np.float64(m)
+    return np.float32(x - abs(x) * 2.0 ** -23)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -298,11 +300,12 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
                 node_kids, node_count, q, current, skip, bias, rtol, n_seed):
     """One exact search; see the module docstring and common.py for the semantics. valid: the searchable
     frames (bool (N,)); others: those the search may jump to (the tree's leaves); frame_cost: float32 (N,)
-    added to each frame's cost with its lower bounds leaf_min, node_min (min_costs), or all three empty.
+    added to each frame's cost with its lower bounds leaf_min, node_min (min_costs), or all three None:
+    numba compiles a version without them (the `is not None` branches are pruned), so a database without
+    annotations searches exactly as before.
 
     Returns (frame, cost); frame -2 flags a non-finite query.
     """
-    has_cost = frame_cost.shape[0] > 0
     nf = q.shape[0]
     for j in range(nf):
         if not np.isfinite(q[j]):
@@ -313,7 +316,7 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
     cur_cost = np.float32(np.inf)
     if current >= 0:
         cur_cost = row_cost(features, current, q)
-        if has_cost:
+        if frame_cost is not None:
             cur_cost += frame_cost[current]
         cur_ok = valid[current]
         if cur_ok:
@@ -332,7 +335,7 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
                 break
             if others[f]:
                 c = row_cost(features, f, q)
-                if has_cost:
+                if frame_cost is not None:
                     c += frame_cost[f]
                 if c < best:
                     best = np.float64(c)
@@ -340,10 +343,10 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
     thr = best + abs(best) * rtol
     if node_count.shape[0] > 0:
         stack_box = np.empty(_STACK, dtype=np.int64)  # node id, or -(leaf + 1)
-        stack_dist = np.empty(_STACK, dtype=np.float64)   # a box's lower bound
+        stack_dist = np.empty(_STACK, dtype=np.float32)   # a box's lower bound
         acc = np.empty(16, dtype=np.float32)  # a leaf's costs or a node's FANOUT box distances
         kid_box = np.empty(FANOUT, dtype=np.int64)
-        kid_dist = np.empty(FANOUT, dtype=np.float64)
+        kid_dist = np.empty(FANOUT, dtype=np.float32)
         stack_box[0] = 0
         stack_dist[0] = -np.inf   # the root is always opened (costs may lie below 0)
         sp = 1
@@ -355,18 +358,20 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
             if box < 0:
                 f0 = leaf_first[-box - 1]
                 n_rows = leaf_count[-box - 1]
-                lm = leaf_min[-box - 1] if has_cost else np.float32(0.0)
                 acc[:] = 0.0
                 for p in range(_PIECES):
                     rows16_accumulate(features, f0, n_rows, q, p * nf // _PIECES, (p + 1) * nf // _PIECES, acc)
                     # partial costs only grow (and float32 rounding is monotone): no row of this leaf can
                     # reach the best
-                    if (_min16(acc) + lm if has_cost else _min16(acc)) > best:
+                    low = _min16(acc)
+                    if leaf_min is not None:
+                        low += leaf_min[-box - 1]
+                    if low > best:
                         break
                 else:
                     for r in range(n_rows):
                         c = acc[r]
-                        if has_cost:
+                        if frame_cost is not None:
                             c += frame_cost[f0 + r]
                         if c <= best:
                             f = f0 + r
@@ -381,7 +386,7 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
             acc[:] = 0.0
             for p in range(_PIECES):
                 box16_accumulate(node_lo, node_hi, box, q, p * nf // _PIECES, (p + 1) * nf // _PIECES, acc)
-                if has_cost:
+                if node_min is not None:
                     lowest = np.inf
                     for k in range(node_count[box]):
                         lowest = min(lowest, _lower(acc[k], node_min[box, k], rtol))
@@ -392,7 +397,9 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
             # children within the bound, sorted by decreasing distance (insertion sort of <= 16)
             n_kids = 0
             for k in range(node_count[box]):
-                d = _lower(acc[k], node_min[box, k], rtol) if has_cost else np.float64(acc[k])
+                d = acc[k]
+                if node_min is not None:
+                    d = _lower(acc[k], node_min[box, k], rtol)
                 if d > thr:
                     continue
                 i = n_kids
@@ -435,7 +442,7 @@ class AabbIndex:
         first, count, lo, hi = build_leaves(features, others, np.ascontiguousarray(range_starts, np.int64))
         tree = build_tree(lo, hi)
         if frame_cost is None:
-            costs = (np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros((0, FANOUT), np.float32))
+            costs = (None, None, None)
         else:
             frame_cost = np.ascontiguousarray(frame_cost, np.float32)
             costs = (frame_cost,) + min_costs(tree[2], tree[3], first, count, frame_cost)

@@ -57,11 +57,10 @@ def finish(current, cur_ok, cur_cost, best_frame, best_cost, bias):
 def brute_kernel(features, valid, tiles, tile_frames, tile_cost, frame_cost, q, current, skip, bias):
     """Brute force over all tiles (the frames a search may jump to, in frame order, 16 per (F, 16) tile).
     tile_cost (T, 16) and frame_cost (N,) float32: the per-frame cost added to each row's (annotations), or
-    both empty (none).
+    both None (numba compiles a version without them).
 
     Returns (frame, cost); frame -2 flags a non-finite query.
     """
-    has_cost = frame_cost.shape[0] > 0
     nf = q.shape[0]
     for j in range(nf):
         if not np.isfinite(q[j]):
@@ -71,7 +70,7 @@ def brute_kernel(features, valid, tiles, tile_frames, tile_cost, frame_cost, q, 
     acc = np.empty(64, dtype=np.float32)
     for s in range(0, tiles.shape[0], 4):  # the tile count is a multiple of 4
         tile64_costs_into(tiles, s, q, acc)
-        if has_cost:
+        if tile_cost is not None:
             for k in range(64):
                 acc[k] += tile_cost[s + k // 16, k % 16]
         for k in range(64):
@@ -86,7 +85,7 @@ def brute_kernel(features, valid, tiles, tile_frames, tile_cost, frame_cost, q, 
     cur_cost = np.float32(np.inf)
     if current >= 0:
         cur_cost = row_cost(features, current, q)
-        if has_cost:
+        if frame_cost is not None:
             cur_cost += frame_cost[current]
         cur_ok = valid[current]
     return finish(current, cur_ok, cur_cost, best_frame, best_cost, bias)
@@ -130,7 +129,7 @@ class BruteIndex:
         self.tiles = np.concatenate((tiles, np.zeros((pad,) + tiles.shape[1:], np.float32)))
         self.tile_frames = np.concatenate((tile_frames, np.full((pad, TILE), -1, np.int64)))
         if frame_cost is None:
-            self.frame_cost, self.tile_cost = np.zeros(0, np.float32), np.zeros((0, TILE), np.float32)
+            self.frame_cost = self.tile_cost = None
         else:
             self.frame_cost = np.ascontiguousarray(frame_cost, np.float32)
             self.tile_cost = np.where(self.tile_frames >= 0, self.frame_cost[np.maximum(self.tile_frames, 0)],
