@@ -190,7 +190,7 @@ def _actor_captures(files, settings: BuildSettings, skeleton_gp: np.ndarray) -> 
     other takes: the jlpm22 actor walks backward in the second only), for retarget.actor_stance."""
     own = settings.file_tags.get(str(settings.skeleton))
     same = [f for f in files if own and str(f) != str(settings.skeleton) and settings.file_tags.get(str(f)) == own]
-    return [skeleton_gp] + [hips_rooted(read_bvh(f, unit=settings.unit), settings.role_mapping).global_transforms()[0]
+    return [skeleton_gp] + [hips_rooted(read_first_clip(f, unit=settings.unit), settings.role_mapping).global_transforms()[0]
                             for f in same]
 
 
