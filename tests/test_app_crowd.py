@@ -1,4 +1,6 @@
-"""The app's crowd mode (issue 10): the compact stream, the shared stepping task and the page in chromium."""
+"""The app's crowd mode (issues 10, 28): the compact stream, roaming that never stalls, the crowd's own
+process (the user's character keeps real time beside a slow crowd), paced viewers and the skinned crowd
+in chromium."""
 from __future__ import annotations
 
 import asyncio
@@ -13,33 +15,35 @@ import pytest
 
 from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
-from motionmatch.app.crowd_mode import CROWD_HEADER, bytes_per_frame, crowd_world, frame_bytes, setup_crowd, step_world
+from motionmatch.app.crowd_mode import setup_crowd
+from motionmatch.app.crowd_stream import bytes_per_frame, decode_frame, world_frame
+from motionmatch.app.crowd_world import crowd_world, step_world
+from motionmatch.app.session import FRAME_HEADER
+from motionmatch.runtime.controller import ControllerSettings
 from test_app import ServerThread, _browser_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 CROWD_SCRIPT = ROOT / "tests" / "browser" / "crowd_test.mjs"
 
 
-def decode(frame: bytes):
-    seq, t, n, J = CROWD_HEADER.unpack_from(frame)
-    roots = np.frombuffer(frame, "<f4", n * 3, CROWD_HEADER.size).reshape(n, 3)
-    off = np.frombuffer(frame, "<i2", n * J * 3, CROWD_HEADER.size + 12 * n).reshape(n, J, 3)
-    return seq, t, roots[:, None, :] + off / 1000.0
-
-
-def test_stream_is_compact_and_loses_under_a_millimetre(jlpm_db):
+def test_stream_is_compact_and_keeps_the_pose(jlpm_db):
     world = crowd_world(jlpm_db, 6, seed=1)
     none = np.zeros((0, 2))
     for _ in range(30):
         step_world(world, none, none)
-    frame = frame_bytes(world)
+    frame = world_frame(world)
     J = jlpm_db.num_joints
-    assert len(frame) == bytes_per_frame(6, J) == 12 + 6 * (12 + 6 * J)
-    seq, t, pos = decode(frame)
-    assert seq == 30 and t == pytest.approx(0.5)
-    assert np.abs(pos - world.crowd.global_positions).max() <= 0.0006
-    # Half the bytes of float32 joint positions; 200 characters at 60 Hz:
-    assert bytes_per_frame(200, J) * 60 < 0.55 * 200 * J * 12 * 60
+    assert len(frame) == bytes_per_frame(6, J) == 12 + 6 * (18 + 4 * J)
+    got = decode_frame(frame)
+    assert got["seq"] == 30 and got["time"] == pytest.approx(0.5)
+    c = world.crowd
+    assert np.abs(got["roots"] - c.global_positions[:, 0]).max() < 1e-5
+    assert np.abs(got["hips"] - c.global_positions[:, world.hips]).max() <= 0.0006
+    # Smallest three at 10 bits: within 0.2 degrees of every joint's local rotation.
+    dot = np.abs((got["rotations"] * c.out.local_rot).sum(-1))
+    assert np.degrees(2 * np.arccos(np.clip(dot, 0.0, 1.0))).max() < 0.2
+    # Less than a third of the bytes of float32 joint positions alone:
+    assert bytes_per_frame(2000, J) < 0.42 * 2000 * J * 12
 
 
 def test_agents_roam_to_new_goals_and_keep_clear_of_a_user(jlpm_db):
@@ -81,20 +85,25 @@ def test_roaming_agents_never_stall(jlpm_db):
 
 
 @pytest.fixture(scope="module")
-def crowd_server(jlpm_db):
-    app = srv.make_app(app_backend.runtime_backend(jlpm_db))
-    setup_crowd(app, jlpm_db, 50)
+def crowd_server(jlpm_db, jlpm_db_path):
+    app = srv.make_app(app_backend.runtime_backend(jlpm_db, app_backend.character_for(jlpm_db, jlpm_db_path)))
+    setup_crowd(app, jlpm_db_path, 50)
     s = ServerThread(app)
     yield s
     s.stop()
 
 
+async def _crowd_info(http, url):
+    async with http.get(url + "/api/crowd") as r:
+        return await r.json()
+
+
 def test_one_shared_crowd_for_all_viewers(crowd_server):
     async def go():
         async with aiohttp.ClientSession() as http:
-            async with http.get(crowd_server.url + "/api/crowd") as r:
-                info = await r.json()
+            info = await _crowd_info(http, crowd_server.url)
             assert info["n"] == 50 and len(info["names"]) == len(info["parents"])
+            assert info["character"]["url"] == "/api/crowd/body.glb"
             url = crowd_server.url.replace("http", "ws") + "/ws/crowd"
             a, b = await http.ws_connect(url), await http.ws_connect(url)
             got = {"a": {}, "b": {}}
@@ -105,7 +114,7 @@ def test_one_shared_crowd_for_all_viewers(crowd_server):
                 for name, ws in (("a", a), ("b", b)):
                     msg = await asyncio.wait_for(ws.receive(), 5)
                     assert msg.type == aiohttp.WSMsgType.BINARY
-                    got[name][CROWD_HEADER.unpack_from(msg.data)[0]] = msg.data
+                    got[name][decode_frame(msg.data)["seq"]] = msg.data
                 common = set(got["a"]) & set(got["b"])
                 if len(common) >= 10 and max(got["a"]) - min(got["a"]) >= 60:
                     break
@@ -119,8 +128,81 @@ def test_one_shared_crowd_for_all_viewers(crowd_server):
     assert all(got["a"][s] == got["b"][s] for s in common)
     seqs = sorted(got["a"])
     assert seqs[-1] - seqs[0] >= 60
-    first, last = decode(got["a"][seqs[0]])[2], decode(got["a"][seqs[-1]])[2]
-    assert np.median(np.linalg.norm(last[:, 1] - first[:, 1], axis=1)) > 0.3     # the crowd moves
+    first, last = decode_frame(got["a"][seqs[0]])["roots"], decode_frame(got["a"][seqs[-1]])["roots"]
+    assert np.median(np.linalg.norm(last - first, axis=1)) > 0.3     # the crowd moves
+
+
+def test_a_paced_viewer_gets_one_frame_per_ready(crowd_server):
+    async def go():
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(crowd_server.url.replace("http", "ws") + "/ws/crowd")
+            await ws.send_str("ready")
+            seqs = []
+            for _ in range(3):
+                msg = await asyncio.wait_for(ws.receive(), 10)
+                seqs.append(decode_frame(msg.data)["seq"])
+                with pytest.raises(asyncio.TimeoutError):      # nothing more until it asks
+                    await asyncio.wait_for(ws.receive(), 0.3)
+                await ws.send_str("ready")
+            info = await _crowd_info(http, crowd_server.url)
+            await ws.close()
+            return seqs, info
+    seqs, info = asyncio.run(asyncio.wait_for(go(), 60))
+    assert seqs == sorted(set(seqs))                # each a later tick
+    assert info["frames_sent"] >= 3 and info["bytes_per_s"] > 0 and info["tick_ms"] > 0
+
+
+@pytest.fixture(scope="module")
+def slow_crowd_server(jlpm_db, jlpm_db_path):
+    # Every crowd tick takes 0.25 s more: fifteen session ticks' worth.
+    app = srv.make_app(app_backend.runtime_backend(jlpm_db))
+    setup_crowd(app, jlpm_db_path, 8, slow_s=0.25)
+    s = ServerThread(app)
+    yield s
+    s.stop()
+
+
+def test_the_users_character_keeps_real_time_beside_a_slow_crowd(slow_crowd_server):
+    """The crowd steps in its own process: however long its tick, the user's session ticks on. Counted in
+    ticks, not timed: session frames per crowd tick (when the crowd stepped on the server's event loop,
+    at most MAX_CATCHUP = 4 session ticks fitted between two crowd ticks), and the distance the
+    character walks per simulated second while W is held."""
+    url = slow_crowd_server.url
+
+    async def go():
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(url.replace("http", "ws") + "/ws")
+            hello = json.loads((await asyncio.wait_for(ws.receive(), 30)).data)
+            J = len(hello["names"])
+            await ws.send_str(json.dumps({"type": "input", "move": [0.0, 1.0]}))
+            frames, crowd0 = [], None
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 60.0
+            while loop.time() < end:
+                msg = await asyncio.wait_for(ws.receive(), 30)
+                if msg.type != aiohttp.WSMsgType.BINARY:
+                    continue
+                seq, t, _ = FRAME_HEADER.unpack_from(msg.data)
+                root = np.frombuffer(msg.data, "<f4", 3, FRAME_HEADER.size)
+                frames.append((seq, t, root.copy()))
+                if crowd0 is None and t >= 1.0:     # a second of walking to get up to speed
+                    crowd0, first = (await _crowd_info(http, url))["ticks"], len(frames) - 1
+                if crowd0 is not None and t >= 3.0:
+                    crowd1 = (await _crowd_info(http, url))["ticks"]
+                    break
+            await ws.close()
+            return J, frames, first, crowd0, crowd1
+    J, frames, first, crowd0, crowd1 = asyncio.run(asyncio.wait_for(go(), 120))
+    crowd_ticks = crowd1 - crowd0
+    session_ticks = frames[-1][0] - frames[first][0]
+    print("session ticks", session_ticks, "crowd ticks", crowd_ticks)
+    assert crowd_ticks >= 1
+    assert session_ticks >= 6 * crowd_ticks, (session_ticks, crowd_ticks)
+    (_, t0, p0), (_, t1, p1) = frames[first], frames[-1]
+    speed = np.hypot(*(p1 - p0)[[0, 2]]) / (t1 - t0)
+    walk = ControllerSettings().walk_forward_speed
+    print("speed", speed, "asked", walk)
+    assert speed > 0.8 * walk, (speed, walk)
 
 
 def test_no_crowd_mode_answers_n_zero(jlpm_db):
@@ -157,7 +239,7 @@ def test_crowd_page_in_chromium(crowd_server):
     # loaded machine, where the stand-in crowd slows the server's ticks, so only the direction is strict.
     dz, dx = fwd["root"][2] - start["root"][2], fwd["root"][0] - start["root"][0]
     assert dz > 0.3 and abs(dx) < 0.5 * dz, (start["root"], fwd["root"])
-    # Two draw calls for the whole crowd, whatever its size; off hides it.
+    # The skinned body, one draw call per body mesh for the whole crowd, whatever its size; off hides it.
     on, off = report["on"], report["off"]
-    assert on["calls"] - on["callsWithoutCrowd"] == 2
+    assert start["skinned"] and on["calls"] - on["callsWithoutCrowd"] == start["meshes"] >= 1
     assert not off["enabled"] and off["calls"] == off["callsWithoutCrowd"]

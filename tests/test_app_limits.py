@@ -19,7 +19,8 @@ from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
 from motionmatch.app import state as app_state
 from motionmatch.app import websocket as app_websocket
-from motionmatch.app.crowd_mode import SLOW_VIEWER_S, broadcast, crowd_world, step_world, users_near
+from motionmatch.app.crowd_mode import SLOW_VIEWER_S, CrowdViewers, broadcast
+from motionmatch.app.crowd_world import crowd_world, step_world, users_near
 from motionmatch.app.recording import BLOCK_FRAMES, Recording
 from motionmatch.app.state import STATE
 from motionmatch.vr.live import LiveTrackerFeed
@@ -203,8 +204,8 @@ class _Viewer:
         self.closed, self.close_code = True, code
 
 
-def test_slow_crowd_viewer_neither_holds_up_the_others_nor_stays(jlpm_db):
-    world = crowd_world(jlpm_db, 4)
+def test_slow_crowd_viewer_neither_holds_up_the_others_nor_stays():
+    world = CrowdViewers()
 
     async def go():
         slow, fast = _Viewer(stuck=True), _Viewer(stuck=False)

@@ -202,19 +202,20 @@ def skin_weights(verts: np.ndarray, num_joints: int, capsules, skull, falloff: f
     return joints, weights
 
 
-def body_glb_path(db_path) -> Path:
-    """Where the default body of a database is cached: beside it, `<name>.body.glb`."""
+def body_glb_path(db_path, voxel: float = VOXEL_M) -> Path:
+    """Where the default body of a database is cached: beside it, `<name>.body.glb` (another voxel
+    size: `<name>.body-<mm>mm.glb`)."""
     p = Path(db_path)
-    return p.with_name(p.stem + ".body.glb")
+    return p.with_name(p.stem + (".body.glb" if voxel == VOXEL_M else f".body-{round(voxel * 1000)}mm.glb"))
 
 
-def ensure_body_glb(db_path, skeleton: Skeleton, roles: dict | None = None) -> Path:
-    """The database's default body as a GLB (skeleton + skinned mesh), built once and cached beside
-    the database; rebuilt when the database file or this generator is newer."""
-    out = body_glb_path(db_path)
+def ensure_body_glb(db_path, skeleton: Skeleton, roles: dict | None = None, voxel: float = VOXEL_M) -> Path:
+    """The database's default body as a GLB (skeleton + skinned mesh, marching cubes at `voxel` metres),
+    built once and cached beside the database; rebuilt when the database file or this generator is newer."""
+    out = body_glb_path(db_path, voxel)
     if out.exists() and out.stat().st_mtime >= max(Path(db_path).stat().st_mtime, Path(__file__).stat().st_mtime):
         return out
     tmp = out.with_name(out.name + f".{np.random.randint(1 << 30)}.tmp")
-    write_gltf(tmp, skeleton=skeleton, mesh=body_mesh(skeleton, roles))
+    write_gltf(tmp, skeleton=skeleton, mesh=body_mesh(skeleton, roles, voxel))
     tmp.replace(out)   # atomic: other processes sharing the cache never read half a file
     return out

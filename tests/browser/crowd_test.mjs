@@ -11,7 +11,8 @@ await runReport(url, { width: 640, height: 400 }, async (page, report, mark) => 
   const sample = () => page.evaluate(() => {
     const s = window.motionmatch, c = s.crowd;
     return { root: s.rootPosition, n: c.n, frames: c.frames, seq: c.seq, bytes: c.bytes,
-      roots: c.roots ? Array.from(c.roots) : null, updateMs: c.updateMs, toggle: !!document.getElementById('crowd-toggle') };
+      roots: c.roots ? Array.from(c.roots) : null, updateMs: c.updateMs, toggle: !!document.getElementById('crowd-toggle'),
+      skinned: c.skinned, meshes: c.meshes ? c.meshes.length : 0, error: c.error };
   });
   // Draw calls (renderer.info) and script time of the page's render, averaged over 20 animation frames,
   // and the draw calls of the same frame rendered again without the crowd meshes.
@@ -39,6 +40,7 @@ await runReport(url, { width: 640, height: 400 }, async (page, report, mark) => 
   await page.waitForTimeout(1000);
   report.later = await sample();
   report.on = await renderCost();
+  if (process.env.CROWD_SCREENSHOT) await page.screenshot({ path: process.env.CROWD_SCREENSHOT });
   // The user's character still answers its keys among the crowd.
   await page.keyboard.down('KeyW');
   await page.waitForTimeout(2000);

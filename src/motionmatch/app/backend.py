@@ -12,6 +12,7 @@ from ..runtime.settings_schema import database_weights
 from ..scenario import parse_scenario
 
 GROUND_FIT_FRAMES = 2000     # database frames the character's ground is fitted on (rigged_model.live_retarget)
+CROWD_VOXEL_M = 0.03            # m: the crowd's default body (the user's is mesh.VOXEL_M, 1.5 cm)
 
 
 @dataclass
@@ -22,7 +23,8 @@ class Backend:
     make_input: Callable[..., Any]
     load_scenario: Callable[[Any], Any] | None = None
     description: str = ""
-    character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table} or None
+    character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table, and for the
+                                    # default body "crowd_glb": a coarser mesh for crowd mode} or None
     # More client message types: {type: (schema as in messages.SCHEMAS, handler(session, fields) -> reply
     # or None)}
     messages: dict = field(default_factory=dict)
@@ -68,5 +70,7 @@ def character_for(db, db_path, model_path=None, role_map=None) -> dict:
                                                        source_motion=db.global_transforms(frames))}
     from ..mesh import ensure_body_glb
     glb = ensure_body_glb(db_path, db.skeleton, db.roles)
-    return {"glb": glb.read_bytes(), "name": "default body",
+    # The crowd's copy at 3 cm voxels: a quarter of the vertices (2,600), for thousands of agents.
+    crowd = ensure_body_glb(db_path, db.skeleton, db.roles, voxel=CROWD_VOXEL_M)
+    return {"glb": glb.read_bytes(), "crowd_glb": crowd.read_bytes(), "name": "default body",
             "retarget": rigged_model.identity_retarget(db.skeleton, db.roles)}

@@ -18,7 +18,8 @@ frames); BVH recording and scenario playback run here, reached through `/api/ses
 The modules of the app: state.py (the state every part is handed: backend, sessions, allowed hosts),
 backend.py (what a session simulates), messages.py (client message validation), session.py (one page's
 character, input and tools), websocket.py (the 60 Hz loop and message handling), routes.py (HTTP),
-hosts.py (Host and Origin checks), assets.py (static files, three.js), crowd_mode.py and vr.py (the modes).
+hosts.py (Host and Origin checks), assets.py (static files, three.js), crowd_mode.py (with crowd_world.py,
+crowd_process.py, crowd_stream.py) and vr.py (the modes).
 """
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def run_serve(args) -> int:
         setup_vr(app, db, args.vr_model, args.trackers, VRDriverSettings(height_databases=crouch_settings(args)))
     if args.crowd:
         from ..app.crowd_mode import setup_crowd
-        setup_crowd(app, db, args.crowd)
+        setup_crowd(app, path, args.crowd)
     return run_app(app, args.host, args.port)
 
 
