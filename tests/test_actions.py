@@ -307,3 +307,17 @@ def test_plain_build_marks_actions_named_by_file_tags(tmp_path, capsys):
         [log] = ch.request_log
         assert abs(log["delivered_s"] - log["requested_s"]) <= 1.0 / 60 + 1e-9
         assert dict(shown)[log["delivered_s"]] in set(db.events.frames_of("bow").tolist())
+
+
+def test_plant_a_foot_at_a_point_from_a_run(action_db):
+    """From a run the aim allows for the foot landing further back at speed (the plants' offset is a line in
+    speed): measured over 12 plants 2.5-6 m ahead on the jlpm22 takes, mean 23 cm, max 34 cm (was 39, 65)."""
+    ch = Character(action_db)
+    for _ in range(90):
+        ch.step(GamepadInput(move=(0.0, 1.0), run=True))
+    target = (float(ch.root_pos[0]) + 0.2, float(ch.root_pos[2]) + 4.0)
+    ch.request_plant_at(target, "right")
+    for _ in range(360):
+        ch.step(GamepadInput(move=(0.0, 1.0), run=True))
+    [log] = ch.request_log
+    assert log["kind"] == "plant_at" and log["error_m"] is not None and log["error_m"] <= 0.4
