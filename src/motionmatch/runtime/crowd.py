@@ -513,8 +513,8 @@ class Crowd:
             looping, start = loop_wraps(rules.loop_to, self.frame, self.clip_hold)
             if len(looping):      # a loop range's end continues at its start: an inertialized jump
                 self.transitions[looping] += 1
-                transition_stage(looping, start, self.db_arrays, self.stop_of, self.inert, self.play, self.packed,
-                                 self.scratch)
+                self.calls(transition_stage, looping, start, self.db_arrays, self.stop_of, self.inert, self.play,
+                           self.packed, self.scratch)
         (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, frame, stop, self.clip_hold,
                    still, searching)
         if rules.blocked is not None and L is None:
