@@ -22,10 +22,10 @@ import numpy as np
 from .animation import Animation, Skeleton
 from .annotations import AnnotationError, Annotations, load_annotations, resolve
 from .atomic_file import replacing
-from .events import (EventError, EventMarks, action_tags, auto_marks, load_sidecar, merge_marks, sidecar_marks,
-                     time_to_event, with_action_channels)
-from .features import (BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSchema, FeatureSet, compute_features, default_schema,
-                       schema_from_dict)
+from .events import (DEFAULT_HORIZON_S, EventError, EventMarks, action_tags, auto_marks, load_sidecar, merge_marks,
+                     sidecar_marks, time_to_event, with_action_channels)
+from .features import (BANDAI_WEIGHTS, TUNED_WEIGHTS, Channel, FeatureSchema, FeatureSet, compute_features,
+                       default_schema, schema_from_dict)
 from .io.clips import CLIP_ERRORS, read_clips, read_first_clip
 from .kinematics import forward_kinematics
 from .npz_map import NpzError, map_npz
@@ -33,7 +33,7 @@ from .preprocess import (attach_simulation_bone, fold_into_hips, foot_contacts, 
                          mirror_corrections, mirror_simulation_bone, resample, simulation_bone,
                          tags_from_filename, toe_floor_height)
 from .posture import source_posture
-from .datapaths import default_definition
+from .datapaths import ACTION_NAMES, default_definition
 from .retarget import RetargetError, actor_stance, bind_pose_of, foot_floor, retarget_onto
 from .skeleton import SkeletonError, find_roles, mirror_pairs
 from .styles import check_style_tags, default_style_tags
@@ -672,8 +672,6 @@ def default_database_path(mixed: bool = False, kind: str | None = None) -> Path:
 def actions_schema(event_types) -> FeatureSchema:
     """The default schema plus one time_to_event channel (weight 10, horizon 1.5 s) per event type: the
     runtime weighs them only during requests (docs/ACTIONS.md)."""
-    from .events import DEFAULT_HORIZON_S
-    from .features import Channel
     extra = tuple(Channel(f"time_to_{t}", "time_to_event", 10.0, event=t, horizon=DEFAULT_HORIZON_S)
                   for t in event_types)
     return FeatureSchema(default_schema().channels + extra)
@@ -684,7 +682,6 @@ def build_actions_database(files, file_tags: dict, skeleton: str, progress: bool
     """A database of locomotion and actions (clips tagged `action:NAME`) retargeted onto `skeleton`, with
     time_to_event channels for every action present, `stop` and the foot plants; the locomotion tag filter `!action` is
     its default (meta "default_tag_filter"), so only requests play actions."""
-    from .datapaths import ACTION_NAMES
     present = [a for a in ACTION_NAMES if any(f"action:{a}" in t for t in file_tags.values())]
     s = BuildSettings(skeleton=skeleton, file_tags=file_tags, events=events, **settings)
     db = build_database(files, s, actions_schema(present + ["stop", "foot_plant_left", "foot_plant_right"]),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .features import Channel, FeatureSchema
 from .input_bounds import parse_json, parse_toml, read_bounded
 
 # Action -> (key joint roles, which extreme). "lowest"/"highest": the joint's height; "farthest": its
@@ -146,7 +147,6 @@ def with_action_channels(schema, tag_lists):
     """`schema` (features.FeatureSchema) plus a time_to_event channel (weight 10, horizon DEFAULT_HORIZON_S) for
     each action of ACTION_KEYS some clip's tags name (`action:NAME`) and the schema lacks: an action request needs
     it; the runtime weighs it only during requests."""
-    from .features import Channel, FeatureSchema
     have = {c.event for c in schema.channels if c.kind == "time_to_event"}
     names = {c.name for c in schema.channels}
     found = {action_of(t) for t in tag_lists} - {None} - have

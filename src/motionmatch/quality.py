@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .metrics import compute_metrics, joint_acceleration_p99, source_foot_sliding_cm_s
+from .scenario import load_scenario
 from .settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
 
 PROJECT_SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -93,7 +94,6 @@ def run_on_worker(db_path: str, scenario_path: str, settings: dict, style: str |
     """One scenario's metrics on an engine worker: the database opened once per worker, memory-mapped;
     settings as a settings file's tables (see settings_file.py)."""
     from .cluster import worker_database
-    from .scenario import load_scenario
     db = worker_database(db_path)
     scen = load_scenario(scenario_path)
     if style:
@@ -106,7 +106,6 @@ def quality_runs(db_path, paths: list[Path], settings: RuntimeSettings, style: s
     """{scenario name: metrics} for each scenario file. With workers or address the scenarios run on
     the distributed engine; otherwise here, one after the other. out: also write each scenario's
     synth output (motion.bvh, metrics.json, trajectory.png) under this folder (in this process)."""
-    from .scenario import load_scenario
     table = settings_to_dict(*settings)
     if out is not None:
         from .database import load_database

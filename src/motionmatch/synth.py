@@ -17,7 +17,9 @@ from .metrics import compute_metrics, source_foot_sliding_cm_s, toe_floor_m
 from .posture import gait_figures, planted_toe_heights_cm, posture_figures, posture_joints, source_posture
 from .preprocess import remove_simulation_bone
 from .runtime.character import Character, CharacterSettings
-from .scenario import Scenario, load_scenario, parse_scenario
+from .runtime.controller import GamepadInput
+from .runtime.requests import RequestError
+from .scenario import Scenario, load_scenario, parse_scenario, random_scenario
 from .skeleton import shoulder_joints
 from .styles import clip_styles, style_figures
 
@@ -144,7 +146,6 @@ def appearance_metrics(db, rec: dict) -> dict:
 def request_player(ch: Character, scenario: Scenario):
     """issue(t): hand the character the scenario's requests due by time t (s); a stop request ends at the next
     input change after it. Every request is checked against the database first (RequestError naming it)."""
-    from .runtime.requests import RequestError
     steps = list(scenario.requests)
     for n, (t, r) in enumerate(steps):
         try:
@@ -181,7 +182,6 @@ def change_frames(scenario: Scenario, fps: float) -> list[int]:
     """Frames at which a scripted input changes (none for path scenarios)."""
     if scenario.is_path:
         return []
-    from .runtime.controller import GamepadInput
     # Starting from a standstill counts as a change when the first input asks to move.
     return [int(round(t * fps)) for t in scenario.change_times
             if t > 0 or scenario.input_at(0.0) != GamepadInput()]
@@ -289,7 +289,6 @@ def recorded_queries(db, n: int, seed: int = 0, settings: CharacterSettings | No
     """Real queries: the normalized query vectors and current frames of a character driven by random
     input (walk, run, turns, stops) until `n` searches happened. Returns (queries (n,F) float32,
     current (n,) int32)."""
-    from .scenario import random_scenario
     ch = Character(db, settings or CharacterSettings(foot_locking=False))
     ch.set_driver(random_scenario(max(10.0, n * 0.12), seed=seed).make_driver())
     qs, cur = [], []

@@ -23,12 +23,15 @@ each trial, so the Pareto front over them is still plotted.
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .idle import MAX_LOOP_S
+from .quality import run_on_worker
 from .runtime.settings_schema import SETTINGS, setting
 from .settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
 
@@ -133,7 +136,6 @@ def default_params(space: list[Param], defaults: RuntimeSettings, schema_weights
 def suggest(trial, space: list[Param], base: dict) -> dict:
     """Settings-file tables for one trial: `base` (tables of the starting settings) with the trial's
     values."""
-    import copy
     tables = copy.deepcopy(base)
     for p in space:
         if p.choices:
@@ -168,7 +170,6 @@ def objectives(rows: dict) -> dict:
 def evaluate_trial(db_path: str, scenario_paths: list[str], tables: dict) -> dict:
     """A trial on an engine worker: {scenario: metrics} of every scenario under the settings.
     Non-finite output (NaN joints) is an error: such settings are recorded as a failed trial."""
-    from .quality import run_on_worker
     rows = {}
     for p in scenario_paths:
         m = run_on_worker(db_path, p, tables)
@@ -320,7 +321,6 @@ def look_summary(m: dict) -> dict:
     `toe_gap_cm`: absolute differences), `outside_source`, `outside_gait` (posture_gait's),
     `style_switches_per_min`, and over the idle stretches the slowest settle, the least alive stand and
     the shortest pose loop (`idle_loop_s`; a stretch without a loop counts as idle.MAX_LOOP_S)."""
-    from .idle import MAX_LOOP_S
 
     def gap(k):
         a, b = m["posture"][k], m["posture_source"][k]

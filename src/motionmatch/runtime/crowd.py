@@ -16,6 +16,7 @@ Seeds: 000 sections 3.3-3.6, 001, 002 section 3.3, 003, 004.
 """
 from __future__ import annotations
 
+import copy
 import time
 
 import numba
@@ -356,7 +357,6 @@ class Crowd:
         The agent's settings object is copied first if other agents share it."""
         s = self.settings[i]
         if sum(x is s for x in self.settings) > 1:
-            import copy
             s = self.settings[i] = copy.deepcopy(s)
         s.tag_filter = expr or None
         self.apply_settings()
@@ -365,7 +365,6 @@ class Crowd:
         """Agent i searches another set of the database (database_sets.SetSpec: the clips of a tag
         expression with its channel weights over the agent's own). interrupt: search now; else the set
         takes over at the agent's next search (its own 0.1 s phase). The agent gets its own settings."""
-        import copy
         s = copy.deepcopy(self.settings[i])
         base = self.set_base.setdefault(i, dict(s.weights))   # the weights before the first switch
         s.tag_filter, s.weights = spec.tags, {**base, **spec.weights}

@@ -3,6 +3,8 @@ foot locking, IK and warping on). Each agent walks (or runs) toward a random goa
 for the crowd and picks a new goal on arrival; agents do not avoid each other."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from tqdm import tqdm
 
@@ -25,7 +27,6 @@ def random_goal_sticks(positions: np.ndarray, goals: np.ndarray, rng, half: floa
 def bench_crowd(db, sizes, seconds: float = 3.0, seed: int = 0, warmup_s: float = 1.0, progress: bool = True):
     """Per crowd size: tick times (ms, median and p99), us per character, searches per tick and the
     runtime state's bytes per character. The first warmup_s seconds are not timed."""
-    import time
     fps = float(db.fps)
     dt = 1.0 / fps
     results = []
