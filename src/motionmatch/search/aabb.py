@@ -45,8 +45,9 @@ _PIECES = 3  # costs and box distances are summed in this many column ranges, ch
 
 @numba.njit(cache=True, nogil=True)
 def build_leaves(features, valid, range_starts):
-    """Leaves of the searchable frames: first frame and frame count (S,) and bounds lo, hi (S, F). A leaf
-    is up to LEAF consecutive searchable frames and never spans two clips or a gap."""
+    """Leaves of the searchable frames: first frame and frame count (S,), bounds lo, hi (S, F) and box
+    centres (F, S) (column-major: a split reads one column). A leaf is up to LEAF consecutive searchable
+    frames and never spans two clips or a gap."""
     n, nf = features.shape
     is_start = np.zeros(n, dtype=np.bool_)
     for s in range_starts:
@@ -69,47 +70,71 @@ def build_leaves(features, valid, range_starts):
         f = e
     lo = np.empty((n_leaves, nf), dtype=np.float32)
     hi = np.empty((n_leaves, nf), dtype=np.float32)
+    centres = np.empty((nf, n_leaves), dtype=np.float32)
     for s in range(n_leaves):
         a = lo[s]
         z = hi[s]
-        a[:] = features[first[s]]
-        z[:] = features[first[s]]
+        r0 = features[first[s]]
+        for j in range(nf):
+            a[j] = r0[j]
+            z[j] = r0[j]
         for f in range(first[s] + 1, first[s] + count[s]):
             row = features[f]
             for j in range(nf):
                 a[j] = min(a[j], row[j])
                 z[j] = max(z[j], row[j])
-    return first[:n_leaves].copy(), count[:n_leaves].copy(), lo, hi
+        # The centres come from the same pass (a second pass over lo and hi cost a tenth of the build).
+        for j in range(nf):
+            centres[j, s] = np.float32(0.5) * a[j] + np.float32(0.5) * z[j]
+    return first[:n_leaves].copy(), count[:n_leaves].copy(), lo, hi, centres
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _swap(perm, key, i, j):
+    key[i], key[j] = key[j], key[i]
+    perm[i], perm[j] = perm[j], perm[i]
 
 
 @numba.njit(cache=True, nogil=True)
 def _select(perm, key, b, e, k):
-    """Reorder perm[b:e] and key[b:e] alike so that key[i] <= key[k] <= key[j] for b <= i < k < j < e."""
-    lo = b
-    hi = e - 1
-    while lo < hi:
-        a = key[lo]
-        m = key[(lo + hi) // 2]
-        c = key[hi]
-        pv = max(min(a, m), min(max(a, m), c))  # median of three
-        i = lo
-        j = hi
-        while i <= j:
-            while key[i] < pv:
+    """Reorder perm[b:e] and key[b:e] alike so that key[i] <= key[k] <= key[j] for b <= i < k < j < e.
+
+    Floyd and Rivest's selection (1975): on large ranges the pivot is first selected within a small
+    sample range around k, so each partition pass leaves few keys on k's side; about 1.5 comparisons a
+    key instead of the 3.4 of median-of-three quickselect (the tree's splits were most of the build)."""
+    left = b
+    right = e - 1
+    while right > left:
+        if right - left > 600:
+            n = right - left + 1
+            i = k - left + 1
+            z = np.log(n)
+            s = 0.5 * np.exp(2.0 * z / 3.0)
+            sd = 0.5 * np.sqrt(z * s * (n - s) / n) * (1.0 if i - n / 2 >= 0 else -1.0)
+            _select(perm, key, max(left, int(k - i * s / n + sd)), min(right, int(k + (n - i) * s / n + sd)) + 1, k)
+        t = key[k]
+        i = left
+        j = right
+        _swap(perm, key, left, k)
+        if key[right] > t:
+            _swap(perm, key, right, left)
+        while i < j:
+            _swap(perm, key, i, j)
+            i += 1
+            j -= 1
+            while key[i] < t:
                 i += 1
-            while key[j] > pv:
+            while key[j] > t:
                 j -= 1
-            if i <= j:
-                key[i], key[j] = key[j], key[i]
-                perm[i], perm[j] = perm[j], perm[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
+        if key[left] == t:
+            _swap(perm, key, left, j)
         else:
-            return
+            j += 1
+            _swap(perm, key, j, right)
+        if j <= k:
+            left = j + 1
+        if k <= j:
+            right = j - 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -180,17 +205,14 @@ def _count_nodes(n_leaves):
 
 
 @numba.njit(cache=True, nogil=True)
-def build_tree(lo, hi):
-    """16-ary tree over leaves with bounds lo, hi (S, F); see the module docstring.
+def build_tree(lo, hi, centres):
+    """16-ary tree over leaves with bounds lo, hi (S, F) and centres (F, S) (build_leaves); see the
+    module docstring.
 
     Returns node_lo, node_hi (M, F, 16) (the children's bounds), node_kids (M, 16) (a child node's id, or
     -(leaf + 1) for a leaf) and node_count (M,) (children per node). Node 0 is the root; M = 0 when S = 0.
     """
-    n_leaves, nf = lo.shape
-    centres = np.empty((nf, n_leaves), dtype=np.float32)  # column-major: a split reads one column
-    for s in range(n_leaves):
-        for j in range(nf):
-            centres[j, s] = np.float32(0.5) * lo[s, j] + np.float32(0.5) * hi[s, j]
+    nf, n_leaves = centres.shape
     perm = np.arange(n_leaves)
     key = np.empty(n_leaves, dtype=np.float32)
     cap = _count_nodes(n_leaves)
@@ -439,8 +461,8 @@ class AabbIndex:
                  frame_cost: np.ndarray | None = None):
         self.rtol = 4.0 * features.shape[1] * 2.0 ** -24
         self.n_seed = int(n_seed)
-        first, count, lo, hi = build_leaves(features, others, np.ascontiguousarray(range_starts, np.int64))
-        tree = build_tree(lo, hi)
+        first, count, lo, hi, centres = build_leaves(features, others, np.ascontiguousarray(range_starts, np.int64))
+        tree = build_tree(lo, hi, centres)
         if frame_cost is None:
             costs = (None, None, None)
         else:
