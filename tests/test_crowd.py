@@ -121,3 +121,79 @@ def test_play_clip_debug_and_inspection_poses(jlpm_db):
     ch.play_clip(None)
     ch.step(GamepadInput(move=(-1.0, 0.0), run=True))
     assert ch.debug()["search"]["t"] == pytest.approx(ch.time - 1 / 60)
+
+
+def test_thread_count_changes_nothing(jlpm_db):
+    """A tick on one thread, on all threads, or switching between them as the chooser does (here every
+    tick) gives the same poses: the chooser may follow the load without changing the motion."""
+    import numba
+
+    from motionmatch.runtime.crowd import PARALLEL_FROM, Crowd
+    n = PARALLEL_FROM + 8
+    runs = {}
+    for threads in (1, numba.config.NUMBA_NUM_THREADS, "flip"):
+        crowd = Crowd(jlpm_db, n, threads=1 if threads == "flip" else threads)
+        for i in range(n):
+            crowd.reset_agent(i, (1.5 * (i % 7), 0.0, 1.5 * (i // 7)), yaw=0.3 * i)
+        if threads == "flip":
+            chooser = crowd.thread_chooser
+            chooser.fixed, chooser.threads = True, numba.config.NUMBA_NUM_THREADS
+            flips = []
+            orig = chooser.pick
+            chooser.pick = lambda: (flips.append(0), 1 if len(flips) % 2 else orig())[1]
+        rng = np.random.default_rng(3)
+        out = []
+        for k in range(150):
+            if k % 30 == 0:
+                ang = rng.uniform(-np.pi, np.pi, n)
+                move = np.stack([np.sin(ang), np.cos(ang)], 1)
+                run = rng.random(n) < 0.3
+            crowd.step(move, run, np.zeros(n, bool), np.full((n, 2), np.nan))
+            out.append(crowd.global_positions.copy())
+        runs[threads] = (np.stack(out), crowd.frame.copy())
+    base = runs[1]
+    for k, (pos, frames) in runs.items():
+        assert np.array_equal(frames, base[1]), k
+        assert np.array_equal(pos, base[0]), k
+
+
+def test_thread_chooser_follows_the_faster():
+    """The chooser runs the candidate whose ticks measure faster, and tries the other now and then."""
+    from motionmatch.runtime.threads import ThreadChooser
+    c = ThreadChooser(2, interval=10, max_interval=40)
+    c.fixed = False
+    cost = {1: 1.0, 2: 5.0}             # the parallel tick is slow (a busy core)
+    used = []
+    for _ in range(400):
+        k = c.pick()
+        used.append(k)
+        c.record(k, cost[k])
+    assert c.current == 1
+    assert 2 in used[200:] and used[200:].count(2) <= 20   # still tried, rarely
+    cost[2] = 0.5                        # the other process ended
+    for _ in range(100):
+        k = c.pick()
+        c.record(k, cost[k])
+    assert c.current == 2
+
+
+def test_bench_crowd_contention_keys_and_plot(jlpm_db_path, tmp_path, capsys):
+    """`bench crowd --contention --json` keeps the old keys, adds the new ones, and its output plots."""
+    import json
+
+    from motionmatch.cli import main
+    assert main(["bench", "crowd", "--db", str(jlpm_db_path), "--n", "2", "--seconds", "0.05", "--contention",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"database", "threads", "results", "frames", "thread_choice", "contention"} <= set(out)
+    row = out["results"][0]
+    assert {"n", "tick_ms", "us_per_character", "searches_per_tick", "tick_cpu_ms", "stage_share",
+            "parallel_tick_share", "bytes_per_character", "database_bytes_per_frame"} <= set(row)
+    assert set(row["stage_share"]) == {"search", "playback", "output", "controller"}
+    assert abs(sum(row["stage_share"].values()) - 1.0) < 0.01
+    assert {"1", "auto"} <= set(out["contention"]["by_threads"])
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(out))
+    png = tmp_path / "curve.png"
+    assert main(["bench", "crowd", "--from-json", str(saved), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -44,3 +44,9 @@ def _use_source_keyed_numba_cache() -> None:
 
 
 _use_source_keyed_numba_cache()
+
+# OpenMP worker threads (numba's default threading layer here) spin while idle, taking the core from the
+# thread they wait for when another process holds the other one: a 100-agent crowd tick took 100 ms
+# instead of 1.4 ms with sleeping workers (runtime/threads.py). Read when libgomp loads, at the first
+# parallel kernel; a value the user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

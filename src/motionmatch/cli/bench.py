@@ -26,11 +26,18 @@ def register(sub) -> None:
     add_character_options(pr)
     pr.set_defaults(func=run_bench_runtime)
     pc = bsub.add_parser("crowd", help="tick time of random-goal crowds of several sizes")
-    pc.add_argument("--db", required=True)
+    pc.add_argument("--db", help="database file (.npz); required unless --from-json")
     pc.add_argument("--n", default="1,10,100,1000,5000", help="comma-separated crowd sizes")
     pc.add_argument("--seconds", type=float, default=3.0, help="timed seconds per size (after 1 s of warm-up)")
     pc.add_argument("--seed", type=int, default=0)
+    pc.add_argument("--threads", default="auto",
+                    help="'auto' (each tick on one thread or all, whichever measures faster; default) or a count")
+    pc.add_argument("--contention", action="store_true",
+                    help="with a process spinning on one core: one thread, all threads and 'auto', side by side")
     pc.add_argument("--json", action="store_true")
+    pc.add_argument("--plot", metavar="PNG", help="also draw tick time against agents (docs/performance.md)")
+    pc.add_argument("--from-json", nargs="+", metavar="JSON",
+                    help="with --plot: draw these saved `bench crowd --json` results instead of running")
     pc.set_defaults(func=run_bench_crowd)
     pq = bsub.add_parser("quality", help="run scenarios and tabulate their metrics")
     pq.add_argument("--db", required=True)
@@ -115,10 +122,42 @@ def run_bench_serve(args) -> int:
     return 0
 
 
+def _crowd_threads(value):
+    if value == "auto":
+        return value
+    try:
+        k = int(value)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise ValueError(f"--threads: expected 'auto' or a positive integer, got {value!r}")
+    return k
+
+
+def _crowd_table(rows) -> None:
+    print(f"{'n':>6s} {'median ms':>10s} {'p99 ms':>10s} {'CPU ms':>8s} {'us/char':>9s} {'searches/tick':>14s} {'state B/char':>13s} "
+          f"{'DB B/frame':>11s} {'parallel':>9s}  share of tick: search / playback / output / controller")
+    for r in rows:
+        sh = r["stage_share"]
+        print(f"{r['n']:6d} {r['tick_ms']['median']:10.3f} {r['tick_ms']['p99']:10.3f} {r['tick_cpu_ms']['median']:8.3f} "
+              f"{r['us_per_character']:9.2f} {r['searches_per_tick']:14.2f} {r['bytes_per_character']:13d} "
+              f"{r['database_bytes_per_frame']:11.0f} "
+              f"{r['parallel_tick_share']:9.2f}  {sh['search']:.2f} / {sh['playback']:.2f} / {sh['output']:.2f} / "
+              f"{sh['controller']:.2f}")
+
+
 def run_bench_crowd(args) -> int:
     import numba
+    from ..crowd_plot import plot_crowd_curves
     from ..database import load_database
-    from ..runtime.crowd_bench import bench_crowd
+    from ..runtime.crowd_bench import bench_contention, bench_crowd
+    if args.from_json:
+        if not args.plot:
+            raise ValueError("--from-json needs --plot PNG")
+        print(plot_crowd_curves([json.loads(Path(f).read_text()) for f in args.from_json], args.plot))
+        return 0
+    if not args.db:
+        raise ValueError("--db: required (unless --from-json)")
     try:
         sizes = [int(v) for v in str(args.n).split(",") if v.strip()]
     except ValueError:
@@ -127,18 +166,38 @@ def run_bench_crowd(args) -> int:
         raise ValueError(f"--n: crowd sizes must be positive integers, got {args.n!r}")
     if not args.seconds > 0:
         raise ValueError(f"--seconds: must be positive, got {args.seconds}")
+    threads = _crowd_threads(args.threads)
     db = load_database(args.db)
-    rows = bench_crowd(db, sizes, args.seconds, args.seed, progress=not args.json)
-    out = {"database": str(args.db), "threads": int(numba.get_num_threads()),
-           "results": [{k: r[k] for k in ("n", "tick_ms", "us_per_character", "searches_per_tick")} for r in rows]}
+    keys = ("n", "tick_ms", "tick_cpu_ms", "us_per_character", "searches_per_tick", "stage_share", "parallel_tick_share",
+            "bytes_per_character", "database_bytes_per_frame")
+    contention = None
+    if args.contention:
+        contention = bench_contention(db, sizes, args.seconds, args.seed, progress=not args.json)
+        rows = contention["by_threads"]["auto"]
+    else:
+        rows = bench_crowd(db, sizes, args.seconds, args.seed, progress=not args.json, threads=threads)
+    out = {"database": str(args.db), "threads": int(numba.get_num_threads()), "frames": int(db.num_frames),
+           "thread_choice": "auto" if args.contention else threads,
+           "results": [{k: r[k] for k in keys} for r in rows]}
+    if contention is not None:
+        out["contention"] = {"busy_core": contention["busy_core"],
+                             "by_threads": {t: [{k: r[k] for k in keys} for r in rs]
+                                            for t, rs in contention["by_threads"].items()}}
+    if args.plot:
+        plot_crowd_curves([out], args.plot)
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{db.num_frames} database frames, {out['threads']} threads, random-goal crowds, {args.seconds:g} s timed")
-    print(f"{'n':>6s} {'median ms':>10s} {'p99 ms':>10s} {'us/char':>9s} {'searches/tick':>14s} {'state B/char':>13s}")
-    for r in rows:
-        print(f"{r['n']:6d} {r['tick_ms']['median']:10.3f} {r['tick_ms']['p99']:10.3f} {r['us_per_character']:9.2f} "
-              f"{r['searches_per_tick']:14.2f} {r['bytes_per_character']:13d}")
+    print(f"{db.num_frames} database frames, up to {out['threads']} threads, random-goal crowds, "
+          f"{args.seconds:g} s timed")
+    if contention is None:
+        print(f"threads: {threads}")
+        _crowd_table(rows)
+        return 0
+    print(f"a process spins on core {contention['busy_core']} throughout")
+    for t, rs in contention["by_threads"].items():
+        print(f"threads: {t}")
+        _crowd_table(rs)
     return 0
 
 

@@ -41,6 +41,7 @@ from .search_sets import annotation_rules, search_set, shared
 from .settings import CharacterSettings
 from .stage_calls import StageCalls
 from .steering import steer_controllers
+from .threads import ThreadChooser
 from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
 from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, Display, Feet, Rig, Terrain, output_serial,
@@ -116,14 +117,16 @@ class Crowd:
     """N motion-matched characters over one Database, state as structure-of-arrays (see module docstring).
 
     settings: one CharacterSettings for all agents or a list of n (weights, tag filter, touch-ups may
-    differ per agent); after changing a settings object call apply_settings(). Outputs after each step
+    differ per agent); after changing a settings object call apply_settings(). threads: "auto" (each tick
+    on one thread or all, whichever measures faster: runtime/threads.py; threads_last_tick tells) or a
+    fixed count (set_threads changes it). Outputs after each step
     (arrays owned by the crowd, valid until the next step): global_positions (n, J, 3) float32,
     global_rotations (n, J, 4) float32, root_positions (n, 3), root_yaws (n,) radians, sim_positions,
     sim_velocities, desired_velocities (n, 3), searches_last_tick.
     """
 
     def __init__(self, db, n: int, settings=None, start_frames=None,
-                 controller_settings: ControllerSettings | None = None):
+                 controller_settings: ControllerSettings | None = None, threads="auto"):
         n = int(n)
         if n < 1:
             raise ValueError(f"a crowd needs at least one character, got n={n}")
@@ -210,7 +213,7 @@ class Crowd:
         self.searches_last_tick = 0
         self.searched = np.zeros(n, dtype=np.int64)
         self.everyone = np.arange(n)
-        self.parallel = n >= PARALLEL_FROM
+        self.set_threads(threads)
         self.phase = np.zeros(n)
         self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.set_base, self.active_set = {}, [None] * n   # database sets (use_set)
@@ -227,6 +230,31 @@ class Crowd:
 
     # ------------------------------------------------------------------------------------------
     # set-up
+
+    def set_threads(self, threads="auto") -> None:
+        """Threads of each tick: "auto" (the faster of one and all, measured tick by tick: runtime/threads.py)
+        or a fixed count (1 = the calling thread only). Crowds under PARALLEL_FROM agents use one thread."""
+        self.thread_chooser = ThreadChooser.of_setting(threads, small=self.n < PARALLEL_FROM)
+        self.threads_last_tick, self.parallel, self._ticking = 1, False, False
+
+    def _tick(self, body) -> None:
+        """Run body() with the thread count the chooser picks, and time it for the chooser."""
+        if self._ticking:
+            body()
+            return
+        k = self.thread_chooser.pick()
+        before = numba.get_num_threads()
+        self.parallel = k > 1
+        self._ticking = True
+        t0 = time.perf_counter()
+        try:
+            numba.set_num_threads(k)
+            body()
+        finally:
+            numba.set_num_threads(before)
+            self._ticking = False
+        self.thread_chooser.record(k, time.perf_counter() - t0)
+        self.threads_last_tick = k
 
     def apply_settings(self) -> None:
         """Repack every agent's settings (after changing them): weights pick the shared normalized
@@ -476,6 +504,9 @@ class Crowd:
         strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
         if self.input_log is not None:
             self.input_log.tick((move.copy(), run.copy(), strafe.copy(), look.copy()), dt)
+        self._tick(lambda: self._step(move, run, strafe, look, dt))
+
+    def _step(self, move, run, strafe, look, dt) -> None:
         driven = self.requests_driving()
         kept = self.ctrl[driven].copy() if len(driven) else None
         before = None if self.obstacles is None else self.ctrl.copy()
@@ -499,7 +530,9 @@ class Crowd:
         """The tick after the controllers moved (step, or a driver on a Controller view of `ctrl`):
         matching, playback and output. predictor(i) -> (positions (K, 3), rotations (K, 4)) gives the
         desired trajectory of agent i at self.traj_offsets instead of the controller's prediction."""
-        dt = float(dt)
+        self._tick(lambda: self._advance(float(dt), predictor))
+
+    def _advance(self, dt: float, predictor) -> None:
         self.ticks += 1
         t0 = time.perf_counter()
         searching = self.searched
@@ -632,8 +665,8 @@ class Crowd:
         raw = np.empty((len(agents), self.raw_features.shape[1]))
         L = self.learned
         features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
-        self.calls(query_stage if len(agents) >= PARALLEL_FROM else query_serial, agents, features, frame,
-                   self.desired, self.ctrl, self.warp, self.packed, self.root, raw)
+        self.calls(query_stage if self.parallel and len(agents) >= PARALLEL_FROM else query_serial, agents, features,
+                   frame, self.desired, self.ctrl, self.warp, self.packed, self.root, raw)
         if len(self.height_layout):
             self.calls(height_query, agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
         if L is not None:
@@ -706,8 +739,8 @@ class Crowd:
         self.transitions[agents[jump]] += 1
 
     def _output(self, dt: float, only) -> None:
-        self.calls(output_stage if len(only) >= PARALLEL_FROM else output_serial, only, float(dt), self.local,
-                   self.root, self.play, self.packed, self.rig, self.terrain, self.feet, self.out,
+        self.calls(output_stage if self.parallel and len(only) >= PARALLEL_FROM else output_serial, only, float(dt),
+                   self.local, self.root, self.play, self.packed, self.rig, self.terrain, self.feet, self.out,
                    0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
 
     # ------------------------------------------------------------------------------------------
