@@ -55,3 +55,14 @@ def bandai_walk_db():
     files = sorted(d2.glob("dataset-2_walk_normal_*.bvh"))[:6] + sorted(d2.glob("dataset-2_run_normal_*.bvh"))[:4] \
         + sorted(d2.glob("dataset-2_walk_exhausted_*.bvh"))[:3]
     return build_database(files, progress=False)
+
+
+@pytest.fixture(scope="session")
+def walk_bvh(jlpm_dir, tmp_path_factory):
+    """Two seconds (frames 600-720) of the first jlpm22 take as a BVH of its own."""
+    from motionmatch.io.bvh import read_bvh, write_bvh
+    anim = read_bvh(jlpm_dir / "locomotion_take1.bvh")
+    anim.positions, anim.rotations = anim.positions[600:720], anim.rotations[600:720]
+    path = tmp_path_factory.mktemp("bvh") / "walk.bvh"
+    write_bvh(path, anim)
+    return path

@@ -12,18 +12,10 @@ import pytest
 from motionmatch.cli import main
 from motionmatch.database import load_database
 from motionmatch.interop import ERROR_BOUND_MM, blender_reads_export, fbx_reads_back, make_fbx
-from motionmatch.io.bvh import read_bvh, write_bvh
+from motionmatch.io.bvh import read_bvh
 
 pytestmark = pytest.mark.blender
 
-
-@pytest.fixture(scope="module")
-def walk_bvh(jlpm_dir, tmp_path_factory):
-    anim = read_bvh(jlpm_dir / "locomotion_take1.bvh")
-    anim.positions, anim.rotations = anim.positions[600:720], anim.rotations[600:720]
-    path = tmp_path_factory.mktemp("bvh") / "walk.bvh"
-    write_bvh(path, anim)
-    return path
 
 
 def test_a_blender_made_fbx_reads_back_within_a_millimetre(walk_bvh, tmp_path):

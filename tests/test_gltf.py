@@ -11,7 +11,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:pygltf.utils.validator is a prov
 
 from browser_pages import run_page
 from motionmatch.cli import main
-from motionmatch.io.bvh import read_bvh, write_bvh
+from motionmatch.io.bvh import read_bvh
 from motionmatch.io.gltf import to_wxyz
 from motionmatch.kinematics import forward_kinematics
 
@@ -25,15 +25,6 @@ def accessor(g: pygltflib.GLTF2, i: int) -> np.ndarray:
     data = np.frombuffer(g.binary_blob(), DTYPES[a.componentType], a.count * WIDTH[a.type], v.byteOffset)
     return data.reshape(a.count, WIDTH[a.type])
 
-
-@pytest.fixture(scope="module")
-def walk_bvh(jlpm_dir, tmp_path_factory):
-    """Two seconds of the first jlpm22 take as a BVH."""
-    anim = read_bvh(jlpm_dir / "locomotion_take1.bvh")
-    anim.positions, anim.rotations = anim.positions[600:720], anim.rotations[600:720]
-    path = tmp_path_factory.mktemp("bvh") / "walk.bvh"
-    write_bvh(path, anim)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from motionmatch.cli import main
 from motionmatch.database import load_database
-from motionmatch.io.bvh import read_bvh, write_bvh
+from motionmatch.io.bvh import read_bvh
 from motionmatch.io.clips import read_clips
 from motionmatch.io.gltf import GLTFError
 from motionmatch.io.gltf_clips import read_gltf_clips, sample_channel
@@ -20,15 +20,6 @@ from rig_fixtures import write_animated_mixamo_rig
 
 MM = 1e-3
 
-
-@pytest.fixture(scope="module")
-def walk_bvh(jlpm_dir, tmp_path_factory):
-    """Two seconds of the first jlpm22 take as a BVH."""
-    anim = read_bvh(jlpm_dir / "locomotion_take1.bvh")
-    anim.positions, anim.rotations = anim.positions[600:720], anim.rotations[600:720]
-    path = tmp_path_factory.mktemp("bvh") / "walk.bvh"
-    write_bvh(path, anim)
-    return path
 
 
 def _build(tmp_path, name, *data):

@@ -9,7 +9,7 @@ import pytest
 from pygltflib.validator import validate
 
 from motionmatch.cli import main
-from motionmatch.io.bvh import read_bvh, write_bvh
+from motionmatch.io.bvh import read_bvh
 from motionmatch.io.gltf import read_accessor, read_glb
 from motionmatch.io.gltf_clips import read_gltf_clips
 from motionmatch.rigged_model import load_rigged_model, retarget_to_model
@@ -17,14 +17,6 @@ from rig_fixtures import write_animated_mixamo_rig, write_two_mesh_rig
 
 pytestmark = pytest.mark.filterwarnings("ignore:pygltf.utils.validator is a provisional")
 
-
-@pytest.fixture(scope="module")
-def walk_bvh(jlpm_dir, tmp_path_factory):
-    anim = read_bvh(jlpm_dir / "locomotion_take1.bvh")
-    anim.positions, anim.rotations = anim.positions[600:690], anim.rotations[600:690]
-    path = tmp_path_factory.mktemp("bvh") / "walk.bvh"
-    write_bvh(path, anim)
-    return path
 
 
 def _joints_follow_the_retarget(walk_bvh, model_path, out):
