@@ -155,6 +155,16 @@ class VRCharacter:
         else:
             self.inner.reset(*args, **kwargs)
 
+    def start_input_log(self, *args, **kwargs):
+        """Record the inner character's inputs (Character.start_input_log). Starting a log resets the
+        inner character, which would detach a playing tracker stream's driver (the stream then never
+        advances): the stream restarts with the log, which then refuses to save, as tracker drivers
+        cannot be replayed (docs/REPLAY.md)."""
+        self.inner.start_input_log(*args, **kwargs)
+        if self.replay is not None or self.feed is not None:
+            self.reset()
+        return self.inner.input_log
+
     def set_driver(self, driver) -> None:
         """A scenario takes over: the stream stops."""
         if driver is not None and (self.replay is not None or self.feed is not None):
