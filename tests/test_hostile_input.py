@@ -186,6 +186,37 @@ def test_small_file_campaigns(jlpm_db, tmp_path):
         assert out.accepted == 0 and out.clean_errors >= 7, door
 
 
+def test_damaged_input_logs_campaign(jlpm_db, tmp_path):
+    # Named damages (each refused naming the file) and 12 seeded random ones through synth --replay's path.
+    from motionmatch.fuzz_logs import fuzz_input_logs
+    out = fuzz_input_logs(jlpm_db, tmp_path, random_damages=12)["input logs"]
+    assert out.findings == []
+    assert out.clean_errors >= 70
+
+
+def test_input_log_bounds_name_the_file_and_field(jlpm_db, tmp_path):
+    import json as json_
+
+    from motionmatch.fuzz_logs import recorded_logs
+    from motionmatch.replay import replay, replay_poses
+    from motionmatch.runtime.input_log import InputLogError, load_log
+    good = recorded_logs(jlpm_db)["character"]
+    f = tmp_path / "a.replay.json"
+    f.write_text(json_.dumps({**good, "ticks": 4_000_000, "agents": 1}))
+    with pytest.raises(InputLogError, match=r"a\.replay\.json: ticks: .* GB of poses"):
+        replay_poses(jlpm_db, f)
+    stop = next(e for e in good["entries"] if "request_stop_at" in e)
+    stop["request_stop_at"] = [1e300, 0.0]
+    f.write_text(json_.dumps(good))
+    with pytest.raises(InputLogError, match=r"a\.replay\.json: entries\[\d+\]\.request_stop_at: expected \[x, z\]"):
+        replay(jlpm_db, f, lambda k, ch: None)
+    big = tmp_path / "big.replay.json"
+    with open(big, "wb") as fh:         # sparse: the bound is checked before reading
+        fh.truncate((256 << 20) + 1)
+    with pytest.raises(InputLogError, match="beyond the bound"):
+        load_log(big)
+
+
 def test_bounded_files_name_the_bound(jlpm_db, tmp_path):
     from motionmatch.crowd_synth import CrowdError, load_crowd
     from motionmatch.events import EventError, load_sidecar

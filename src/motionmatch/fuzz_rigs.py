@@ -315,9 +315,10 @@ def door_campaigns(db_path: Path, bvh: Path, tmp: Path) -> dict:
     (tmp / "clips").mkdir()
     clip_glb = write_gltf(tmp / "clips" / "clip.glb", anim)
     clips = fuzz_clip_glbs(damaged_clip_glbs(clip_glb.read_bytes(), tmp / "clips"))
-    from . import fuzz_files, fuzz_models
+    from . import fuzz_files, fuzz_logs, fuzz_models
     (tmp / "files").mkdir()
     (tmp / "models").mkdir()
     return {**fuzz_files.fuzz_files(db, tmp / "files"),
             **fuzz_models.fuzz_models(db, fuzz_models.damaged_models(db, tmp / "models")),
+            **fuzz_logs.fuzz_input_logs(db, tmp / "logs"),
             "rigged GLB (export)": export, "rigged GLB (serve)": serve, "glTF clips (build)": clips}

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..input_bounds import check_plain, parse_json, read_bounded
+
 FORMAT = "motionmatch-input-log"
 VERSION = 1
 KINDS = ("character", "crowd")
@@ -29,6 +31,17 @@ EVENTS = ("settings", "request_action", "request_stop_at", "request_plant_at", "
           "terrain", "driver", "reset_agent", "reset_clock", "use_set",
           "obstacles")
 MAX_ENTRIES = 200_000           # inputs + events kept by one log (the app's sessions run for hours)
+MAX_LOG_BYTES = 256 << 20       # a full character log is ~20 MB; crowds of many agents need more
+MAX_TICKS = 60 * 60 * 60 * 24   # a day at 60 Hz
+MAX_AGENTS = 10_000             # the largest crowd the benchmarks run
+MAX_FRAMES = 1 << 31            # a frame number (checked against the database when replayed)
+MAX_COORDINATE = 1e5            # m, like scenario files' coordinates
+MAX_STICK = 1.5                 # a stick component (scenario.MAX_STICK_COMPONENT)
+MIN_DT, MAX_DT = 1e-4, 1.0      # s per tick
+MAX_TERRAIN_CELLS = 4_000_000   # scenario.MAX_TERRAIN_CELLS
+# replay_poses holds float64 positions and rotations and float32 world positions of every joint.
+POSE_BYTES_PER_JOINT = 8 * 3 + 8 * 4 + 4 * 3
+MAX_POSE_BYTES = 3 << 29        # 1.5 GB: four hours of one character
 
 
 class InputLogError(ValueError):
@@ -102,12 +115,40 @@ def obstacles_dict(obstacles) -> dict | None:
 
 
 def terrain_from_dict(d: dict):
-    """(Heightfield or None, halflife) from terrain_dict's output."""
-    if d.get("heights") is None:
-        return None, float(d["halflife"])
+    """(Heightfield or None, halflife) from terrain_dict's output; InputLogError naming the field when
+    it is not one (sizes are checked before anything is inflated)."""
     from .terrain import Heightfield
-    h = np.frombuffer(zlib.decompress(base64.b64decode(d["heights"])), dtype="<f8").reshape(d["shape"])
-    return Heightfield(h, tuple(d["origin"]), d["cell"]), float(d["halflife"])
+    if not isinstance(d, dict):
+        raise InputLogError("terrain: expected an object")
+    halflife = d.get("halflife")
+    if isinstance(halflife, bool) or not isinstance(halflife, (int, float)) or not 0.0 < halflife <= 10.0:
+        raise InputLogError("terrain.halflife: expected seconds in (0, 10]")
+    if d.get("heights") is None:
+        return None, float(halflife)
+    shape, origin, cell = d.get("shape"), d.get("origin"), d.get("cell")
+    if (not isinstance(shape, list) or len(shape) != 2 or not all(isinstance(k, int) and not isinstance(k, bool)
+                                                                  and k >= 2 for k in shape)
+            or shape[0] * shape[1] > MAX_TERRAIN_CELLS):
+        raise InputLogError(f"terrain.shape: expected [rows, columns], at least 2 each and at most "
+                            f"{MAX_TERRAIN_CELLS:,} samples")
+    if not isinstance(origin, list) or len(origin) != 2 or not all(
+            isinstance(c, (int, float)) and not isinstance(c, bool) and abs(c) <= MAX_COORDINATE for c in origin):
+        raise InputLogError("terrain.origin: expected [x, z] metres")
+    if isinstance(cell, bool) or not isinstance(cell, (int, float)) or not 0.0 < cell <= 1e3:
+        raise InputLogError("terrain.cell: expected metres in (0, 1000]")
+    want = shape[0] * shape[1] * 8
+    try:
+        packed = base64.b64decode(d["heights"], validate=True)
+        z = zlib.decompressobj()
+        raw = z.decompress(packed, want + 1)        # never inflates more than the shape holds
+    except (TypeError, ValueError, zlib.error) as e:
+        raise InputLogError(f"terrain.heights: not zlib-compressed float64 in base64 ({e})") from None
+    if len(raw) != want or z.unconsumed_tail:
+        raise InputLogError(f"terrain.heights: {len(raw)} bytes (or more) where shape {shape} needs {want}")
+    try:
+        return Heightfield(np.frombuffer(raw, dtype="<f8").reshape(shape), tuple(origin), cell), float(halflife)
+    except ValueError as e:
+        raise InputLogError(f"terrain: {e}") from None
 
 
 class InputLog:
@@ -202,36 +243,146 @@ def _same(a, b) -> bool:
 
 
 def load_log(path_or_dict) -> dict:
-    """A log file (or its parsed dict), checked for format, version and field types (InputLogError
-    naming the field)."""
+    """A log file (or its parsed dict), checked for format, version, field types and bounds
+    (InputLogError naming the file and the field). Values that depend on the database (clip and frame
+    numbers, channel names) are checked when the log replays on it (replay.py)."""
     if isinstance(path_or_dict, dict):
         d, where = path_or_dict, "input log"
+        check_plain(d, InputLogError, where)
     else:
         where = str(path_or_dict)
-        try:
-            d = json.loads(Path(path_or_dict).read_text())
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{where}: no such input log") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputLogError(f"{where}: not a JSON input log ({e})") from None
+        if not Path(path_or_dict).exists():
+            raise FileNotFoundError(f"{where}: no such input log")
+        d = parse_json(read_bounded(path_or_dict, MAX_LOG_BYTES, InputLogError, "input log"), InputLogError, where)
+    check_log(d, where)
+    return d
+
+
+def _fail(where: str, field: str, what: str):
+    raise InputLogError(f"{where}: {field}: {what}")
+
+
+def _int(v, where, field, low, high) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        _fail(where, field, f"expected an integer in [{low}, {high}], got {str(v)[:40]}")
+    return v
+
+
+def _number(v, where, field, low=-MAX_COORDINATE, high=MAX_COORDINATE) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= high:
+        _fail(where, field, f"expected a number in [{low:g}, {high:g}], got {str(v)[:40]}")
+    return float(v)
+
+
+def _pairs(v, n, where, field, none_ok: bool) -> None:
+    """n (x, z) pairs of stick values (None: NaN, where allowed)."""
+    if not isinstance(v, list) or len(v) != n:
+        _fail(where, field, f"expected {n} pairs")
+    for i, p in enumerate(v):
+        if not isinstance(p, list) or len(p) != 2:
+            _fail(where, f"{field}[{i}]", "expected [x, z]")
+        for k, c in enumerate(p):
+            if not (c is None and none_ok):
+                _number(c, where, f"{field}[{i}][{k}]", -MAX_STICK, MAX_STICK)
+
+
+def _bools(v, n, where, field) -> None:
+    if not isinstance(v, list) or len(v) != n or not all(isinstance(b, bool) for b in v):
+        _fail(where, field, f"expected {n} booleans")
+
+
+def _check_input(v, kind: str, agents: int, where: str, field: str) -> None:
+    if not isinstance(v, dict) or set(v) != {"move", "look", "run", "strafe"}:
+        _fail(where, field, 'expected {"move", "look", "run", "strafe"}')
+    if kind == "character":
+        _pairs([v["move"]], 1, where, f"{field}.move", none_ok=False)
+        if v["look"] is not None:
+            _pairs([v["look"]], 1, where, f"{field}.look", none_ok=False)
+        for k in ("run", "strafe"):
+            if not isinstance(v[k], bool):
+                _fail(where, f"{field}.{k}", "expected true or false")
+    else:
+        _pairs(v["move"], agents, where, f"{field}.move", none_ok=False)
+        _pairs(v["look"], agents, where, f"{field}.look", none_ok=True)
+        _bools(v["run"], agents, where, f"{field}.run")
+        _bools(v["strafe"], agents, where, f"{field}.strafe")
+
+
+def check_log(d, where: str = "input log") -> None:
+    """InputLogError naming `where` and the field unless `d` has the shape and bounds of an input log."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise InputLogError(f"{where}: not a motionmatch input log (\"format\" must be {FORMAT!r})")
-    if d.get("version") != VERSION:
-        raise InputLogError(f"{where}: version {d.get('version')!r}; this motionmatch reads version {VERSION}")
+    version = d.get("version")
+    if isinstance(version, bool) or version != VERSION:
+        raise InputLogError(f"{where}: version {version!r}; this motionmatch reads version {VERSION}")
     if d.get("kind") not in KINDS:
-        raise InputLogError(f"{where}: \"kind\" must be one of {KINDS}, got {d.get('kind')!r}")
+        raise InputLogError(f"{where}: \"kind\" must be one of {KINDS}, got {str(d.get('kind'))[:40]!r}")
     for key, kind in (("agents", int), ("ticks", int), ("dt", list), ("start", dict), ("settings", list),
                       ("settings_of", list), ("controller", dict), ("entries", list), ("database", dict)):
         if not isinstance(d.get(key), kind) or isinstance(d.get(key), bool):
             raise InputLogError(f"{where}: field {key!r} must be a {kind.__name__}")
-    if len(d["settings_of"]) != d["agents"]:
+    agents = _int(d["agents"], where, "agents", 1, 1 if d["kind"] == "character" else MAX_AGENTS)
+    ticks = _int(d["ticks"], where, "ticks", 0, MAX_TICKS)
+    if len(d["settings_of"]) != agents:
         raise InputLogError(f"{where}: \"settings_of\" must name one settings entry per agent")
+    if not 1 <= len(d["settings"]) <= agents or not all(isinstance(s, dict) for s in d["settings"]):
+        _fail(where, "settings", f"expected 1 to {agents} settings objects")
+    for i, k in enumerate(d["settings_of"]):
+        _int(k, where, f"settings_of[{i}]", 0, len(d["settings"]) - 1)
+    last = -1
+    for i, c in enumerate(d["dt"]):
+        if not isinstance(c, list) or len(c) != 2:
+            _fail(where, f"dt[{i}]", "expected [tick, seconds]")
+        last = _int(c[0], where, f"dt[{i}][0]", last + 1, max(ticks - 1, 0))
+        _number(c[1], where, f"dt[{i}][1]", MIN_DT, MAX_DT)
+    if ticks and (not d["dt"] or d["dt"][0][0] != 0):
+        _fail(where, "dt", "the first entry must be at tick 0")
+    windows = d.get("windows") or []
+    if not isinstance(windows, list) or len(windows) > MAX_ENTRIES:
+        _fail(where, "windows", "expected a list of [first tick, end tick]")
+    for i, w in enumerate(windows):
+        if not isinstance(w, list) or len(w) != 2:
+            _fail(where, f"windows[{i}]", "expected [first tick, end tick]")
+        a = _int(w[0], where, f"windows[{i}][0]", 0, ticks)
+        _int(w[1], where, f"windows[{i}][1]", a, ticks)
+    st = d["start"]
+    if d["kind"] == "character":
+        if st.get("frame") is not None:
+            _int(st["frame"], where, "start.frame", 0, MAX_FRAMES)
+        pos = st.get("position", [0.0, 0.0, 0.0])
+        if not isinstance(pos, list) or len(pos) != 3:
+            _fail(where, "start.position", "expected [x, y, z] metres")
+        for k, c in enumerate(pos):
+            _number(c, where, f"start.position[{k}]")
+        _number(st.get("yaw", 0.0), where, "start.yaw")
+    elif st.get("frames") is not None:
+        if not isinstance(st["frames"], list) or len(st["frames"]) != agents:
+            _fail(where, "start.frames", f"expected {agents} frames or null")
+        for i, f in enumerate(st["frames"]):
+            if f is not None:
+                _int(f, where, f"start.frames[{i}]", 0, MAX_FRAMES)
+    if len(d["entries"]) > MAX_ENTRIES:
+        _fail(where, "entries", f"{len(d['entries'])} entries, at most {MAX_ENTRIES}")
+    last = 0
     for n, e in enumerate(d["entries"]):
         if not isinstance(e, dict) or not isinstance(e.get("tick"), int) or len(e) != 2 or not (
                 set(e) - {"tick"}) <= {"input", *EVENTS}:
             raise InputLogError(f"{where}: entries[{n}] must be {{\"tick\": int, NAME: value}} with NAME "
                                 f"\"input\" or one of {', '.join(EVENTS)}")
-    return d
+        last = _int(e["tick"], where, f"entries[{n}].tick", last, ticks)
+        if "input" in e:
+            _check_input(e["input"], d["kind"], agents, where, f"entries[{n}].input")
+    # replay_poses keeps every tick's pose (poses.npz): a log no skeleton could replay in memory is refused
+    # here (one joint); replay_poses checks the database's own skeleton.
+    check_pose_bytes(ticks, agents, 1, where)
+
+
+def check_pose_bytes(ticks: int, agents: int, joints: int, where: str) -> None:
+    """InputLogError unless every tick's pose of `agents` characters of `joints` joints fits MAX_POSE_BYTES."""
+    need = ticks * agents * joints * POSE_BYTES_PER_JOINT
+    if need > MAX_POSE_BYTES:
+        _fail(where, "ticks", f"{ticks} ticks of {agents} agent(s) of {joints} joint(s): the replay would hold "
+                              f"{need / 2 ** 30:.1f} GB of poses, beyond the bound of {MAX_POSE_BYTES / 2 ** 30:.0f} GB")
 
 
 def check_database(log: dict, db) -> None:
