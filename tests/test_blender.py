@@ -64,3 +64,11 @@ def test_blender_opens_an_export_onto_a_two_mesh_character(walk_bvh, tmp_path):
     # Both meshes (the joint balls and the textured body) bound to the one armature; measured 0.0004 mm.
     assert row["armatures"] == 1 and row["skinned_meshes"] == 2 and row["frames"] == [120, 120], row
     assert row["error_mm"] < ERROR_BOUND_MM, row
+
+
+def test_damaged_fbx_files_are_clean_errors(walk_bvh, tmp_path):
+    from motionmatch.fuzz_fbx import damaged_fbx, fuzz_fbx_clips
+    fbx = make_fbx(walk_bvh, tmp_path / "walk.fbx")
+    out = fuzz_fbx_clips(damaged_fbx(fbx.read_bytes(), tmp_path / "damaged", flips=2))
+    assert out.findings == []
+    assert out.clean_errors >= 8

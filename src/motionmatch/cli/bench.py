@@ -311,6 +311,18 @@ def add_bench_fuzz_args(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
+def _fbx_campaign(bvh: Path, tmp: Path):
+    """Damaged copies of a Blender-made FBX of `bvh` (fuzz_fbx.py), None without Blender's environment."""
+    from ..fuzz_fbx import damaged_fbx, fuzz_fbx_clips
+    from ..interop import make_fbx
+    from ..io.fbx import blender_python
+    py = blender_python()
+    if py is None or not py.exists():
+        return None
+    tmp.mkdir(parents=True, exist_ok=True)
+    return fuzz_fbx_clips(damaged_fbx(make_fbx(bvh, tmp / "base.fbx").read_bytes(), tmp / "damaged"))
+
+
 def run_bench_fuzz(args) -> int:
     """`motionmatch bench fuzz`: all campaigns; exit status 1 when any finding (other exceptions or
     silent accepts) remains."""
@@ -333,6 +345,11 @@ def run_bench_fuzz(args) -> int:
             "scenario": fuzz_scenarios(tmp).as_dict(),
             **{k: v.as_dict() for k, v in door_campaigns(db_path, files[0], Path(tmp)).items()},
         }
+        fbx = _fbx_campaign(files[0], Path(tmp) / "fbx")
+        if fbx is not None:
+            report["FBX clips (build)"] = fbx.as_dict()
+        elif not args.json:
+            print("FBX clips: not run (no Blender environment: `make blender`, docs/IMPORTING.md)")
     report["bvh"]["files"] = [f.name for f in files]
     if args.json:
         print(json.dumps(report, indent=1))

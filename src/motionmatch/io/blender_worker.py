@@ -16,6 +16,12 @@ import sys
 import bpy
 import numpy as np
 
+# Sampled matrices the worker may write (frames x bones over all actions: 128 bytes each, 2 GB): a
+# file whose action claims a billion frames is refused before the worker loops over them. Mirrored in
+# io/fbx.py (this file cannot import the library).
+MAX_SAMPLES = 16_000_000
+MAX_BONES = 1024
+
 
 def _clear():
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -43,6 +49,8 @@ def _matrix(m):
 def _sample(path_in, out):
     arm, n_arms = _armature()
     bones, parents = _bones(arm)
+    if len(bones) > MAX_BONES:
+        raise SystemExit(f"the armature has {len(bones)} bones, at most {MAX_BONES}")
     scene = bpy.context.scene
     fps = scene.render.fps / scene.render.fps_base
     world = arm.matrix_world.copy()
@@ -54,6 +62,10 @@ def _sample(path_in, out):
     if arm.animation_data is None:
         arm.animation_data_create()
     names, starts = [], []
+    spans = [int(round(a.frame_range[1])) - int(round(a.frame_range[0])) + 1 for a in actions]
+    if sum(spans) * len(bones) > MAX_SAMPLES:
+        raise SystemExit(f"the actions hold {sum(spans):,} frames of {len(bones)} bones, beyond "
+                         f"{MAX_SAMPLES:,} sampled bone matrices")
     for k, action in enumerate(actions):
         arm.animation_data.action = action
         if hasattr(arm.animation_data, "action_suitable_slots") and arm.animation_data.action_slot is None:
