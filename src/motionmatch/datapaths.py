@@ -222,7 +222,7 @@ def bandai_locomotion_files(data: str | os.PathLike | None = None) -> tuple[list
 
 # Bumped when building the same files gives another database (retargeting, contacts): part of the
 # default databases' definitions, so their caches are rebuilt.
-BUILD_REVISION = "2026-11-27 retargeted knees matched to the actor's at the clip's gaits (all the actor's takes)"
+BUILD_REVISION = "2026-11-28 retargeted trunk lean matched to the actor's at the clip's gaits"
 
 
 def default_definition(mixed: bool = False, kind: str | None = None) -> str | None:

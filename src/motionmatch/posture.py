@@ -139,30 +139,31 @@ def travel_velocity(hips: np.ndarray, fps: float) -> np.ndarray:
     return np.stack([np.convolve(pad[:, i], kernel, mode="valid") for i in range(3)], axis=1)
 
 
+def gait_stand_in(bins: np.ndarray, b: int) -> np.ndarray:
+    """Bool (F,): the frames (of gait bins `bins` (F,)) that stand for gait bin b: its own, else, when it
+    has fewer than GAIT_MIN_FRAMES, the nearest speed band's of the same direction, else the band's pooled
+    directions, else every moving frame (every frame when there is none)."""
+    counts = np.bincount(bins, minlength=GAIT_BINS)
+    nd = len(GAIT_DIRECTIONS)
+    m = bins == b
+    if b != 0 and counts[b] < GAIT_MIN_FRAMES:
+        band, d = divmod(b - 1, nd)
+        near = [o for o in sorted(range(len(GAIT_SPEEDS)), key=lambda o: (abs(o - band), o))
+                if counts[1 + o * nd + d] >= GAIT_MIN_FRAMES]
+        pooled = (bins >= 1 + band * nd) & (bins < 1 + (band + 1) * nd)
+        m = bins == 1 + near[0] * nd + d if near else pooled if pooled.sum() >= GAIT_MIN_FRAMES else bins > 0
+    return m if m.any() else np.ones(len(bins), bool)     # a clip set that never stands or never moves
+
+
 def gait_source(p: np.ndarray, bins: np.ndarray) -> list[dict]:
     """Per gait bin the actor's knee angle quantiles (GAIT_QUANTILES, both legs, moving bins only) and
     1st-99th percentile ranges of trunk lean and hand spread, from the bin's frames or its stand-in's
     (GAIT_MIN_FRAMES); `frames`: the frames of the bin itself."""
     knees, lean, spread = knee_angles_deg(p), trunk_lean_deg(p), hand_spread_cm(p)
     counts = np.bincount(bins, minlength=GAIT_BINS)
-    nd = len(GAIT_DIRECTIONS)
-
-    def stand_in(b):
-        if b == 0 or counts[b] >= GAIT_MIN_FRAMES:
-            return bins == b
-        band, d = divmod(b - 1, nd)
-        near = sorted(range(len(GAIT_SPEEDS)), key=lambda o: (abs(o - band), o))
-        for o in near:
-            if counts[1 + o * nd + d] >= GAIT_MIN_FRAMES:
-                return bins == 1 + o * nd + d
-        pooled = (bins >= 1 + band * nd) & (bins < 1 + (band + 1) * nd)
-        return pooled if pooled.sum() >= GAIT_MIN_FRAMES else bins > 0
-
     out = []
     for b in range(GAIT_BINS):
-        m = stand_in(b)
-        if not m.any():                       # a clip set that never stands or never moves
-            m = np.ones(len(bins), bool)
+        m = gait_stand_in(bins, b)
         out.append({"frames": int(counts[b]),
                     "knee_deg": [round(float(x), 2) for x in np.percentile(knees[m].ravel(), GAIT_QUANTILES)],
                     "trunk_lean_deg": [float(x) for x in np.percentile(lean[m], OUTSIDE_PERCENTILES)],

@@ -51,6 +51,7 @@ from .posture import (POSTURE_ROLES, gait_bins, gait_figures, gait_source, hand_
                       travel_velocity)
 from .rotations import quat_angle, quat_between, quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate
 from .skeleton import SkeletonError, arm_chains, find_roles
+from .trunk import actor_trunk, match_trunk
 
 LEG_ROLES = ("upper_leg", "lower_leg", "foot", "toe")
 # A rest pose passes as a standing body when, in the hips' frame, the spine and head are within this of
@@ -523,6 +524,7 @@ class Stance(NamedTuple):
     # Per gait (posture.gait_bins of posture.travel_velocity) the knee angles and posture ranges
     # (posture.gait_figures' source): a clip's knees are matched to the actor's at the clip's own gaits.
     gaits: list | None = None
+    trunk: list | None = None       # per gait the trunk's median lean (trunk.actor_trunk), matched likewise
 
 
 def actor_stance(gpos, roles: dict, fps: float) -> Stance:
@@ -531,14 +533,14 @@ def actor_stance(gpos, roles: dict, fps: float) -> Stance:
     caps = [np.asarray(g) for g in gpos] if isinstance(gpos, (list, tuple)) else [np.asarray(gpos)]
     gpos = np.concatenate(caps)
     body = all(r in roles for r in POSTURE_ROLES)
-    gaits = None
+    gaits = trunk = None
     if body:
         p = gpos[:, posture_joints(roles)]
-        vel = np.concatenate([travel_velocity(c[:, roles["hips"]], fps) for c in caps])
-        gaits = gait_source(p, gait_bins(p, vel))
+        bins = gait_bins(p, np.concatenate([travel_velocity(c[:, roles["hips"]], fps) for c in caps]))
+        gaits, trunk = gait_source(p, bins), actor_trunk(p, bins)
     return Stance(planted_foot_pitch(gpos, roles, fps), walking_knee_deg(gpos, roles, fps),
                   planted_toe_height(gpos, roles, fps) if "left_toe" in roles and "right_toe" in roles else None,
-                  median_hand_spread(gpos, roles) if body else None, gaits)
+                  median_hand_spread(gpos, roles) if body else None, gaits, trunk)
 
 
 def _stance_drop(knee_from: float, knee_to: float, thigh: float, shin: float) -> float:
@@ -688,6 +690,8 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
             if gait["knee_deg"] is not None:
                 knee_from, knee_to = gait["knee_deg"], gait["knee_actor_deg"]
         _match_knees(tgt, tgt_roles, t_pos, t_rot, knee_from, knee_to, t_gpos0)
+    if stance is not None and stance.trunk is not None and all(r in tgt_roles for r in POSTURE_ROLES):
+        match_trunk(P, tgt_roles, t_pos, t_rot, anim.fps, stance.trunk)
     if stance is not None and stance.hand_spread is not None and all(r in tgt_roles for r in POSTURE_ROLES):
         _match_arms(tgt, tgt_roles, t_pos, t_rot, t_grot0, t_gpos0, stance.hand_spread)
     if stance is not None and stance.planted_toe is not None and tgt.parents[0] < 0:
