@@ -195,6 +195,10 @@ def fuzz_input_logs(db, out_dir, random_damages: int = 200, seed: int = 0) -> di
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     logs = recorded_logs(db)
+    for kind, d in logs.items():        # compile what a replay runs first: compiling is not a hang
+        f = out_dir / f"valid_{kind}.replay.json"
+        f.write_text(json.dumps(d))
+        synthesize_replay(db, f, out_dir / "out")
     report = Outcome()
     cases = [(name, kind, d, True) for name, kind, d in _named_damages(logs)]
     cases += [(name, kind, d, False) for name, kind, d in _random_damages(logs, random_damages, seed)]

@@ -77,7 +77,7 @@ def character_settings(d: dict):
     from .settings import CharacterSettings
     from .warping import WarpSettings
     d = copy.deepcopy(d)
-    return CharacterSettings(**{**d, "warp": WarpSettings(**d["warp"])})
+    return CharacterSettings(**{**d, "warp": WarpSettings(**d.get("warp", {}))})
 
 
 def controller_settings(d: dict):
