@@ -87,3 +87,62 @@ def test_replacing_keeps_the_old_file_on_any_error_and_writes_whole_files(tmp_pa
     with replacing(target, "w") as f:
         f.write("new")
     assert target.read_text() == "new" and not stale.exists() and live.exists()
+
+
+def _kill_a_worker_once_it_runs_a_task(client, killed: list, timeout_s: float = 600.0) -> None:
+    """SIGKILL the worker process that first executes a task (its nanny starts a new one)."""
+    import time
+    pids = client.run(os.getpid)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        running = client.run(lambda dask_worker: len(dask_worker.state.executing))
+        busy = [w for w, n in running.items() if n]
+        if busy:
+            os.kill(pids[busy[0]], signal.SIGKILL)
+            killed.append(busy[0])
+            return
+        time.sleep(0.05)
+
+
+def test_a_worker_killed_mid_study_costs_at_most_its_trial(jlpm_db_path, tmp_path, capsys):
+    """`tune` on a one-worker cluster whose worker is killed while it runs the first trial (the defaults,
+    which every later trial is compared with): that trial is lost, asked again, and the study finishes with
+    the trials asked for; a run stopped with a trial in flight resumes the same way."""
+    import json
+    import threading
+
+    import optuna
+    from motionmatch.cluster import open_client
+    from motionmatch.settings_file import load_settings
+    from motionmatch.tuning import STUDY_NAME
+
+    scen = tmp_path / "walk_turn.json"
+    scen.write_text(json.dumps({"duration": 2.0, "inputs": [{"t": 0.0, "move": [0.0, 1.0]},
+                                                            {"t": 1.0, "move": [1.0, 0.0]}]}))
+    out = tmp_path / "tuned.toml"
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "tuned.study.jsonl")))
+    with open_client(workers=1, allowed_failures=0) as client:
+        args = ["tune", "--db", str(jlpm_db_path), "--scenarios", str(scen), "-o", str(out), "--only", "bias",
+                "--address", client.scheduler.address]
+        killed = []
+        killer = threading.Thread(target=_kill_a_worker_once_it_runs_a_task, args=(client, killed))
+        killer.start()
+        code = cli_main(args + ["--trials", "2"])
+        killer.join()
+        err = capsys.readouterr().err
+        assert killed and code == 0, err
+        trials = optuna.load_study(study_name=STUDY_NAME, storage=storage).trials
+        assert [t.state.name for t in trials] == ["FAIL", "COMPLETE", "COMPLETE"], err
+        assert trials[0].user_attrs["error"].startswith("KilledWorker") and "asked again" in err
+        assert trials[0].user_attrs["defaults"] and trials[1].user_attrs["defaults"]
+        assert trials[1].params == trials[0].params
+        assert load_settings(out).character.bias > 0
+
+        # A tune stopped with a trial in flight (left RUNNING in the journal): the next run marks it
+        # failed and goes on; asking for one more trial runs exactly one more.
+        study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
+        study.ask()
+        assert cli_main(args + ["--trials", "5"]) == 0
+        states = [t.state.name for t in optuna.load_study(study_name=STUDY_NAME, storage=storage).trials]
+        assert states == ["FAIL", "COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]

@@ -243,7 +243,9 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
     """Run trials until the study holds `trials` finished ones, as many at a time as the cluster
     has workers (trial 0, the starting settings, alone first: the others' constraints need it).
     A trial that raises or loses its worker is recorded as failed (its error in the user attribute
-    `error`) and the study goes on. Trials left running by an interrupted run are marked failed."""
+    `error`) and the study goes on. Trials left running by an interrupted run are marked failed. A lost
+    defaults trial (its worker died, or the run was interrupted) is asked again: without it no trial
+    could be picked, so a dead worker costs its trial, never the study."""
     from dask.distributed import as_completed
     from optuna.trial import TrialState
 
@@ -254,6 +256,8 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
     if not study.trials:
         study.enqueue_trial(defaults_params, user_attrs={"defaults": True})
     done = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+    if requeue_lost_defaults(study, defaults_params):
+        trials = max(trials, done + 1)      # the lost one is not counted against the study
     first, asked = done, done
     slots = worker_count(client)
     scen = [str(p) for p in scenario_paths]
@@ -262,11 +266,12 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
     started = time.perf_counter()
 
     def base_trial():
-        """The defaults trial: None while it has still to finish, False if it failed."""
-        t = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("defaults")), None)
-        if t is None or not t.state.is_finished():
-            return None
-        return t if t.state == TrialState.COMPLETE else False
+        """The defaults trial: None while it has still to finish (asked or queued), False if it failed."""
+        ts = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("defaults")]
+        done = next((t for t in ts if t.state == TrialState.COMPLETE), None)
+        if done is not None:
+            return done
+        return None if not ts or any(not t.state.is_finished() for t in ts) else False
 
     def fill():
         nonlocal asked
@@ -299,10 +304,32 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
             trial.set_user_attr("error", f"{type(e).__name__}: {e}"[:500])
             study.tell(trial, state=TrialState.FAIL)
             what = f"FAILED ({type(e).__name__}: {str(e)[:120]})"
+            if trial.user_attrs.get("defaults") and requeue_lost_defaults(study, defaults_params):
+                trials += 1                 # the lost one is not counted against the study
+                what += "; the defaults trial is asked again"
         done += 1
         rate = (done - first) / max((time.perf_counter() - started) / 60.0, 1e-9)
         log(f"trial {trial.number}: {what}  [{done}/{trials}, {rate:.1f} trials/min]")
         fill()
+
+
+def lost(trial) -> bool:
+    """Whether a failed trial lost its run rather than failed on its settings: its worker died
+    (KilledWorker) or the tune running it stopped (failed with no error recorded)."""
+    from optuna.trial import TrialState
+    error = trial.user_attrs.get("error")
+    return trial.state == TrialState.FAIL and (error is None or error.startswith("KilledWorker"))
+
+
+def requeue_lost_defaults(study, defaults_params: dict) -> bool:
+    """Queue the defaults trial again when every one asked so far was lost (see lost); True if queued.
+    One that failed on its settings is not asked again: it would fail again."""
+    from optuna.trial import TrialState
+    ts = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("defaults")]
+    if not ts or any(t.state == TrialState.COMPLETE or not t.state.is_finished() for t in ts) or not lost(ts[-1]):
+        return False
+    study.enqueue_trial(defaults_params, user_attrs={"defaults": True})
+    return True
 
 
 def scenario_summary(m: dict) -> dict:
