@@ -3,10 +3,12 @@ top-view PNG."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from ..output_folder import staged_output
-from .options import add_character_options, add_crouch_args, crouch_settings, database_path, runtime_settings_from_args
+from .options import (add_character_options, add_crouch_args, add_engine_options, crouch_settings, database_path,
+                      runtime_settings_from_args)
 
 
 def register(sub) -> None:
@@ -16,7 +18,12 @@ def register(sub) -> None:
                    help="without --db: the jlpm22-only default database instead of the mixed default")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--scenario", help="scenario JSON file")
-    what.add_argument("--crowd", help="crowd JSON file: agent_000.bvh ... per agent, metrics.json, crowd.png")
+    what.add_argument("--scenarios", nargs="+", metavar="DIR|FILE|LIST",
+                      help="a batch: scenario folders (their *.json), files or .list files; one output folder "
+                           "per scenario under --out, as --scenario writes it, and batch.json")
+    what.add_argument("--crowd", nargs="+", metavar="FILE|DIR",
+                      help="crowd JSON file: agent_000.bvh ... per agent, metrics.json, crowd.png; several files "
+                           "(or a folder) are a batch: one output folder per crowd under --out, and batch.json")
     what.add_argument("--replay", help="input log recorded by the app's Record button or Character/Crowd "
                                        "start_input_log (docs/REPLAY.md): motion.bvh, poses.npz, replay.json")
     what.add_argument("--trackers", help="VR tracker file (JSON, CSV, or a BVH clip to simulate them from; "
@@ -24,7 +31,7 @@ def register(sub) -> None:
     p.add_argument("--vr-model", help="body-orientation model (.npz from `motionmatch vr train`)")
     p.add_argument("--alpha", type=float, default=0.3, help="VR root clamp radius in metres (0.1 or 0.3)")
     add_crouch_args(p)
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("-o", "--out", required=True, help="output folder")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
     out = p.add_mutually_exclusive_group()
@@ -33,12 +40,20 @@ def register(sub) -> None:
                      help="print exactly one JSON object (the metrics) on stdout, nothing else")
     p.add_argument("--gltf", action="store_true", help="also write motion.glb (skeleton, animation, default body)")
     add_character_options(p)
+    add_engine_options(p, "batch (--scenarios, several --crowd files)")
     p.set_defaults(func=run_synth)
 
 
 def run_synth(args) -> int:
+    from ..batch_synth import write_scenario
     from ..database import load_database
-    from ..synth import synthesize
+    if args.workers is not None and args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    if args.scenarios or (args.crowd and (len(args.crowd) > 1 or Path(args.crowd[0]).is_dir())):
+        return run_synth_batch(args)
+    if args.workers or args.address:
+        raise ValueError(f"{'--workers' if args.workers else '--address'} spreads a batch over the engine "
+                         f"(--scenarios DIR, or several --crowd files); one scenario or crowd runs here")
     if args.crowd:
         return run_synth_crowd(args)
     if args.replay:
@@ -54,13 +69,8 @@ def run_synth(args) -> int:
                                 f"see README 'Scenario files')")
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
     rs = runtime_settings_from_args(args, db)
-    with staged_output(args.out, stale=("motion.glb", "terrain.npy")) as stage:
-        metrics = synthesize(db, scen, stage, rs.character, progress=not (args.quiet or args.json),
-                             retarget_to=args.retarget_to, retarget_map=args.mapping, controller_settings=rs.controller)
-        if args.gltf:
-            from ..export import export_gltf
-            from ..io.bvh import read_bvh
-            export_gltf(read_bvh(stage / 'motion.bvh'), stage / 'motion.glb')
+    metrics = write_scenario(db, scen, args.out, rs, progress=not (args.quiet or args.json),
+                             retarget_to=args.retarget_to, retarget_map=args.mapping, gltf=args.gltf)
     glb = Path(args.out) / 'motion.glb'
     if args.json:
         print(json.dumps(metrics))
@@ -96,22 +106,54 @@ def run_synth_vr(args) -> int:
 
 
 def run_synth_crowd(args) -> int:
-    from ..crowd_synth import check_agent_tags, load_crowd, synthesize_crowd
+    from ..batch_synth import write_crowd
+    from ..crowd_synth import check_agent_tags, load_crowd
     from ..database import load_database
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
-    spec = load_crowd(args.crowd)           # a bad file fails before the database loads
+    crowd = args.crowd[0]
+    spec = load_crowd(crowd)           # a bad file fails before the database loads
     db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
-    check_agent_tags(db, spec, args.crowd)
-    with staged_output(args.out, stale=("agent_*.bvh",)) as stage:
-        metrics = synthesize_crowd(db, spec, stage, runtime_settings_from_args(args, db).character,
-                                   progress=not (args.quiet or args.json))
+    check_agent_tags(db, spec, crowd)
+    metrics = write_crowd(db, spec, args.out, runtime_settings_from_args(args, db).character,
+                          progress=not (args.quiet or args.json))
     if args.json:
         print(json.dumps(metrics))
     elif not args.quiet:
         print(json.dumps({k: v for k, v in metrics.items() if k != "agents"}, indent=1))
         print(f"wrote {len(spec.agents)} agent BVHs to {args.out}, metrics.json, crowd.png")
     return 0
+
+
+def run_synth_batch(args) -> int:
+    from ..batch_synth import batch_items, run_batch
+    from ..database import load_database
+    kind = "scenario" if args.scenarios else "crowd"
+    for flag in ("vr_model", "crouch_tags"):
+        if getattr(args, flag, None):
+            raise ValueError(f"--{flag.replace('_', '-')} works with --trackers only")
+    if kind == "crowd" and (args.retarget_to or args.gltf):
+        raise ValueError(f"{'--retarget-to' if args.retarget_to else '--gltf'} works with --scenario(s) only")
+    items = batch_items(kind, args.scenarios or args.crowd)     # bad paths fail before the database loads
+    db_path = database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only).resolve()
+    rs = runtime_settings_from_args(args, load_database(db_path))
+    # Absolute paths: the workers' folder may not be this one (a cluster joined by --address).
+    if rs.character.model:
+        rs.character.model = str(Path(rs.character.model).resolve())
+    options = ({"retarget_to": args.retarget_to and str(Path(args.retarget_to).resolve()),
+                "retarget_map": args.mapping and str(Path(args.mapping).resolve()), "gltf": args.gltf}
+               if kind == "scenario" else {})
+    summary = run_batch(items, db_path, args.out, rs, options, args.workers, args.address,
+                        progress=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps(summary))
+    elif not args.quiet:
+        print(f"{summary['done']} of {len(items)} {kind}s written to {args.out} in {summary['seconds']:.1f} s on "
+              f"{summary['workers']} worker(s) ({summary['items_per_minute']:.2f} per minute); batch.json")
+    failed = [r for r in summary["items"] if r["status"] == "failed"]
+    for r in failed:
+        print(f"motionmatch: error: {kind} {r['name']} ({r['path']}): {r['error']}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def run_synth_replay(args) -> int:
