@@ -136,6 +136,10 @@ def test_debug_tools_in_chromium_at_1280x720(server, tmp_path):
     x0, y0, x1, y1 = plot["ink"]
     assert y0 >= plot["strip"] + 6 and x0 >= 6 and x1 <= plot["width"] - 6 and y1 <= plot["height"] - 6, plot
     assert r["pause"]["before"] == r["pause"]["after"] and r["pause"]["mode"] == "rewind"
+    # The panel's database set: switched at the next search, its tags shown as the tag filter.
+    st = r["set"]
+    assert st["set"] == {"type": "search_set", "name": st["tag"], "interrupt": False}, st
+    assert st["filter"] == st["shown"] == st["tag"], st
     # Database browser: clip 1 plays from its start; the playhead names it by clip and frame.
     cl = r["clips"]
     assert cl["rows"] >= 2 and cl["resume"]

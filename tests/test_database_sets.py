@@ -122,6 +122,7 @@ def test_app_switches_sets_and_lists_annotations(db, tmp_path):
             await c.ws.send_json({"type": "input", "move": [0, 0.8]})
             await c.ws.send_json({"type": "search_set", "name": "run", "tags": "run"})
             assert (await c.next_text("search_set"))["name"] == "run"
+            assert (await c.next_text("settings"))["settings"]["tag_filter"] == "run"   # the page's panel shows it
             c.frames.clear()
             await c.pump_frames(20)
             assert all("run" in c.debug(f)["tags"] for f in c.frames[5:])

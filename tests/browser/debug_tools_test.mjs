@@ -183,6 +183,16 @@ try {
   report.tagError = await mm(() => ({ errors: window.motionmatch.errors.slice(-2),
     toasts: [...document.querySelectorAll('.toast.error')].map((t) => ({ text: t.textContent, pre: t.classList.contains('pre') })) }));
   report.tagError.count = (await mm(() => window.motionmatch.errors.length)) - errors0;
+  // A database set from the panel, switched at the next search: the server answers with the set and the
+  // settings it made, and the panel's tag filter shows the set's tags.
+  const setTag = await mm(() => window.motionmatch.tags.find((t) => t !== 'mirrored') || window.motionmatch.tags[0]);
+  await page.fill('#t-set', setTag);
+  await page.uncheck('#t-set-now');
+  await page.click('#t-set-use');
+  await page.waitForFunction((t) => window.motionmatch.set && window.motionmatch.settings.tag_filter === t, setTag,
+    { timeout: 20000 }).catch(() => {});
+  report.set = { tag: setTag, ...(await mm(() => ({ set: window.motionmatch.set,
+    filter: window.motionmatch.settings.tag_filter, shown: document.getElementById('t-tags').value }))) };
   // Without ?quality=low, software rendering's low frame rate switches to low quality by itself.
   lap('quality');
   await page.goto(url.replace(/[?&]quality=low/, ''));

@@ -242,6 +242,7 @@ class Session:
                 use(SetSpec(f["name"], f.get("tags"), f.get("weights", {})), f.get("interrupt", True))
             except ValueError as exc:
                 raise MessageError(str(exc)) from None
+            self.pending.append({"type": "settings", "settings": self.settings_dict()})   # the set's filter and weights
             return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
         if kind == "terrain":
             from ..runtime.terrain import Heightfield

@@ -41,6 +41,7 @@ const state = {
   lastInput: null,
   recordFrames: 0,
   scenario: null,
+  set: null,                   // the last database set switched to ({name, interrupt})
   send: (obj) => send(obj),
   toast: (text, kind) => toast(text, kind),
   onShow: [],                  // fn(frame) called whenever a frame {positions, debug, ...} is shown
@@ -625,6 +626,10 @@ function onMessage(msg) {
       $('b-scen-stop').hidden = msg.state !== 'playing';
       toast(`scenario ${msg.name || ''} ${msg.state}`);
       break;
+    case 'search_set':
+      state.set = msg;
+      toast(`database set ${msg.name}${msg.interrupt ? '' : ' from the next search'}`);
+      break;
     case 'pause':
       state.paused = msg.paused;
       break;
@@ -791,6 +796,14 @@ function sendTagFilter() {
   $('t-tags').classList.remove('invalid');
   send({ type: 'settings', tag_filter: v });
 }
+// A database set (docs/ANNOTATIONS.md): the clips of a tag expression, now or from the next search. The
+// server answers with the set and the settings it made (tag filter, weights), which the panel shows.
+function useSet() {
+  const tags = $('t-set').value.trim() || null;
+  send({ type: 'search_set', name: tags || 'all', tags, interrupt: $('t-set-now').checked });
+}
+$('t-set-use').addEventListener('click', useSet);
+$('t-set').addEventListener('keydown', (e) => { if (e.key === 'Enter') useSet(); });
 $('t-tags').addEventListener('change', sendTagFilter);
 $('t-tags').addEventListener('keydown', (e) => { if (e.key === 'Enter') { sendTagFilter(); e.target.blur(); } });
 $('t-defaults').addEventListener('click', () => { if (state.defaults) send({ type: 'settings', ...state.defaults }); });
