@@ -77,9 +77,11 @@ def test_debug_reports_the_last_search(walked, jlpm_db):
     assert 0 <= s["frame"] < jlpm_db.num_frames and s["current"] >= 0
     assert s["bias"] == walked.settings.bias and s["tag_filter"] is None
     assert 0 < s["t"] <= walked.time
-    # The recorded query reproduces the recorded answer through the inspector.
+    # The recorded query reproduces the recorded answer through the inspector (the search leaves out the
+    # frames just around the playing one).
     out = inspect_search(walked.searcher.features, np.array(s["query"], np.float32), walked.slices,
-                         jlpm_db.range_starts, jlpm_db.range_stops, current=s["current"], bias=s["bias"])
+                         jlpm_db.range_starts, jlpm_db.range_stops, current=s["current"], bias=s["bias"],
+                         skip=walked.settings.no_rewind_frames)
     assert out["best"] == s["frame"]
     assert s["cost"] == pytest.approx(out["best_cost"], rel=1e-6)
     if s["continue_cost"] is not None:

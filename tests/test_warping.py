@@ -293,7 +293,7 @@ def test_playback_rate_and_stride_scale_bounds():
 
 
 def test_speed_warp_converges_and_query_scale():
-    s = WarpSettings(play_rate=True)
+    s = WarpSettings(play_rate=True, rate_min=0.8, rate_max=1.2)
     wt = new_warp_table(1)
 
     def update(desired, anim):

@@ -46,7 +46,7 @@ from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
 from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, Display, Feet, Rig, Terrain, output_serial,
                        output_stage)
-from .warping import PoseWarpRig, clip_speeds, new_warp_table
+from .warping import FIXED_RATE, PoseWarpRig, clip_speeds, new_warp_table
 
 
 # Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
@@ -551,6 +551,8 @@ class Crowd:
                    still, searching)
         if rules.blocked is not None and L is None:
             hold_blocked(rules.blocked, self.frame, self.stop_of, searching)
+        if self.requests.busy and L is None:
+            self.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
         if len(agents):

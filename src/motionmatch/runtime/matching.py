@@ -16,11 +16,11 @@ import numpy as np
 from . import settings as S
 from .controller import GOAL_VX, GOAL_VZ, GOAL_YAW, PX, PZ, VX, VZ, YAW, predict_state
 from .playback import remainder_2pi
-from .warping import orientation_plan, orientation_query_rotations, query_scale
+from .warping import FIXED_RATE, orientation_plan, orientation_query_rotations, query_scale
 
-# Search state: one row per character.
-TIMER, FORCE, HAS_LAST, LAST_VX, LAST_VZ, LAST_YAW = range(6)
-SEARCH_COLUMNS = 6
+# Search state: one row per character. HOLD_LEFT: seconds left of the idle hold playing (0: none).
+TIMER, FORCE, HAS_LAST, LAST_VX, LAST_VZ, LAST_YAW, HOLD_LEFT = range(7)
+SEARCH_COLUMNS = 7
 
 
 class Desired(NamedTuple):
@@ -66,6 +66,24 @@ def still_stretch_ends(root_velocities: np.ndarray, root_angular_velocities: np.
 IDLE_NO_REWIND_S = 2.5
 # ... and lands only where at least this much (s) of still stretch is left to hold.
 IDLE_MIN_HOLD_S = 1.0
+# An idle hold lasts at least IDLE_HOLD_S: a shorter still stretch plays slower, down to IDLE_RATE_MIN
+# (the jlpm22 takes stand still in stretches of 1.15-2.05 s; played as captured, the search moved on
+# every 1-2 s, more than one transition per 2 s of rest). Half speed still breathes and shifts weight.
+IDLE_HOLD_S = 2.0
+IDLE_RATE_MIN = 0.5
+
+
+@numba.njit(cache=True)
+def idle_hold_rate(search, i, ahead_frames, dt):
+    """Play rate (frames per tick) of character i's idle hold with `ahead_frames` of still stretch left:
+    a hold starting now is given max(stretch, min(IDLE_HOLD_S, stretch / IDLE_RATE_MIN)) seconds
+    (search[i, HOLD_LEFT]); the rate spreads what is left of the stretch over what is left of that time."""
+    ahead_s = ahead_frames * dt
+    if search[i, HOLD_LEFT] <= 0.0:
+        search[i, HOLD_LEFT] = max(ahead_s, min(IDLE_HOLD_S, ahead_s / IDLE_RATE_MIN))
+    rate = min(1.0, max(IDLE_RATE_MIN, ahead_s / search[i, HOLD_LEFT]))
+    search[i, HOLD_LEFT] = max(search[i, HOLD_LEFT] - dt, dt)
+    return rate
 
 
 def resting(ctrl: np.ndarray, agents: np.ndarray) -> np.ndarray:
@@ -82,14 +100,18 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, sti
     Idle hold: with the stick at rest and the character standing, a character playing a still stretch
     keeps playing it until `still_to[frame]` (still_stretch_ends) instead of searching on its timer,
     so it breathes and shifts its weight as the actor did rather than hopping between similar poses
-    (a sharp input change or a forced search still searches)."""
+    (a sharp input change or a forced search still searches), slowed to last IDLE_HOLD_S (idle_hold_rate).
+    A held clip plays as captured (rate 1: the debug player steps a frame per tick, an action keeps its
+    timing); both fix wt[i, FIXED_RATE] for the playback stage."""
     s = settings[i]
     if clip_hold[i]:
         if frame[i] + 1 < stop_of[frame[i]] - 1:
+            wt[i, FIXED_RATE] = 1.0
             out_search[i] = 0
             return
         clip_hold[i] = False
         search[i, FORCE] = 1.0
+    wt[i, FIXED_RATE] = 0.0
     if s[S.W_ORIENTATION] != 0.0:
         orientation_plan(wt, i, ctrl[i, GOAL_YAW], ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, YAW], ctrl[i, VX],
                          ctrl[i, VZ], True, s[S.W_LIMIT], s[S.W_BACKWARD_ANGLE], s[S.W_MIN_TRAVEL])
@@ -106,8 +128,10 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, sti
             sharp = math.degrees(dyaw) > s[S.SHARP_ANGLE_DEG]
     if (search[i, FORCE] == 0.0 and not sharp and frame[i] < still_to[frame[i]]
             and math.hypot(gx, gz) < 1e-3 and math.hypot(ctrl[i, VX], ctrl[i, VZ]) < STILL_SPEED):
+        wt[i, FIXED_RATE] = idle_hold_rate(search, i, still_to[frame[i]] - frame[i], dt)
         out_search[i] = 0
         return
+    search[i, HOLD_LEFT] = 0.0
     if force or sharp:
         search[i, HAS_LAST] = 1.0
         search[i, LAST_VX], search[i, LAST_VZ], search[i, LAST_YAW] = gx, gz, gyaw

@@ -20,7 +20,7 @@ from . import inertialization
 from . import settings as S
 from .controller import PX, PZ, VX, VZ, YAW
 from .springs import damper_factor
-from .warping import ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
+from .warping import FIXED_RATE, ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
 
 _TWO_PI = 2.0 * math.pi
 
@@ -256,7 +256,9 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
     frame, frac, rate, stride = play.frame, play.frac, play.rate, play.stride
     root_v = frames.root_vel
     sim_speed = math.hypot(ctrl[i, VX], ctrl[i, VZ])
-    play_rate, strides = s[S.W_PLAY_RATE] != 0.0, s[S.W_STRIDE] != 0.0
+    fixed = wt[i, FIXED_RATE]
+    # A rate fixed by the matcher (a held clip, an idle hold) leaves the speed warp to the stride alone.
+    play_rate, strides = s[S.W_PLAY_RATE] != 0.0 and fixed <= 0.0, s[S.W_STRIDE] != 0.0
     if s[S.W_TIMESCALE] != 0.0:
         pass                     # rate and stride already set by timescale.timescale_stage
     elif play_rate or strides:
@@ -273,6 +275,8 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
     else:
         rate[i] = 1.0
         stride[i] = 1.0
+    if fixed > 0.0:
+        rate[i] = fixed
     stop = clips.stop[frame[i]]
     frame[i], frac[i] = advance_frame(frame[i], frac[i], rate[i], stop)
     anim_pose(frames, frame[i] + frac[i], rate[i], stop, anim.pos[i], anim.rot[i], anim.vel[i],

@@ -191,6 +191,11 @@ class Requests:
         """Agents whose controller a request drives (stops, foot plants)."""
         return np.flatnonzero((self.kind == STOP) | (self.kind == PLANT))
 
+    def timed(self) -> np.ndarray:
+        """Agents performing an action: their clips play as captured (rate 1), or the event the search
+        timed by the clip's time_to_event would come late."""
+        return np.flatnonzero(self.kind == ACTION)
+
     def drive(self, ctrl, agents, cs, dt: float) -> None:
         """Advance the controller rows of driven agents dt seconds toward their targets (instead of the
         stick). cs: ControllerSettings."""

@@ -233,8 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
     _f(C, "foot_lock_glide_halflife", 0.01, 0.001, 1.0, "s", "a locking foot keeps its velocity, decaying "
        "with this halflife, and rests where it stops", column="LOCK_GLIDE_HALFLIFE"),
     _b(C, "ik", True, "leg IK when foot locking or terrain needs it", column="IK"),
-    # -- warp (CharacterSettings.warp). Play-rate warping off by default: on the jlpm22 data it raised foot
-    # sliding on runs (11 -> 16 cm/s) without better velocity tracking.
+    # -- warp (CharacterSettings.warp).
     _b(W, "orientation", True, "orientation warping (strafe, backward)",
        app=Control(_WARP, "orientation", "checkbox", field="warp_orientation"), column="W_ORIENTATION"),
     _f(W, "orientation_limit_deg", 90.0, 0, 180, "deg", "largest warp between lower and upper body",
@@ -252,10 +251,13 @@ SETTINGS: tuple[Setting, ...] = (
     _f(W, "orientation_halflife", 0.1, 0.005, 2.0, "s", "smoothing of the twist", column="W_ORIENT_HALFLIFE"),
     _f(W, "min_travel_speed", 0.3, 0, 5, "m/s", "below this there is no travel direction to warp to",
        column="W_MIN_TRAVEL"),
-    _b(W, "play_rate", False, "play-rate warping",
+    # Play rate slows the clip only (docs/look.md): a 1.3 m/s walk otherwise plays a faster walk with its
+    # stride shortened, the knees of a faster gait; speeding clips up (rate_max 1.2) made runs slide more
+    # than the source.
+    _b(W, "play_rate", True, "play-rate warping",
        app=Control(_WARP, "play rate", "checkbox", field="warp_play_rate"), column="W_PLAY_RATE"),
-    _f(W, "rate_min", 0.8, 0.1, 1.0, "", "slowest play rate", column="W_RATE_MIN"),
-    _f(W, "rate_max", 1.2, 1.0, 5.0, "", "fastest play rate", column="W_RATE_MAX"),
+    _f(W, "rate_min", 0.6, 0.1, 1.0, "", "slowest play rate", column="W_RATE_MIN"),
+    _f(W, "rate_max", 1.0, 1.0, 5.0, "", "fastest play rate", column="W_RATE_MAX"),
     _f(W, "rate_share", 1.0, 0, 1, "", "share of the speed ratio (in log) given to the play rate first",
        column="W_RATE_SHARE"),
     _b(W, "stride", True, "stride warping (speed between the data's speeds)",

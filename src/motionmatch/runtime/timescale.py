@@ -24,7 +24,7 @@ import numpy as np
 from . import settings as S
 from .controller import AX, AZ, GOAL_VX, GOAL_VZ, HALFLIFE, PX, PZ, VX, VZ
 from .springs import character_spring
-from .warping import speed_update
+from .warping import FIXED_RATE, speed_update
 
 SAMPLES = 6          # points of the predicted speed average (the springs are smooth: 6 are within 1 %)
 
@@ -78,7 +78,8 @@ def timescale_stage(dt, ctrl, wt, settings, frame, speeds, horizons, rate, strid
         s = settings[i]
         if s[S.W_TIMESCALE] == 0.0:
             continue
-        play_rate, strides = s[S.W_PLAY_RATE] != 0.0, s[S.W_STRIDE] != 0.0
+        # A rate the matcher fixed (playback_agent applies it) leaves the ratio to the stride.
+        play_rate, strides = s[S.W_PLAY_RATE] != 0.0 and wt[i, FIXED_RATE] <= 0.0, s[S.W_STRIDE] != 0.0
         h = float(horizons[frame[i]])
         desired = desired_future_speed(ctrl, i, h) if h > 0.0 else 0.0
         r, k = speed_update(wt, i, desired, float(speeds[frame[i]]), dt, play_rate,

@@ -227,7 +227,10 @@ def clip_speeds(root_velocities, range_starts, range_stops, fps: float, window_s
 # The per-character warp table
 
 ANGLE, ANGLE_RATE, TARGET, WEIGHT, BACKWARD, ROOT_GOAL_YAW, RATE, RATE_VEL, SCALE, SCALE_VEL = range(10)
-WARP_COLUMNS = 10
+# FIXED_RATE: a play rate the matcher sets for this tick instead of the speed warp's (matching.plan_agent: 1
+# for a held clip, a slowed rate for an idle hold); 0 leaves the rate to the warp.
+FIXED_RATE = 10
+WARP_COLUMNS = 11
 
 
 def new_warp_table(n: int) -> np.ndarray:
