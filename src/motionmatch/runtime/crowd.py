@@ -34,7 +34,8 @@ from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
                        plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
                        trajectory_layout)
-from .playback import Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_stage
+from .playback import (Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_parallel,
+                       transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
 from .search_sets import annotation_rules, search_set, shared
@@ -709,8 +710,10 @@ class Crowd:
         jump = (best >= 0) & (best != self.frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
-            self.calls(transition_stage, agents[jump], best[jump], self.db_arrays, self.stop_of, self.inert,
-                       self.play, self.packed, self.scratch)
+            movers = agents[jump]
+            self.calls(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM else transition_stage,
+                       movers, best[jump], self.db_arrays, self.stop_of, self.inert, self.play, self.packed,
+                       self.scratch)
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose

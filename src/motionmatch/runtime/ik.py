@@ -53,7 +53,9 @@ def _frame_rotation(ux, uy, uz, nx, ny, nz, px, py, pz, mx, my, mz):
 
 
 @numba.njit(cache=True)
-def _two_joint_ik_kernel(a, b, c, t, pole, a_gr, b_gr, buffer, out_a, out_b, out_c):
+def _two_joint_ik_core(a, b, c, t, pole, a_gr, b_gr, buffer):
+    """_two_joint_ik_kernel on tuples (no arrays: nothing to allocate or reference-count per leg); returns
+    (hip world rotation, knee world rotation, reached end), tuples of 4, 4 and 3."""
     lab = _norm3(b[0] - a[0], b[1] - a[1], b[2] - a[2])
     lcb = _norm3(c[0] - b[0], c[1] - b[1], c[2] - b[2])
     acx, acy, acz = c[0] - a[0], c[1] - a[1], c[2] - a[2]
@@ -61,12 +63,7 @@ def _two_joint_ik_kernel(a, b, c, t, pole, a_gr, b_gr, buffer, out_a, out_b, out
     atx, aty, atz = t[0] - a[0], t[1] - a[1], t[2] - a[2]
     lat = _norm3(atx, aty, atz)
     if lab < 1e-9 or lcb < 1e-9 or lac < 1e-9:
-        for k in range(4):
-            out_a[k] = a_gr[k]
-            out_b[k] = b_gr[k]
-        for k in range(3):
-            out_c[k] = c[k]
-        return
+        return a_gr, b_gr, c
     ux, uy, uz = acx / lac, acy / lac, acz / lac          # current hip->ankle direction
     if lat < 1e-9:
         dx, dy, dz = ux, uy, uz
@@ -112,15 +109,25 @@ def _two_joint_ik_kernel(a, b, c, t, pole, a_gr, b_gr, buffer, out_a, out_b, out
     endx, endy, endz = a[0] + reach * dx, a[1] + reach * dy, a[2] + reach * dz
 
     qw, qx, qy, qz = _frame_rotation(bx, by, bz, nx, ny, nz, nbx, nby, nbz, mx, my, mz)
-    out_a[0], out_a[1], out_a[2], out_a[3] = _qmul(qw, qx, qy, qz, a_gr[0], a_gr[1], a_gr[2], a_gr[3])
+    out_a = _qmul(qw, qx, qy, qz, a_gr[0], a_gr[1], a_gr[2], a_gr[3])
 
     cx0, cy0, cz0 = (c[0] - b[0]) / lcb, (c[1] - b[1]) / lcb, (c[2] - b[2]) / lcb
     cx1, cy1, cz1 = (endx - kneex) / lcb, (endy - kneey) / lcb, (endz - kneez) / lcb
     l1 = _norm3(cx1, cy1, cz1)
     cx1, cy1, cz1 = cx1 / l1, cy1 / l1, cz1 / l1
     qw, qx, qy, qz = _frame_rotation(cx0, cy0, cz0, nx, ny, nz, cx1, cy1, cz1, mx, my, mz)
-    out_b[0], out_b[1], out_b[2], out_b[3] = _qmul(qw, qx, qy, qz, b_gr[0], b_gr[1], b_gr[2], b_gr[3])
-    out_c[0], out_c[1], out_c[2] = endx, endy, endz
+    out_b = _qmul(qw, qx, qy, qz, b_gr[0], b_gr[1], b_gr[2], b_gr[3])
+    return out_a, out_b, (endx, endy, endz)
+
+
+@numba.njit(cache=True)
+def _two_joint_ik_kernel(a, b, c, t, pole, a_gr, b_gr, buffer, out_a, out_b, out_c):
+    qa, qb, end = _two_joint_ik_core((a[0], a[1], a[2]), (b[0], b[1], b[2]), (c[0], c[1], c[2]), (t[0], t[1], t[2]),
+                                     (pole[0], pole[1], pole[2]), (a_gr[0], a_gr[1], a_gr[2], a_gr[3]),
+                                     (b_gr[0], b_gr[1], b_gr[2], b_gr[3]), buffer)
+    out_a[0], out_a[1], out_a[2], out_a[3] = qa
+    out_b[0], out_b[1], out_b[2], out_b[3] = qb
+    out_c[0], out_c[1], out_c[2] = end
 
 
 _ZERO3 = np.zeros(3)
@@ -274,34 +281,34 @@ def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_
 @numba.njit(cache=True)
 def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, local):
     """_solve_leg with a toe joint, compiled: the same arithmetic, local rotations written in place.
-    leg: (upper leg, lower leg, foot, toe) joints; tgt (3,) the ankle target."""
+    leg: (upper leg, lower leg, foot, toe) joints; tgt (3,) the ankle target. Points and rotations are
+    tuples, not arrays: a crowd tick solves 20,000 legs, and each array is an allocation."""
     up, lo, ft, toe = leg[0], leg[1], leg[2], leg[3]
-    c = gpos[ft]
-    toe_vec = np.empty(3)
-    target = np.empty(3)
-    for k in range(3):
-        toe_vec[k] = gpos[toe, k] - c[k]
-        target[k] = tgt[k]
-    out_a = np.empty(4)
-    out_b = np.empty(4)
-    out_c = np.empty(3)
-    _two_joint_ik_kernel(gpos[up], gpos[lo], c, target, toe_vec, grot[up], grot[lo], 0.01, out_a, out_b, out_c)
-    foot_gr = grot[ft]
+    c = (gpos[ft, 0], gpos[ft, 1], gpos[ft, 2])
+    toe_vec = (gpos[toe, 0] - c[0], gpos[toe, 1] - c[1], gpos[toe, 2] - c[2])
+    out_a, out_b, out_c = _two_joint_ik_core(
+        (gpos[up, 0], gpos[up, 1], gpos[up, 2]), (gpos[lo, 0], gpos[lo, 1], gpos[lo, 2]), c, (tgt[0], tgt[1], tgt[2]),
+        toe_vec, (grot[up, 0], grot[up, 1], grot[up, 2], grot[up, 3]), (grot[lo, 0], grot[lo, 1], grot[lo, 2], grot[lo, 3]),
+        0.01)
+    fw, fx, fy, fz = grot[ft, 0], grot[ft, 1], grot[ft, 2], grot[ft, 3]
     if has_ground:
+        foot = np.array(out_c)
         toe_pos = np.empty(3)
         for k in range(3):
             toe_pos[k] = out_c[k] + toe_vec[k]
         fixed = np.empty(4)
-        _toe_fix_kernel(out_c, foot_gr, toe_pos, toe_ground, fixed, np.empty(3))
-        foot_gr = fixed
+        _toe_fix_kernel(foot, grot[ft], toe_pos, toe_ground, fixed, np.empty(3))
+        fw, fx, fy, fz = fixed[0], fixed[1], fixed[2], fixed[3]
     p = parents[up]
     if p >= 0:
-        _inv_mul_into(grot[p], out_a, local[up])
+        local[up, 0], local[up, 1], local[up, 2], local[up, 3] = _qmul(grot[p, 0], -grot[p, 1], -grot[p, 2], -grot[p, 3],
+                                                                       out_a[0], out_a[1], out_a[2], out_a[3])
     else:
-        for k in range(4):
-            local[up, k] = out_a[k]
-    _inv_mul_into(out_a, out_b, local[lo])
-    _inv_mul_into(out_b, foot_gr, local[ft])
+        local[up, 0], local[up, 1], local[up, 2], local[up, 3] = out_a
+    local[lo, 0], local[lo, 1], local[lo, 2], local[lo, 3] = _qmul(out_a[0], -out_a[1], -out_a[2], -out_a[3],
+                                                                   out_b[0], out_b[1], out_b[2], out_b[3])
+    local[ft, 0], local[ft, 1], local[ft, 2], local[ft, 3] = _qmul(out_b[0], -out_b[1], -out_b[2], -out_b[3],
+                                                                   fw, fx, fy, fz)
 
 
 @numba.njit(cache=True)

@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from . import inertialization
+from .borrow import borrow
 from . import settings as S
 from .controller import PX, PZ, VX, VZ, YAW
 from .springs import damper_factor
@@ -207,9 +208,26 @@ def transition_agent(i, to, frames, stop_of, inert, play, s, scratch):
 @numba.njit(cache=True)
 def transition_stage(agents, targets, frames, stop_of, inert, play, settings, scratch):
     """transition_agent for each agents[k] -> targets[k] (a few per tick: on the calling thread)."""
+    frames, stop_of, inert, play, settings, scratch = borrow((frames, stop_of, inert, play, settings, scratch))
     for k in range(agents.shape[0]):
         i = agents[k]
         transition_agent(i, targets[k], frames, stop_of, inert, play, settings[i], scratch)
+
+
+@numba.njit(cache=True, parallel=True)
+def _transition_parallel(agents, targets, frames, stop_of, inert, play, settings, src, dst):
+    for k in numba.prange(agents.shape[0]):
+        i = agents[k]
+        transition_agent(i, targets[k], frames, stop_of, inert, play, settings[i], (src, dst))
+
+
+@numba.njit(cache=True)
+def transition_parallel(agents, targets, frames, stop_of, inert, play, settings, scratch):
+    """transition_stage in parallel, for the many transitions of a large crowd's tick (agents distinct:
+    each writes its own rows only)."""
+    frames, stop_of, inert, play, settings, (src, dst) = borrow((frames, stop_of, inert, play, settings, scratch))
+    # The two scratch poses go separately: numba's parallel loops cannot take a record inside a record.
+    _transition_parallel(agents, targets, frames, stop_of, inert, play, settings, src, dst)
 
 
 @numba.njit(cache=True)
@@ -305,14 +323,24 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
 
 
 @numba.njit(cache=True, parallel=True)
-def playback_stage(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
-    """playback_agent for every character."""
+def _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     for i in numba.prange(play.frame.shape[0]):
         playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
 
 
 @numba.njit(cache=True)
+def playback_stage(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
+    """playback_agent for every character, in parallel. The records are borrowed (runtime/borrow.py) by
+    this caller of the parallel loop: numba's parallel loops cannot borrow records themselves."""
+    frames, clips, ctrl, wt, settings, play, inert, local, root, anim = borrow(
+        (frames, clips, ctrl, wt, settings, play, inert, local, root, anim))
+    _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
+
+
+@numba.njit(cache=True)
 def playback_serial(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """playback_agent for every character on the calling thread (small crowds: no thread hand-off)."""
+    frames, clips, ctrl, wt, settings, play, inert, local, root, anim = borrow(
+        (frames, clips, ctrl, wt, settings, play, inert, local, root, anim))
     for i in range(play.frame.shape[0]):
         playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)

@@ -16,6 +16,7 @@ import numpy as np
 from ..kinematics import fk_pose_into
 from ..scalar_quat import qrot
 from . import settings as S
+from .borrow import borrow
 from .ik import legs_pose
 from .spine import bend_spine, facing_slope, smoothed_lean
 from .springs import damper_factor, decay_exact, half_damping, spring_exact, spring_moving_goal_exact
@@ -316,16 +317,26 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
 
 
 @numba.njit(cache=True, parallel=True)
-def output_stage(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
-    """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
-    float32 outputs (out.positions, out.rotations)."""
+def _output_parallel(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     for a in numba.prange(agents.shape[0]):
         _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
 
 
 @numba.njit(cache=True)
+def output_stage(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
+    """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
+    float32 outputs (out.positions, out.rotations). Records borrowed (runtime/borrow.py) by this caller
+    of the parallel loop: numba's parallel loops cannot borrow records themselves."""
+    agents, local, root, play, settings, rig, terrain, feet, out = borrow(
+        (agents, local, root, play, settings, rig, terrain, feet, out))
+    _output_parallel(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
+
+
+@numba.njit(cache=True)
 def output_serial(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """output_stage on the calling thread (small crowds: no thread hand-off)."""
+    agents, local, root, play, settings, rig, terrain, feet, out = borrow(
+        (agents, local, root, play, settings, rig, terrain, feet, out))
     for a in range(agents.shape[0]):
         _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
 
