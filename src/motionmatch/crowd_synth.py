@@ -34,6 +34,7 @@ from .avoidance import AvoidanceSettings, AvoidanceState, avoid
 from .input_bounds import parse_json, read_bounded
 from .obstacles import Obstacles, parse_obstacles, penetration, signed_distance, steer_velocities
 from .runtime.controller import ControllerSettings
+from .obstacle_routes import RouteState, remaining, route_targets
 from .scenario import Scenario, ScenarioError, parse_scenario
 
 MAX_AGENTS = 1000
@@ -215,9 +216,12 @@ class DriverState:
     arrived: np.ndarray
     followers: dict
     scripts: dict
+    routes: RouteState | None = None     # goal agents' routes round static obstacles
 
 
-def driver_state(agents) -> DriverState:
+def driver_state(agents, obstacles: Obstacles | None = None) -> DriverState:
+    """The drivers of `agents` (AgentSpec); with obstacles, goal agents follow routes round them
+    (obstacle_routes.py)."""
     n = len(agents)
     goals = np.array([a.goal if a.goal is not None else (0.0, 0.0) for a in agents], dtype=np.float64)
     return DriverState(goals=goals.reshape(n, 2), has_goal=np.array([a.goal is not None for a in agents]),
@@ -225,7 +229,18 @@ def driver_state(agents) -> DriverState:
                        followers={i: a.scenario.path.follower() for i, a in enumerate(agents)
                                   if a.scenario is not None and a.scenario.is_path},
                        scripts={i: a.scenario for i, a in enumerate(agents)
-                                if a.scenario is not None and not a.scenario.is_path})
+                                if a.scenario is not None and not a.scenario.is_path},
+                       routes=goal_routes(agents, obstacles))
+
+
+def goal_routes(agents, obstacles: Obstacles | None) -> RouteState | None:
+    """Routes from each goal agent's start to its goal round the obstacles (None without either)."""
+    rows = [i for i, a in enumerate(agents) if a.goal is not None]
+    if obstacles is None or not obstacles.count or not rows:
+        return None
+    starts = np.array([a.start for a in agents], dtype=np.float64)
+    goals = np.array([a.goal if a.goal is not None else a.start for a in agents], dtype=np.float64)
+    return RouteState(obstacles, starts, goals, rows)
 
 
 def drive(state: DriverState, t: float, sim_positions: np.ndarray, cs: ControllerSettings):
@@ -243,8 +258,11 @@ def drive(state: DriverState, t: float, sim_positions: np.ndarray, cs: Controlle
     state.arrived = state.has_goal & np.where(state.arrived, dist < RESUME_DISTANCE, dist < ARRIVE_DISTANCE)
     top = np.where(run, cs.run_forward_speed, cs.walk_forward_speed)
     brake = np.maximum(0.5, 0.6 * top)
-    speed = np.where(state.has_goal & ~state.arrived, top * np.minimum(dist / brake, 1.0), 0.0)
-    vel = to_goal * (speed / np.maximum(dist, 1e-9))[:, None]
+    heading, left = to_goal, dist
+    if state.routes is not None:
+        heading, left = route_heading(state, t, sim_positions, dist)
+    speed = np.where(state.has_goal & ~state.arrived, top * np.minimum(left / brake, 1.0), 0.0)
+    vel = heading * (speed / np.maximum(np.linalg.norm(heading, axis=1), 1e-9))[:, None]
     move[:] = velocity_to_stick(vel, run, cs)
     for i, f in state.followers.items():
         vx, vz, _, f.progress, f.done = f.goal((sim_positions[i, 0], sim_positions[i, 2]))
@@ -258,18 +276,31 @@ def drive(state: DriverState, t: float, sim_positions: np.ndarray, cs: Controlle
     return move, run, strafe, look
 
 
+def route_heading(state: DriverState, t: float, sim_positions: np.ndarray, dist: np.ndarray):
+    """Goal agents with routes: (n, 2) the way to walk (toward the point ahead on their route) and (n,)
+    the metres left to brake over (the route's rest, at least the straight distance `dist` to the goal)."""
+    pos = sim_positions[:, [0, 2]]
+    walking = state.routes.agents[~state.arrived[state.routes.agents]]
+    target = route_targets(state.routes, pos, t, walking)
+    return target - pos, np.maximum(dist, remaining(state.routes))
+
+
 def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities, cs: ControllerSettings,
-                 settings: AvoidanceSettings | None = None, obstacles: Obstacles | None = None) -> np.ndarray:
+                 settings: AvoidanceSettings | None = None, obstacles: Obstacles | None = None,
+                 routed: np.ndarray | None = None) -> np.ndarray:
     """Move sticks (n, 2) adjusted by local avoidance (of each other and of `obstacles`), from the
-    agents' sticks and run flags and the simulation positions and velocities (n, 3)."""
+    agents' sticks and run flags and the simulation positions and velocities (n, 3). routed (n,) bool:
+    agents following routes (obstacle_routes.py), whose sticks already lead round the obstacles."""
     pref = stick_to_velocity(move, run, cs)
     top = np.where(run, cs.run_forward_speed, cs.walk_forward_speed)
     pos = np.ascontiguousarray(sim_positions[:, [0, 2]])
     if obstacles is not None:
         # The preference itself bends around what is ahead (the controllers' steering), so the
         # avoidance weighs detours from a way that passes: from a wall's face, standing still would
-        # cost less than any turn toward the doorway.
-        pref = steer_velocities(obstacles, pos, pref)
+        # cost less than any turn toward the doorway. A route already leads round (and steering's fixed
+        # lookahead would turn an agent away from a route that bends within it).
+        free = np.ones(len(pref), dtype=bool) if routed is None else ~routed
+        pref[free] = steer_velocities(obstacles, pos[free], pref[free])
     vel = avoid(state, pos, sim_velocities[:, [0, 2]], pref, top, settings, obstacles)
     return velocity_to_stick(vel, run, cs)
 
@@ -320,7 +351,11 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         crowd.reset_agent(i, (a.start[0], 0.0, a.start[1]), math.radians(a.yaw_deg))
     obstacles = spec.obstacles if spec.obstacles is not None and spec.obstacles.count else None
     crowd.set_obstacles(obstacles)
-    drivers = driver_state(spec.agents)
+    drivers = driver_state(spec.agents, obstacles)
+    routed = np.zeros(n, dtype=bool)
+    if drivers.routes is not None:
+        routed[drivers.routes.agents] = True
+    crowd.routed[:] = routed
     use_avoidance = spec.avoidance if avoidance is None else avoidance
     avoid_state = AvoidanceState.zeros(n)
     fps = db.fps
@@ -338,7 +373,8 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         sim = crowd.sim_positions
         move, run, strafe, look = drive(drivers, k * dt, sim, cs)
         if use_avoidance:
-            move = avoid_sticks(avoid_state, move, run, sim, crowd.sim_velocities, cs, avoidance_settings, obstacles)
+            move = avoid_sticks(avoid_state, move, run, sim, crowd.sim_velocities, cs, avoidance_settings, obstacles,
+                                routed)
         crowd.step(move, run, strafe, look, dt)
         rec["tick_us"][k] = (time.perf_counter() - t0) * 1e6
         rec["searches"][k] = crowd.searches_last_tick

@@ -221,6 +221,9 @@ class Crowd:
 
         self.obstacles = None             # static obstacles the controllers steer around (set_obstacles)
         self.steered = np.zeros(n, dtype=np.bool_)
+        # Agents whose goals a route planner already leads round the obstacles (obstacle_routes.py):
+        # steering's fixed lookahead would turn them away from a route that bends within it.
+        self.routed = np.zeros(n, dtype=np.bool_)
         self.mode, self.model_path = crowd_mode(settings)
         self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
@@ -513,7 +516,7 @@ class Crowd:
         before = None if self.obstacles is None else self.ctrl.copy()
         (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
         if before is not None:
-            self.steer(before, np.setdiff1d(self.everyone, driven), dt)
+            self.steer(before, np.setdiff1d(np.flatnonzero(~self.routed), driven), dt)
         if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
             self.ctrl[driven] = kept
             self.drive_requests(driven, dt)
