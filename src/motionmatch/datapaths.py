@@ -222,7 +222,7 @@ def bandai_locomotion_files(data: str | os.PathLike | None = None) -> tuple[list
 
 # Bumped when building the same files gives another database (retargeting, contacts): part of the
 # default databases' definitions, so their caches are rebuilt.
-BUILD_REVISION = "2026-11-28 retargeted trunk lean matched to the actor's at the clip's gaits"
+BUILD_REVISION = "2026-11-28 retargeted trunk lean matched on the clip's moving frames only (bows keep their depth)"
 
 
 def default_definition(mixed: bool = False, kind: str | None = None) -> str | None:

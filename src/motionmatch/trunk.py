@@ -22,6 +22,7 @@ from .posture import GAIT_BINS, gait_bins, gait_stand_in, posture_joints, travel
 from .rotations import quat_inv, quat_mul
 
 _HIPS, _HEAD, _LUL, _RUL = 0, 1, 2, 5       # posture.POSTURE_ROLES
+MIN_MOVING_S = 0.5      # a clip moving for less than this (s) keeps its own trunk
 
 
 def body_axes(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,8 +50,9 @@ def actor_trunk(p: np.ndarray, bins: np.ndarray) -> list[list[float]]:
 
 def match_trunk(parents, roles: dict, t_pos: np.ndarray, t_rot: np.ndarray, fps: float, actor: list) -> np.ndarray:
     """Turn a clip's spine joint (the `spine` role, else `chest`) in place by one constant forward and
-    sideways angle in the body's frame, so the median over the clip's frames of the actor's lean at the
-    frame's gait (`actor`: actor_trunk) minus the clip's own is zero. t_pos (F, J, 3) metres and t_rot
+    sideways angle in the body's frame, so the median over the clip's moving frames of the actor's lean at
+    the frame's gait (`actor`: actor_trunk) minus the clip's own is zero (a clip moving for less than
+    MIN_MOVING_S keeps its trunk). t_pos (F, J, 3) metres and t_rot
     (F, J, 4) local; fps frames per second. Returns the [forward, side] turn given (degrees).
 
     Turning about the spine joint moves the head less than a turn about the hips would: two passes."""
@@ -62,7 +64,12 @@ def match_trunk(parents, roles: dict, t_pos: np.ndarray, t_rot: np.ndarray, fps:
         gpos, grot = forward_kinematics(t_pos, t_rot, P)
         p = gpos[:, joints]
         bins = gait_bins(p, travel_velocity(p[:, _HIPS], fps))
-        turn = np.median(np.asarray(actor)[bins] - trunk_angles_deg(p), axis=0)
+        # Moving frames only: a clip's standing frames may be a bow or a wave, whose lean is the action
+        # (a bow matched to the actor's upright standing lost a third of its depth).
+        moving = bins != 0
+        if moving.sum() < MIN_MOVING_S * fps:
+            break
+        turn = np.median(np.asarray(actor)[bins[moving]] - trunk_angles_deg(p[moving]), axis=0)
         total += turn
         forward, left = body_axes(p)
         # About the left axis a positive angle tips the head forward; about -forward, to the left.
