@@ -10,6 +10,7 @@ import pytest
 from motionmatch.batch_synth import SUMMARY, without_timings
 from motionmatch.cli import main
 from motionmatch.output_folder import INCOMPLETE_MARKER
+from motionmatch.runtime.crowd import PARALLEL_FROM
 
 WALK_TURN = [{"t": 0.0, "move": [0.0, 1.0]}, {"t": 1.0, "move": [1.0, 0.0]}]
 
@@ -76,14 +77,23 @@ def test_several_crowd_files_on_the_engine_write_what_single_runs_write(cluster,
     crowds = [_write(tmp_path / "pair.json", {"duration": 2, "avoidance": True, "agents": [
                   {"start": [0, 0], "inputs": WALK_TURN}, {"start": [0, 6], "yaw": 180, "goal": [0, 1]}]}),
               _write(tmp_path / "runner.json", {"duration": 1.5, "agents": [
-                  {"start": [5, 0], "goal": [5, 6], "run": True}]})]
+                  {"start": [5, 0], "goal": [5, 6], "run": True}]}),
+              # As many agents as make the crowd's stages parallel (PARALLEL_FROM): the workers run them
+              # on one numba thread, the single run here on all.
+              _write(tmp_path / "rows.json", {"duration": 1.0, "agents": [
+                  {"start": [1.5 * (i % 8), 2.0 * (i // 8)], "goal": [1.5 * (i % 8), 2.0 * (i // 8) + 4]}
+                  for i in range(PARALLEL_FROM)]})]
+    import numba
+    # A worker's numba reads the engine's one-thread setting before any task (cluster.py's plugin): it
+    # used to keep the core count and fail the first compile after a parallel crowd tick.
+    assert set(cluster.run(lambda: numba.config.NUMBA_NUM_THREADS).values()) == {1}
     out = tmp_path / "batch"
     assert main(["synth", "--db", str(jlpm_db_path), "--crowd", *map(str, crowds), "-o", str(out),
                  "--address", cluster.scheduler.address, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["done"] == 2 and printed["failed"] == 0 and set(printed["metrics"]) == {"pair", "runner"}
-    assert _visible(out) == [SUMMARY, "pair", "runner"]
-    for path, agents in zip(crowds, (2, 1)):
+    assert printed["done"] == 3 and printed["failed"] == 0 and set(printed["metrics"]) == {"pair", "runner", "rows"}
+    assert _visible(out) == [SUMMARY, "pair", "rows", "runner"]
+    for path, agents in zip(crowds, (2, 1, PARALLEL_FROM)):
         single = tmp_path / f"single_{path.stem}"
         assert main(["synth", "--db", str(jlpm_db_path), "--crowd", str(path), "--out", str(single),
                      "--quiet"]) == 0

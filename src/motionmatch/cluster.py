@@ -28,6 +28,24 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 _databases: dict = {}
 
 
+def _numba_threads_plugin():
+    """A worker plugin that makes numba read WORKER_ENV before any task runs. A local cluster's worker
+    process imports numba (unpickling its start-up) before the nanny sets WORKER_ENV, so numba's
+    thread count stays the core count; its compiler re-reads the environment at the next compile and
+    raises once parallel threads were launched ("Cannot set NUMBA_NUM_THREADS ... once the threads
+    have been launched": a crowd of 32 agents or more, then any new compile). Plugins also run on a
+    worker the nanny restarts."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class NumbaThreads(WorkerPlugin):
+        name = "motionmatch-numba-threads"
+
+        def setup(self, worker):
+            import numba
+            numba.config.reload_config()
+    return NumbaThreads()
+
+
 def worker_database(path):
     """The database at `path`, loaded (memory-mapped) once per process and reused while the file
     is unchanged."""
@@ -71,6 +89,7 @@ def open_client(workers: int | None = None, address: str | None = None, allowed_
                                env=WORKER_ENV)
         client = Client(cluster)
         try:
+            client.register_plugin(_numba_threads_plugin())
             yield client
         finally:
             client.close()
