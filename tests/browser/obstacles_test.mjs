@@ -16,14 +16,23 @@ await runReport(url, { width: 960, height: 600 }, async (page, report, mark) => 
     && window.motionmatch.framesReceived > 30, null, { timeout: 30000 });
   await page.setInputFiles('#f-scenario', { name: 'pillar.json', mimeType: 'application/json',
     buffer: Buffer.from(JSON.stringify(scenario)) });
-  await page.waitForFunction(() => (window.motionmatch.obstacles || []).length === 2, null, { timeout: 15000 });
+  await page.waitForFunction(() => (window.motionmatch.obstacles || []).length === 2, null, { timeout: 60000 });
   mark('drawn');
   report.drawn = await page.evaluate(() => window.motionmatch.obstacles);
   await page.waitForTimeout(300);
   await page.screenshot({ path: join(outDir, 'obstacles.png') });    // the pillar ahead of the character
-  await page.waitForTimeout(2200);
-  report.root = await page.evaluate(() => window.motionmatch.rootPosition);
+  // Walking +z at the pillar (centre z 3): every root the page shows until it is past it (z > 4), or 60 s.
+  report.path = await page.evaluate(() => new Promise((resolve) => {
+    const path = [];
+    const t0 = performance.now();
+    const timer = setInterval(() => {
+      const [x, , z] = window.motionmatch.rootPosition;
+      path.push([x, z]);
+      if (z > 4.0 || performance.now() - t0 > 60000) { clearInterval(timer); resolve(path); }
+    }, 50);
+  }));
+  mark('past');
   await page.evaluate(() => document.getElementById('b-scen-stop').click());
-  await page.waitForFunction(() => (window.motionmatch.obstacles || []).length === 0, null, { timeout: 15000 });
+  await page.waitForFunction(() => (window.motionmatch.obstacles || []).length === 0, null, { timeout: 60000 });
   report.cleared = true;
 });
