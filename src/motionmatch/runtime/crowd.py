@@ -219,11 +219,8 @@ class Crowd:
         self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.set_base, self.active_set = {}, [None] * n   # database sets (use_set)
 
-        self.obstacles = None             # static obstacles the controllers steer around (set_obstacles)
-        self.steered = np.zeros(n, dtype=np.bool_)
-        # Agents whose goals a route planner already leads round the obstacles (obstacle_routes.py):
-        # steering's fixed lookahead would turn them away from a route that bends within it.
-        self.routed = np.zeros(n, dtype=np.bool_)
+        # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents (obstacle_routes.py)
+        self.obstacles, self.steered, self.routed = None, np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
         self.mode, self.model_path = crowd_mode(settings)
         self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
