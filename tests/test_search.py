@@ -460,3 +460,64 @@ def test_a_frame_cost_changes_the_pick():
     cost[:] = 0.0
     cost[1200] = -100.0                # a strong preference wins over a better pose
     assert Searcher(x, starts, stops, rules=FrameRules(cost=cost)).search(q)[0] == 1200
+
+
+# ---------------------------------------------------------------------------------------------
+# the aabb tree's structure (search/aabb.py: sampled k-d cells, then exact median splits in each)
+
+def tree_of(x, starts, stops, end_exclude=0, mask=None):
+    s = Searcher(x, starts, stops, backend="aabb", end_exclude=end_exclude)
+    if mask is not None:
+        s.set_mask(mask)
+    others, first, count, node_lo, node_hi, node_kids, node_count = s._index._arrays[:1] + s._index._arrays[4:]
+    return s, others, first, count, node_lo, node_hi, node_kids, node_count
+
+
+@pytest.mark.parametrize("kind", ["smooth", "frozen", "constant", "sparse"])
+def test_tree_holds_every_leaf_once_and_its_boxes_bound_their_frames(kind):
+    """Smooth walks (8 cells), frames nearly all one row (the cells' sampled medians tie: empty cells,
+    a cell of one leaf, one of 756), all one row (a single non-empty cell) and a mask leaving scattered
+    frames (leaves of one frame): each leaf sits in exactly one slot, every slot's box holds every frame
+    below it, missing children are empty boxes, a child's id is above its parent's, and answers equal
+    brute force."""
+    x, starts, stops = synthetic_features(12000, seed=13)
+    mask = None
+    if kind == "frozen":
+        x[np.random.default_rng(14).random(len(x)) < 0.9] = x[5]
+    elif kind == "constant":
+        x[:] = x[5]
+    elif kind == "sparse":
+        mask = np.zeros(len(x), dtype=bool)
+        mask[np.random.default_rng(15).choice(len(x), 3000, replace=False)] = True
+    s, others, first, count, lo, hi, kids, n_kids = tree_of(x, starts, stops, mask=mask)
+    assert len(first) > 256  # more than one cell
+    seen = np.zeros(len(first), dtype=int)
+
+    def frames_below(nd, k):
+        c = kids[nd, k]
+        if c < 0:
+            seen[-c - 1] += 1
+            return np.arange(first[-c - 1], first[-c - 1] + count[-c - 1])
+        assert c > nd
+        return np.concatenate([frames_below(c, i) for i in range(n_kids[c])])
+
+    for k in range(n_kids[0]):
+        frames = frames_below(0, k)
+        assert (x[frames] >= lo[0, :, k]).all() and (x[frames] <= hi[0, :, k]).all()
+    for nd in range(1, len(n_kids)):
+        for k in range(n_kids[nd]):
+            rows = x[frames_below(nd, k)]
+            assert (rows >= lo[nd, :, k]).all() and (rows <= hi[nd, :, k]).all()
+        assert (lo[nd, :, n_kids[nd]:] == np.inf).all() and (hi[nd, :, n_kids[nd]:] == -np.inf).all()
+    # each leaf reached once from the root (the loop above walks every node's subtree again)
+    seen[:] = 0
+    for k in range(n_kids[0]):
+        frames_below(0, k)
+    assert (seen == 1).all()
+    assert np.array_equal(np.sort(np.concatenate([np.arange(f, f + c) for f, c in zip(first, count)])),
+                          np.flatnonzero(others))
+    brute = Searcher(x, starts, stops, backend="brute", end_exclude=0)
+    rng = np.random.default_rng(16)
+    q = x[rng.integers(0, len(x), 40)] + rng.normal(size=(40, x.shape[1])).astype(np.float32) * 0.2
+    cur = rng.integers(-1, len(x), 40)
+    np.testing.assert_array_equal(s.search_batch(q, cur, 3, 0.0)[0], brute.search_batch(q, cur, 3, 0.0, mask=mask)[0])

@@ -12,9 +12,13 @@ so the boxes are tighter):
   canonical column order (exact: see common.py), gathering the rows from the features where they lie,
   so no copy of the features is made (copying 78 MB cost more than the rest of the build);
 - nodes: each holds the bounds of its up to 16 children interleaved (F, 16), so the query's distances to
-  all of them are one SIMD pass; missing children have empty bounds (+inf, -inf). A node's leaves are
-  split in two at the median of the leaf centres along their widest column (judged on a sample), four
-  times over, giving 16 children of equal size (full subtrees).
+  all of them are one SIMD pass; missing children have empty bounds (+inf, -inf). The leaves are first
+  sorted into cells of 128-256 leaves on average by a k-d tree whose splits are the medians of a sample of
+  the leaf centres along their widest column (_cells: one pass over the leaves); a 16-ary tree takes the
+  cells in k-d order, and inside a cell its leaves are split in two at the median of their centres
+  along their widest column (judged on a sample), four times over, giving 16 children of equal size.
+  Exact median splits over all leaves at every level had been about half of the build (13 levels
+  over 86k leaves on the full Bandai-Namco database); the sampled cells answer as fast.
 
 Search: the bound starts at cost(current) - bias (when the current frame counts), lowered by the frames
 just after the skipped window; then depth first from the root, the children within the bound pushed
@@ -34,44 +38,59 @@ import numpy as np
 from ._simd import box16_accumulate, rows16_accumulate
 from .brute import finish, row_cost
 
-__all__ = ["AabbIndex", "LEAF", "FANOUT", "aabb_kernel", "build_leaves", "build_tree"]
+__all__ = ["AabbIndex", "LEAF", "FANOUT", "aabb_kernel", "build_leaves", "build_tree", "leaf_spans", "leaf_boxes"]
 
 LEAF = 8  # frames per leaf (rows16_accumulate reads up to 16)
 FANOUT = 16  # children per node: box16_accumulate computes exactly 16
 _AXIS_SAMPLE = 64  # leaves looked at to choose a split column
+_CELL = 256  # most leaves per cell on average (build_tree: exact median splits only inside a cell)
+_CELL_SAMPLE = 16  # sampled leaves per cell to place the cells' boundaries
+_LANES = 8  # leaves descending the cells' k-d tree together (_cells)
 _STACK = FANOUT * 18
 _PIECES = 3  # costs and box distances are summed in this many column ranges, checked after each  # pending boxes: at most FANOUT per level; depth <= 17 for any N < 2**64 leaves
 
 
 @numba.njit(cache=True, nogil=True)
-def build_leaves(features, valid, range_starts):
-    """Leaves of the searchable frames: first frame and frame count (S,), bounds lo, hi (S, F) and box
-    centres (F, S) (column-major: a split reads one column). A leaf is up to LEAF consecutive searchable
-    frames and never spans two clips or a gap."""
-    n, nf = features.shape
-    is_start = np.zeros(n, dtype=np.bool_)
-    for s in range_starts:
-        if s < n:
-            is_start[s] = True
-    first = np.empty(n, dtype=np.int64)  # untouched pages of np.empty cost nothing
-    count = np.empty(n, dtype=np.int64)
+def _leaf_spans(valid, range_starts, first, count):
+    """Fill first, count with the leaves' first frame and frame count; returns their number S."""
+    n = valid.shape[0]
+    r = 0
     n_leaves = 0
     f = 0
     while f < n:
         if not valid[f]:
             f += 1
             continue
+        while r < range_starts.shape[0] and range_starts[r] <= f:
+            r += 1
+        stop = min(n, f + LEAF)
+        if r < range_starts.shape[0]:
+            stop = min(stop, range_starts[r])  # never into the next clip
         e = f + 1
-        while e < n and e - f < LEAF and valid[e] and not is_start[e]:
+        while e < stop and valid[e]:
             e += 1
         first[n_leaves] = f
         count[n_leaves] = e - f
         n_leaves += 1
         f = e
-    lo = np.empty((n_leaves, nf), dtype=np.float32)
-    hi = np.empty((n_leaves, nf), dtype=np.float32)
-    centres = np.empty((nf, n_leaves), dtype=np.float32)
-    for s in range(n_leaves):
+    return n_leaves
+
+
+def leaf_spans(valid, range_starts):
+    """First frame and frame count (S,) of each leaf of the searchable frames `valid` (bool (N,)): up to
+    LEAF consecutive searchable frames, never spanning two clips (range_starts, frames) or a gap."""
+    bound = int(np.count_nonzero(valid))  # at most one leaf per searchable frame
+    first = np.empty(bound, dtype=np.int64)  # numpy's: untouched pages cost nothing
+    count = np.empty(bound, dtype=np.int64)
+    n_leaves = _leaf_spans(valid, np.sort(np.asarray(range_starts, dtype=np.int64)), first, count)
+    return first[:n_leaves].copy(), count[:n_leaves].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def leaf_boxes(features, first, count, lo, hi):
+    """Fill the leaves' bounds lo, hi (S, F) in one pass over the features (N, F)."""
+    nf = features.shape[1]
+    for s in range(first.shape[0]):
         a = lo[s]
         z = hi[s]
         r0 = features[first[s]]
@@ -83,10 +102,25 @@ def build_leaves(features, valid, range_starts):
             for j in range(nf):
                 a[j] = min(a[j], row[j])
                 z[j] = max(z[j], row[j])
-        # The centres come from the same pass (a second pass over lo and hi cost a tenth of the build).
-        for j in range(nf):
-            centres[j, s] = np.float32(0.5) * a[j] + np.float32(0.5) * z[j]
-    return first[:n_leaves].copy(), count[:n_leaves].copy(), lo, hi, centres
+
+
+def build_leaves(features, valid, range_starts):
+    """Leaves of the searchable frames: first frame and frame count (S,) and bounds lo, hi (S, F); see
+    leaf_spans and leaf_boxes."""
+    first, count = leaf_spans(valid, range_starts)
+    n_leaves, nf = first.shape[0], features.shape[1]
+    # Allocated by numpy, which asks the kernel for huge pages on large arrays (numba's allocations do
+    # not): taking the build's fresh memory 4 kB page by page cost several milliseconds.
+    lo = np.empty((n_leaves, nf), dtype=np.float32)
+    hi = np.empty((n_leaves, nf), dtype=np.float32)
+    leaf_boxes(features, first, count, lo, hi)
+    return first, count, lo, hi
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _centre(lo, hi, p, j):
+    """Column j of leaf p's box centre (bounds lo, hi (S, F))."""
+    return np.float32(0.5) * lo[p, j] + np.float32(0.5) * hi[p, j]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -101,7 +135,7 @@ def _select(perm, key, b, e, k):
 
     Floyd and Rivest's selection (1975): on large ranges the pivot is first selected within a small
     sample range around k, so each partition pass leaves few keys on k's side; about 1.5 comparisons a
-    key instead of the 3.4 of median-of-three quickselect (the tree's splits were most of the build)."""
+    key instead of the 3.4 of median-of-three quickselect."""
     left = b
     right = e - 1
     while right > left:
@@ -138,14 +172,32 @@ def _select(perm, key, b, e, k):
 
 
 @numba.njit(cache=True, nogil=True)
-def _split(perm, centres, key, b, e, size):
+def _widest(lo, hi, idx, b, e, cmin, cmax):
+    """The column along which the leaves idx[b:e] (an evenly spaced sample of at most about
+    _AXIS_SAMPLE of them) spread their box centres most (bounds lo, hi (S, F); lo + hi is twice the
+    centre); cmin, cmax (F,) are scratch space."""
+    nf = lo.shape[1]
+    cmin[:] = np.inf
+    cmax[:] = -np.inf
+    for i in range(b, e, max(1, (e - b) // _AXIS_SAMPLE)):
+        a = lo[idx[i]]
+        z = hi[idx[i]]
+        for j in range(nf):
+            c = a[j] + z[j]
+            cmin[j] = min(cmin[j], c)
+            cmax[j] = max(cmax[j], c)
+    axis = 0
+    for j in range(1, nf):
+        if cmax[j] - cmin[j] > cmax[axis] - cmin[axis]:
+            axis = j
+    return axis
+
+
+@numba.njit(cache=True, nogil=True)
+def _split(perm, lo, hi, key, b, e, size, cmin, cmax, stack):
     """Reorder perm[b:e] into consecutive parts of `size` leaves (the last may be smaller) by repeated
-    median splits along the widest column of the leaf centres (F, S) (measured on an evenly spaced
-    sample); key (S,) is scratch space."""
-    nf = centres.shape[0]
-    cmin = np.empty(nf, dtype=np.float32)
-    cmax = np.empty(nf, dtype=np.float32)
-    stack = np.empty((64, 2), dtype=np.int64)
+    median splits of the leaves' box centres (bounds lo, hi (S, F)) along their widest column (_widest);
+    key (S,), cmin, cmax (F,) and stack (64, 2) are scratch space."""
     stack[0, 0] = b
     stack[0, 1] = e
     top = 1
@@ -156,21 +208,9 @@ def _split(perm, centres, key, b, e, size):
         parts = (e0 - b0 + size - 1) // size
         if parts <= 1:
             continue
-        cmin[:] = np.inf
-        cmax[:] = -np.inf
-        step = max(1, (e0 - b0) // _AXIS_SAMPLE)
-        for i in range(b0, e0, step):
-            p = perm[i]
-            for j in range(nf):
-                cmin[j] = min(cmin[j], centres[j, p])
-                cmax[j] = max(cmax[j], centres[j, p])
-        axis = 0
-        for j in range(1, nf):
-            if cmax[j] - cmin[j] > cmax[axis] - cmin[axis]:
-                axis = j
-        col = centres[axis]
+        axis = _widest(lo, hi, perm, b0, e0, cmin, cmax)
         for i in range(b0, e0):
-            key[i] = col[perm[i]]
+            key[i] = _centre(lo, hi, perm[i], axis)
         m = b0 + (parts // 2) * size
         _select(perm, key, b0, e0, m)
         stack[top, 0] = b0
@@ -191,87 +231,268 @@ def _child_size(n):
 
 @numba.njit(cache=True, nogil=True)
 def _count_nodes(n_leaves):
-    """Nodes of the tree over n_leaves leaves (1 for 0 or 1 leaves: the root)."""
-    todo = [n_leaves]
-    count = 0
-    while len(todo) > 0:
-        n = todo.pop()
-        count += 1
+    """Nodes of the tree over n_leaves leaves (1 for 0 or 1 leaves: the root): a node, its full
+    children's subtrees ((size - 1) / 15 nodes each: size is a power of 16) and its last, partial one."""
+    total = 0
+    n = n_leaves
+    while True:
+        total += 1
         size = _child_size(n)
-        for b in range(0, n, size):
-            if min(size, n - b) > 1:
-                todo.append(min(size, n - b))
-    return count
+        if size == 1:
+            return total
+        total += (n // size) * ((size - 1) // (FANOUT - 1))
+        n = n % size
+        if n <= 1:  # no partial child, or a leaf
+            return total
 
 
 @numba.njit(cache=True, nogil=True)
-def build_tree(lo, hi, centres):
-    """16-ary tree over leaves with bounds lo, hi (S, F) and centres (F, S) (build_leaves); see the
-    module docstring.
+def _cells(lo, hi, depth):
+    """Leaves (bounds lo, hi (S, F)) sorted into the 2**depth cells of a k-d tree whose splits are the
+    medians, along the widest column (_widest), of an evenly spaced sample of _CELL_SAMPLE leaves per
+    cell: one pass over the leaves instead of `depth` exact median splits over all of them (those had
+    been most of the build).
+
+    Returns perm (S,) (the leaves cell by cell, in clip order within a cell; consecutive cells are k-d
+    siblings) and cell_start (2**depth + 1,) (cell c holds perm[cell_start[c]:cell_start[c + 1]]). The
+    cells are only roughly equal in size."""
+    n, nf = lo.shape
+    n_cells = 1 << depth
+    n_inner = n_cells - 1
+    axis = np.zeros(max(n_inner, 1), dtype=np.int64)
+    thr = np.zeros(max(n_inner, 1), dtype=np.float32)
+    m = min(n, _CELL_SAMPLE * n_cells)
+    # the sample's bounds copied next to each other: its splits read them over and over
+    slo = np.empty((m, nf), dtype=np.float32)
+    shi = np.empty((m, nf), dtype=np.float32)
+    for i in range(m):
+        p = (i * n) // m
+        for j in range(nf):
+            slo[i, j] = lo[p, j]
+            shi[i, j] = hi[p, j]
+    sample = np.arange(m)
+    key = np.empty(m, dtype=np.float32)
+    cmin = np.empty(nf, dtype=np.float32)
+    cmax = np.empty(nf, dtype=np.float32)
+    span = np.empty((2 * n_cells, 2), dtype=np.int64)  # the sample range of each k-d node, heap order
+    span[0, 0] = 0
+    span[0, 1] = m
+    for h in range(n_inner):
+        b = span[h, 0]
+        e = span[h, 1]
+        mid = (b + e) // 2
+        if e - b < 2:
+            thr[h] = np.inf  # nothing sampled here: every leaf goes left
+        else:
+            ax = _widest(slo, shi, sample, b, e, cmin, cmax)
+            axis[h] = ax
+            for i in range(b, e):
+                key[i] = _centre(slo, shi, sample[i], ax)
+            _select(sample, key, b, e, mid)
+            thr[h] = key[mid]
+        span[2 * h + 1, 0] = b
+        span[2 * h + 1, 1] = mid
+        span[2 * h + 2, 0] = mid
+        span[2 * h + 2, 1] = e
+    cell = np.empty(n, dtype=np.int64)
+    cell_start = np.zeros(n_cells + 1, dtype=np.int64)
+    h = np.zeros(_LANES, dtype=np.int64)
+    for s0 in range(0, n, _LANES):
+        # _LANES leaves descend side by side: one leaf's steps wait on each other, the leaves' do not
+        lanes = min(_LANES, n - s0)
+        h[:] = 0
+        for d in range(depth):
+            for u in range(lanes):
+                ax = axis[h[u]]
+                h[u] = 2 * h[u] + (2 if _centre(lo, hi, s0 + u, ax) >= thr[h[u]] else 1)
+        for u in range(lanes):
+            cell[s0 + u] = h[u] - n_inner
+            cell_start[h[u] - n_inner + 1] += 1
+    for c in range(n_cells):
+        cell_start[c + 1] += cell_start[c]
+    fill = cell_start[:-1].copy()
+    perm = np.empty(n, dtype=np.int64)
+    for s in range(n):
+        perm[fill[cell[s]]] = s
+        fill[cell[s]] += 1
+    return perm, cell_start
+
+
+@numba.njit(cache=True, nogil=True)
+def _tree_size(cell_start):
+    """Nodes of the tree _grow makes over these cells."""
+    sizes = cell_start[1:] - cell_start[:-1]
+    live = np.flatnonzero(sizes)
+    total = _count_nodes(live.shape[0]) if live.shape[0] > 1 else 0
+    for c in live:
+        if sizes[c] > 1 or live.shape[0] == 1:
+            total += _count_nodes(sizes[c])
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _grow(lo, hi, perm, cell_start, node_lo, node_hi):
+    """The tree over the cells of _cells (M = _tree_size(cell_start) nodes): a 16-ary tree over the
+    non-empty cells in order, then each cell a subtree of equal-size full subtrees by exact median
+    splits (_split). Fills node_lo, node_hi (M, F, 16); returns node_kids (M, 16) (a child node's id, or
+    -(leaf + 1)) and node_count (M,). A child's id is above its parent's.
+
+    A cell's leaves' bounds are first copied next to each other (a cell's leaves lie anywhere in the
+    database): its splits and its leaf slots then read the copy, not rows scattered over lo and hi."""
+    n_nodes_total, nf = node_lo.shape[0], lo.shape[1]
+    sizes = cell_start[1:] - cell_start[:-1]
+    live = np.flatnonzero(sizes)
+    node_kids = np.zeros((n_nodes_total, FANOUT), dtype=np.int64)
+    node_count = np.zeros(n_nodes_total, dtype=np.int64)
+    # the cells' roots: (cell, node id)
+    roots = np.empty((live.shape[0], 2), dtype=np.int64)
+    n_roots = 0
+    n_nodes = 1
+    if live.shape[0] == 1:
+        roots[0, 0] = live[0]
+        roots[0, 1] = 0
+        n_roots = 1
+    else:
+        todo = np.empty((max(1, _count_nodes(live.shape[0])), 3), dtype=np.int64)  # node, cells b:e
+        todo[0, 0] = 0
+        todo[0, 1] = 0
+        todo[0, 2] = live.shape[0]
+        n_todo = 1
+        while n_todo > 0:
+            n_todo -= 1
+            nd = todo[n_todo, 0]
+            b = todo[n_todo, 1]
+            e = todo[n_todo, 2]
+            size = _child_size(e - b)
+            k = 0
+            for cb in range(b, e, size):
+                ce = min(cb + size, e)
+                if ce - cb > 1:
+                    todo[n_todo, 0] = n_nodes
+                    todo[n_todo, 1] = cb
+                    todo[n_todo, 2] = ce
+                    n_todo += 1
+                    node_kids[nd, k] = n_nodes
+                    n_nodes += 1
+                elif sizes[live[cb]] == 1:  # a cell of one leaf: the leaf itself
+                    p = perm[cell_start[live[cb]]]
+                    node_kids[nd, k] = -(p + 1)
+                    for j in range(nf):
+                        node_lo[nd, j, k] = lo[p, j]
+                        node_hi[nd, j, k] = hi[p, j]
+                else:
+                    roots[n_roots, 0] = live[cb]
+                    roots[n_roots, 1] = n_nodes
+                    n_roots += 1
+                    node_kids[nd, k] = n_nodes
+                    n_nodes += 1
+                k += 1
+            node_count[nd] = k
+    big = 0
+    for c in live:
+        big = max(big, sizes[c])
+    clo = np.empty((big, nf), dtype=np.float32)  # the cell's leaves' bounds, next to each other
+    chi = np.empty((big, nf), dtype=np.float32)
+    local = np.empty(big, dtype=np.int64)
+    key = np.empty(big, dtype=np.float32)
+    cmin = np.empty(nf, dtype=np.float32)
+    cmax = np.empty(nf, dtype=np.float32)
+    stack = np.empty((64, 2), dtype=np.int64)
+    todo = np.empty((max(1, _count_nodes(big)), 3), dtype=np.int64)  # node, local leaves b:e
+    for r in range(n_roots):
+        c0 = cell_start[roots[r, 0]]
+        n = sizes[roots[r, 0]]
+        for i in range(n):
+            p = perm[c0 + i]
+            for j in range(nf):
+                clo[i, j] = lo[p, j]
+                chi[i, j] = hi[p, j]
+            local[i] = i
+        todo[0, 0] = roots[r, 1]
+        todo[0, 1] = 0
+        todo[0, 2] = n
+        n_todo = 1
+        while n_todo > 0:
+            n_todo -= 1
+            nd = todo[n_todo, 0]
+            b = todo[n_todo, 1]
+            e = todo[n_todo, 2]
+            size = _child_size(e - b)
+            if size > 1:  # children of one leaf each need no order
+                _split(local, clo, chi, key, b, e, size, cmin, cmax, stack)
+            k = 0
+            for cb in range(b, e, size):
+                ce = min(cb + size, e)
+                if ce - cb == 1:
+                    i = local[cb]
+                    node_kids[nd, k] = -(perm[c0 + i] + 1)
+                    for j in range(nf):
+                        node_lo[nd, j, k] = clo[i, j]
+                        node_hi[nd, j, k] = chi[i, j]
+                else:
+                    node_kids[nd, k] = n_nodes
+                    todo[n_todo, 0] = n_nodes
+                    todo[n_todo, 1] = cb
+                    todo[n_todo, 2] = ce
+                    n_todo += 1
+                    n_nodes += 1
+                k += 1
+            node_count[nd] = k
+    if n_nodes != n_nodes_total:
+        raise ValueError("aabb: the tree's size differs from _tree_size")
+    _unions(node_lo, node_hi, node_kids, node_count)
+    return node_kids, node_count
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"nnan", "nsz"})
+def _unions(node_lo, node_hi, node_kids, node_count):
+    """Missing children's slots (empty boxes, never within a bound) and node children's slots (the union
+    of the child's own slots); in decreasing id order each node is complete before its parent reads it.
+    The union runs over all 16 slots (empty ones change nothing), which the compiler vectorizes given
+    that no bound is NaN (fastmath: min and max are exact in any order; -0 and +0 bound alike)."""
+    nf = node_lo.shape[1]
+    for nd in range(node_kids.shape[0] - 1, -1, -1):
+        blo = node_lo[nd]
+        bhi = node_hi[nd]
+        for k in range(node_count[nd], FANOUT):
+            for j in range(nf):
+                blo[j, k] = np.inf
+                bhi[j, k] = -np.inf
+        for k in range(node_count[nd]):
+            c = node_kids[nd, k]
+            if c < 0:
+                continue  # a leaf's slot is filled by _grow
+            clo = node_lo[c]
+            chi = node_hi[c]
+            for j in range(nf):
+                a = clo[j, 0]
+                z = chi[j, 0]
+                for i in range(1, FANOUT):
+                    a = min(a, clo[j, i])
+                    z = max(z, chi[j, i])
+                blo[j, k] = a
+                bhi[j, k] = z
+
+
+def build_tree(lo, hi):
+    """16-ary tree over leaves with bounds lo, hi (S, F) (build_leaves); see the module docstring.
 
     Returns node_lo, node_hi (M, F, 16) (the children's bounds), node_kids (M, 16) (a child node's id, or
     -(leaf + 1) for a leaf) and node_count (M,) (children per node). Node 0 is the root; M = 0 when S = 0.
     """
-    nf, n_leaves = centres.shape
-    perm = np.arange(n_leaves)
-    key = np.empty(n_leaves, dtype=np.float32)
-    cap = _count_nodes(n_leaves)
-    node_lo = np.empty((cap, nf, FANOUT), dtype=np.float32)  # every slot is written once below
-    node_hi = np.empty((cap, nf, FANOUT), dtype=np.float32)
-    node_kids = np.zeros((cap, FANOUT), dtype=np.int64)
-    node_count = np.zeros(cap, dtype=np.int64)
+    n_leaves, nf = lo.shape
     if n_leaves == 0:
-        return node_lo[:0], node_hi[:0], node_kids[:0], node_count[:0]
-    todo = np.empty((cap, 3), dtype=np.int64)  # node, first leaf, end leaf (positions in perm)
-    todo[0, 0] = 0
-    todo[0, 1] = 0
-    todo[0, 2] = n_leaves
-    n_todo = 1
-    n_nodes = 1
-    while n_todo > 0:
-        n_todo -= 1
-        nd = todo[n_todo, 0]
-        b = todo[n_todo, 1]
-        e = todo[n_todo, 2]
-        size = _child_size(e - b)
-        if size > 1:  # children of one leaf each need no order
-            _split(perm, centres, key, b, e, size)
-        k = 0
-        for cb in range(b, e, size):
-            ce = min(cb + size, e)
-            if ce - cb == 1:
-                node_kids[nd, k] = -(perm[cb] + 1)
-                for j in range(nf):
-                    node_lo[nd, j, k] = lo[perm[cb], j]
-                    node_hi[nd, j, k] = hi[perm[cb], j]
-            else:
-                node_kids[nd, k] = n_nodes
-                todo[n_todo, 0] = n_nodes
-                todo[n_todo, 1] = cb
-                todo[n_todo, 2] = ce
-                n_todo += 1
-                n_nodes += 1
-            k += 1
-        node_count[nd] = k
-        for kk in range(k, FANOUT):  # missing children: empty boxes, never within a bound
-            for j in range(nf):
-                node_lo[nd, j, kk] = np.inf
-                node_hi[nd, j, kk] = -np.inf
-    # A child node's id is above its parent's: in decreasing order, each node's own bounds are complete
-    # before its parent takes their union.
-    for nd in range(n_nodes - 1, -1, -1):
-        for k in range(node_count[nd]):
-            c = node_kids[nd, k]
-            if c < 0:
-                continue
-            for j in range(nf):
-                a = node_lo[c, j, 0]
-                z = node_hi[c, j, 0]
-                for i in range(1, node_count[c]):
-                    a = min(a, node_lo[c, j, i])
-                    z = max(z, node_hi[c, j, i])
-                node_lo[nd, j, k] = a
-                node_hi[nd, j, k] = z
+        return (np.empty((0, nf, FANOUT), np.float32), np.empty((0, nf, FANOUT), np.float32),
+                np.zeros((0, FANOUT), np.int64), np.zeros(0, np.int64))
+    depth = 0
+    while n_leaves > _CELL << depth:
+        depth += 1
+    perm, cell_start = _cells(lo, hi, depth)
+    m = _tree_size(cell_start)
+    # numpy's allocation (huge pages, see build_leaves); _grow writes every slot
+    node_lo = np.empty((m, nf, FANOUT), dtype=np.float32)
+    node_hi = np.empty((m, nf, FANOUT), dtype=np.float32)
+    node_kids, node_count = _grow(lo, hi, perm, cell_start, node_lo, node_hi)
     return node_lo, node_hi, node_kids, node_count
 
 
@@ -461,8 +682,8 @@ class AabbIndex:
                  frame_cost: np.ndarray | None = None):
         self.rtol = 4.0 * features.shape[1] * 2.0 ** -24
         self.n_seed = int(n_seed)
-        first, count, lo, hi, centres = build_leaves(features, others, np.ascontiguousarray(range_starts, np.int64))
-        tree = build_tree(lo, hi, centres)
+        first, count, lo, hi = build_leaves(features, others, range_starts)
+        tree = build_tree(lo, hi)
         if frame_cost is None:
             costs = (None, None, None)
         else:
