@@ -2,7 +2,7 @@
 the actor's own still stretches instead of hopping between similar standing poses."""
 import numpy as np
 
-from motionmatch.runtime.crowd import database_velocities
+from motionmatch.runtime.frame_velocities import database_velocities
 from motionmatch.runtime.matching import STILL_MARGIN_S, still_stretch_ends
 from motionmatch.scenario import parse_scenario
 from motionmatch.synth import run_scenario

@@ -297,7 +297,7 @@ def test_speed_warp_converges_and_query_scale():
     wt = new_warp_table(1)
 
     def update(desired, anim):
-        return speed_update(wt, 0, desired, anim, 1 / 60, s.play_rate, (s.rate_min, s.rate_max, s.rate_share),
+        return speed_update(wt, 0, desired, desired, anim, 1 / 60, s.play_rate, (s.rate_min, s.rate_max, s.rate_share),
                             s.stride, (s.stride_min, s.stride_max), s.speed_halflife)
     for _ in range(120):
         rate, scale = update(0.45, 0.9)

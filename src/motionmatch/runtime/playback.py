@@ -19,7 +19,7 @@ import numpy as np
 from . import inertialization
 from .borrow import borrow
 from . import settings as S
-from .controller import PX, PZ, VX, VZ, YAW
+from .controller import GOAL_VX, GOAL_VZ, PX, PZ, VX, VZ, YAW
 from .springs import damper_factor
 from .warping import FIXED_RATE, ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
 
@@ -285,7 +285,10 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
         if s[S.W_ORIENTATION] != 0.0:
             anim_speed, halflife, stride_min, stride_max = stride_reference(
                 wt, i, anim_speed, root_v[frame[i], 0], root_v[frame[i], 2], halflife, stride_min, stride_max)
-        r, k = speed_update(wt, i, sim_speed, anim_speed, dt, play_rate,
+        # The rate slows a clip for a slow request, not for the simulation's dip through a turn (a 180
+        # degree turn goes through standing): it follows the faster of the simulation and its goal.
+        rate_speed = max(sim_speed, math.hypot(ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ]))
+        r, k = speed_update(wt, i, sim_speed, rate_speed, anim_speed, dt, play_rate,
                             (s[S.W_RATE_MIN], s[S.W_RATE_MAX], s[S.W_RATE_SHARE]), strides, (stride_min, stride_max),
                             halflife)
         rate[i] = r if play_rate else 1.0

@@ -82,7 +82,7 @@ def timescale_stage(dt, ctrl, wt, settings, frame, speeds, horizons, rate, strid
         play_rate, strides = s[S.W_PLAY_RATE] != 0.0 and wt[i, FIXED_RATE] <= 0.0, s[S.W_STRIDE] != 0.0
         h = float(horizons[frame[i]])
         desired = desired_future_speed(ctrl, i, h) if h > 0.0 else 0.0
-        r, k = speed_update(wt, i, desired, float(speeds[frame[i]]), dt, play_rate,
+        r, k = speed_update(wt, i, desired, desired, float(speeds[frame[i]]), dt, play_rate,
                             (s[S.W_RATE_MIN], s[S.W_RATE_MAX], s[S.W_RATE_SHARE]), strides,
                             (s[S.W_STRIDE_MIN], s[S.W_STRIDE_MAX]), s[S.W_SPEED_HALFLIFE])
         rate[i] = r if play_rate else 1.0

@@ -352,16 +352,18 @@ def stride_scale(desired_speed, anim_speed, rate, lo, hi):
 
 
 @numba.njit(cache=True)
-def speed_update(wt, i, desired_speed, anim_speed, dt, play_rate, rate_bounds, stride, stride_bounds, halflife):
-    """Row i's (rate, stride scale) after dt s, springing toward playback_rate / stride_scale of the
-    simulation's speed and the playing clip's (m/s). play_rate, stride: whether each warps; rate_bounds =
-    (rate_min, rate_max, share), stride_bounds = (stride_min, stride_max) (WarpSettings)."""
+def speed_update(wt, i, desired_speed, rate_speed, anim_speed, dt, play_rate, rate_bounds, stride, stride_bounds,
+                 halflife):
+    """Row i's (rate, stride scale) after dt s, springing toward playback_rate of rate_speed and stride_scale
+    of desired_speed (the simulation's speed), against the playing clip's (m/s). play_rate, stride: whether
+    each warps; rate_bounds = (rate_min, rate_max, share), stride_bounds = (stride_min, stride_max)
+    (WarpSettings)."""
     rate_min, rate_max, share = rate_bounds
     stride_min, stride_max = stride_bounds
-    r = playback_rate(desired_speed, anim_speed, rate_min, rate_max, share) if play_rate else 1.0
+    r = playback_rate(rate_speed, anim_speed, rate_min, rate_max, share) if play_rate else 1.0
     k = stride_scale(desired_speed, anim_speed, r, stride_min, stride_max) if stride else 1.0
     if play_rate and share < 1.0:
-        r = playback_rate(desired_speed, anim_speed * k, rate_min, rate_max, 1.0)
+        r = playback_rate(rate_speed, anim_speed * k, rate_min, rate_max, 1.0)
     wt[i, RATE], wt[i, RATE_VEL] = spring_exact(wt[i, RATE], wt[i, RATE_VEL], r, max(halflife, 1e-4), dt)
     wt[i, SCALE], wt[i, SCALE_VEL] = spring_exact(wt[i, SCALE], wt[i, SCALE_VEL], k, max(halflife, 1e-4), dt)
     return wt[i, RATE], wt[i, SCALE]
