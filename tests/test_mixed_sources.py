@@ -7,7 +7,7 @@ import pytest
 
 from motionmatch.cli import main
 from motionmatch.database import BuildSettings, build_database, load_database
-from motionmatch.datapaths import list_bvh_files, source_tags
+from motionmatch.datapaths import list_bvh_files, mixed_default_files, source_tags
 from motionmatch.io.bvh import read_bvh
 from motionmatch.metrics import held_fraction, shoulder_facing_yaw, twist_deg
 from motionmatch.retarget import planted_toe_height, synthetic_tpose_frames
@@ -75,6 +75,15 @@ def test_mixed_build_has_one_skeleton_and_every_source_tagged(mixed_db, jlpm_db)
     for s in floors:
         assert abs(np.median(floors[s]) - ref_floor) < 0.01, s
         assert abs(np.median(hips[s]) / ref_hips - 1) < 0.1, s
+
+
+def test_mixed_default_set_is_one_ordinary_person():
+    """The default set's Bandai-Namco clips are `normal` ones only: the backward walk and six straight runs
+    (014-019), no styled clip, no walk to the left or right."""
+    files, tags, skeleton = mixed_default_files(MOCAP)
+    bandai = sorted(f.name for f in files if tags[str(f)] == ["source:bandai-namco"])
+    assert bandai == ["dataset-1_walk-back_normal_001.bvh"] + [f"dataset-2_run_normal_{i:03d}.bvh" for i in range(14, 20)]
+    assert skeleton.endswith("locomotion_take1.bvh")
 
 
 def test_build_command_skeleton_from(tmp_path, capsys):
