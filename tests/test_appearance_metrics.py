@@ -53,8 +53,10 @@ def test_the_source_walk_has_the_source_posture(jlpm_db, walk_rest):
     assert set(m["posture"]) == set(src) == {"knee_deg", "planted_toe_cm", "trunk_lean_deg", "outside_source"}
     # The jlpm22 takes: knees ~144 deg while moving, planted toes ~2 cm (the 143 deg).
     assert 138.0 < src["knee_deg"] < 150.0 and 0.5 < src["planted_toe_cm"] < 3.5
-    # Motion matching on the actor's own clips keeps the actor's posture.
-    assert abs(m["posture"]["knee_deg"] - src["knee_deg"]) < 6.0
+    # Motion matching on the actor's own clips keeps the actor's posture: its knees at the walk's own gait
+    # (measured +1.7 deg; the pooled figure mixes in the runs: the actor walks at 149, pools at 144).
+    assert abs(m["posture_gait"]["knee_gap_deg"]) < 6.0
+    assert abs(m["posture"]["knee_deg"] - src["knee_deg"]) < 8.0
     assert abs(m["posture"]["planted_toe_cm"] - src["planted_toe_cm"]) < 1.0
     assert m["posture"]["outside_source"] < 0.2
     # 1st-99th percentile bounds on two figures: 2-4 % of the source's own frames fall outside.

@@ -123,7 +123,7 @@ class Crowd:
         rig = PoseWarpRig(roles, parents)
         legs = np.array([[roles[f"{side}_{part}"] for part in ("upper_leg", "lower_leg", "foot", "toe")]
                          for side in ("left", "right")], dtype=np.int64)
-        reach = np.array([0.995 * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
+        reach = np.array([0.99 * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
                           for _, lo, ft, _ in legs])
         self.rig = Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
         # The compiled stages are called through `calls`: the records below are typed once, not every tick.

@@ -1,5 +1,5 @@
 """The displayed pose of every character: root placement, orientation warp and forward kinematics,
-then the touch-ups: ground following on terrain, stride warping, foot locking, hips drop, slope
+then the touch-ups: ground following on terrain, stride warping, foot locking, hips height, slope
 warping and leg IK (seeds 001, 003). One compiled function per character (`output_agent`), run over
 the crowd by `output_stage`.
 
@@ -34,10 +34,23 @@ FOOT_LOCK = np.dtype([
     ("prev", np.float64, 3),      # the animated toe last tick, world m
     ("has_prev", np.bool_),       # prev is set
 ])
-# Smoothed heights: ground under the root and hips drop, (n, columns).
+# Smoothed heights: ground under the root, hips drop (negative: lift), stance blends (contact, smoothed: the
+# slope warp and the hips height read them), spine lean; (n, columns).
 GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R, LEAN, LEAN_VEL = range(9)
 HEIGHT_COLUMNS = 9
 HIPS_HALFLIFE = 0.08
+# The hips height keeps the played legs' extension (leg_lift), weighed by stance: a swinging leg counts this
+# much of a planted one (it bends to clear the ground whatever the hips do).
+LIFT_SWING_WEIGHT = 0.2
+MAX_LIFT = 0.15          # m: the hips move at most this far up or down to keep the legs' extension
+# m: the hips come down at most this far below that for a target out of reach (a lock drifted from a straight
+# stance leg, a lower step): further, the foot stops short of its target instead. Unbounded, the backward
+# walks' straight stance legs pulled the hips 3-4 cm down and bent the other knee 10-15 degrees more.
+MAX_DROP = 0.01
+# m: a foot lock further out of reach than that gives way like a drifted one (held, the toe hung up to 8 cm
+# above the floor once standing); nearer, the foot stops short of it (a release on any shortfall doubled the
+# backward walks' sliding).
+LOCK_HANG = 0.02
 RISE_REACH = 0.5         # m either side of the root: the ground's mean slope under a step
 
 
@@ -49,7 +62,8 @@ class Rig(NamedTuple):
     upper_legs: np.ndarray     # (2,) int64 left, right hip joints (fewer: the spine takes the whole warp)
     chain: np.ndarray          # (K,) int64 spine joints, pelvis up
     legs: np.ndarray           # (2, 4) int64 upper leg, lower leg, foot, toe of the left and right legs
-    reach: np.ndarray          # (2,) m: the longest hip-to-ankle distance IK may ask of each leg
+    reach: np.ndarray          # (2,) m: the longest hip-to-ankle distance IK may ask of each leg (the IK's own
+    #                            limit, 1 % short of straight: lifted hips never ask the legs for more)
 
 
 class Terrain(NamedTuple):
@@ -123,6 +137,26 @@ def ground_rise(heights, ox, oz, cell, x, z, vx, vz):
     up = height_at(heights, ox, oz, cell, x + ux, z + uz)
     down = height_at(heights, ox, oz, cell, x - ux, z - uz)
     return speed * (up - down) / (2.0 * RISE_REACH)
+
+
+@numba.njit(cache=True)
+def leg_lift(hx, hy, hz, ax, ay, az, tx, ty, tz):
+    """Height (m, up positive) the hip at (hx, hy, hz) moves for the leg to keep its hip-to-ankle length
+    (to the animated ankle at (ax, ay, az)) with the ankle at the target (tx, ty, tz): 0 on an untouched
+    target, up for a shortened stride or a higher step, down for a lower one."""
+    if ay >= hy:
+        return 0.0              # a leg raised to the hip or above (a kick, a fall): nothing to keep
+    length2 = (ax - hx) ** 2 + (ay - hy) ** 2 + (az - hz) ** 2
+    horiz2 = (tx - hx) ** 2 + (tz - hz) ** 2
+    return ty + math.sqrt(max(length2 - horiz2, 0.0)) - hy
+
+
+@numba.njit(cache=True)
+def beyond_reach(x, y, z, reach):
+    """True when an ankle target at (x, y, z) m from the hip is out of a leg's reach (m) by more than LOCK_HANG
+    with the hips MAX_DROP lower."""
+    horiz = x * x + z * z
+    return horiz >= reach * reach or -y - math.sqrt(reach * reach - horiz) > MAX_DROP + LOCK_HANG
 
 
 @numba.njit(cache=True)
@@ -255,7 +289,10 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
     cx, cz = root_pos[i, 0], root_pos[i, 2]
     targets = np.empty((2, 3))
     grounds = np.zeros(2)
-    drop = 0.0
+    kk = damper_factor(SLOPE_BLEND_HALFLIFE, dt) if dt > 0 else 1.0
+    lift = weight = 0.0
+    for leg in range(2):
+        hs[SLOPE_L + leg] += ((1.0 if contacts[i, leg] else 0.0) - hs[SLOPE_L + leg]) * kk
     for leg in range(2):
         up, ft, toe = legs[leg, 0], legs[leg, 2], legs[leg, 3]
         ax, ay, az = gp[toe, 0], gp[toe, 1], gp[toe, 2]
@@ -275,33 +312,51 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
         # Never below the ground: a transition's decaying offsets lowered planted toes up to 2 cm (runs).
         ty = max(ty, grounds[leg] if has_terrain else base)
         if locking:
-            lx, ly, lz = foot_lock_update(locks[i, leg], contacts[i, leg], tx, ty, tz, dt, s[S.UNLOCK_RADIUS],
+            fl = locks[i, leg]
+            radius = s[S.UNLOCK_RADIUS]
+            if fl.locked and beyond_reach(fl.point[0] + fl.offset[0] - ax + gp[ft, 0] - gp[up, 0],
+                                          fl.point[1] + fl.offset[1] - ay + gp[ft, 1] - gp[up, 1],
+                                          fl.point[2] + fl.offset[2] - az + gp[ft, 2] - gp[up, 2], reach[leg]):
+                radius = 0.0    # a lock the leg cannot reach gives way like a drifted one (the foot would hang)
+            lx, ly, lz = foot_lock_update(fl, contacts[i, leg], tx, ty, tz, dt, radius,
                                           s[S.LOCK_HALFLIFE], s[S.LOCK_GLIDE_HALFLIFE], relock_speed)
             locked[i, leg] = locks[i, leg].locked
             dx, dy, dz = lx - ax, ly - ay, lz - az
         else:
             dx, dy, dz = sx, ty - ay, sz
         targets[leg, 0], targets[leg, 1], targets[leg, 2] = gp[ft, 0] + dx, gp[ft, 1] + dy, gp[ft, 2] + dz
-        # Hips come down when a target is out of reach (never hyper-extend a knee).
+        # How far the hips would move for this leg to keep the played hip-to-ankle length on its target (the
+        # stride warp, the terrain and the lock move it).
+        w = LIFT_SWING_WEIGHT + (1.0 - LIFT_SWING_WEIGHT) * hs[SLOPE_L + leg]
+        lift += w * leg_lift(gp[up, 0], gp[up, 1], gp[up, 2], gp[ft, 0], gp[ft, 1], gp[ft, 2],
+                             targets[leg, 0], targets[leg, 1], targets[leg, 2])
+        weight += w
+    # The hips ride with the planted legs (their played extension on a shortened stride or a higher step: a
+    # fixed height bent the knees 10-20 degrees there), then come down, at most MAX_DROP, for a target out of
+    # reach (never hyper-extend a knee).
+    lift = max(-MAX_LIFT, min(MAX_LIFT, lift / weight))
+    need = -MAX_LIFT        # the least drop that keeps every target within reach
+    for leg in range(2):
+        up = legs[leg, 0]
         r = reach[leg]
         hx, hy, hz = targets[leg, 0] - gp[up, 0], targets[leg, 1] - gp[up, 1], targets[leg, 2] - gp[up, 2]
         horiz = hx * hx + hz * hz
-        if hx * hx + hy * hy + hz * hz > r * r and horiz < r * r:
-            drop = max(drop, -hy - math.sqrt(r * r - horiz))
+        if horiz < r * r:
+            need = max(need, -hy - math.sqrt(r * r - horiz))
     if dt > 0:
-        hs[DROP], hs[DROP_VEL] = spring_exact(hs[DROP], hs[DROP_VEL], max(drop, 0.0), HIPS_HALFLIFE, dt)
-    drop = hs[DROP]
-    drop = drop if drop > 1e-5 else 0.0
+        hs[DROP], hs[DROP_VEL] = spring_exact(hs[DROP], hs[DROP_VEL], max(-lift, min(need, MAX_DROP)),
+                                              HIPS_HALFLIFE, dt)
+    # Lifted hips never stay above what the legs reach (the feet would hang above their targets).
+    drop = max(hs[DROP], min(need, 0.0))
+    drop = drop if abs(drop) > 1e-5 else 0.0
     if has_terrain and s[S.W_SLOPE] != 0.0:
         if drop:
             lp[0, 1] -= drop
             fk_pose_into(lp, lr, parents, gp, gr)
             drop = 0.0
         # Slope warping: planted feet tilt to the ground normal (blended in and out with contact).
-        kk = damper_factor(SLOPE_BLEND_HALFLIFE, dt) if dt > 0 else 1.0
         for leg in range(2):
             ft, toe = legs[leg, 2], legs[leg, 3]
-            hs[SLOPE_L + leg] += ((1.0 if contacts[i, leg] else 0.0) - hs[SLOPE_L + leg]) * kk
             nx, ny, nz = normal_at(heights, ox, oz, cell, targets[leg, 0], targets[leg, 2])
             slope_warp_into(gr[ft], nx, ny, nz, hs[SLOPE_L + leg], s[S.W_SLOPE_MAX])
             # Keep the toe where it was aimed (locked or on the ground): the tilt pivots about it.
