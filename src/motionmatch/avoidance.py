@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
@@ -73,9 +74,22 @@ def _time_to_collision(px, pz, vx, vz, r2) -> float:
     return max((b - math.sqrt(disc)) / a, 0.0)
 
 
+class Penalties(NamedTuple):
+    """AvoidanceSettings' numbers the compiled choice reads (metres, seconds, weights in m/s)."""
+    radius: float
+    horizon: float
+    collision: float
+    smoothness: float
+    separation: float
+    side: float
+    obstacle_radius: float
+    obstacle: float
+
+
 @nb.njit(cache=True)
-def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, radius, horizon, w_col, w_smooth,
-            w_sep, w_side, obs, obs_radius, w_obs, out):
+def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs, out):
+    radius, horizon, w_col, w_smooth = pen.radius, pen.horizon, pen.collision, pen.smoothness
+    w_sep, w_side, obs_radius, w_obs = pen.separation, pen.side, pen.obstacle_radius, pen.obstacle
     n = pos.shape[0]
     K = neighbours.shape[1]
     r = 2.0 * radius
@@ -181,8 +195,10 @@ def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, 
     _choose(pos, np.ascontiguousarray(velocities, dtype=np.float64), np.ascontiguousarray(preferred, dtype=np.float64),
             state.chosen, np.ascontiguousarray(max_speeds, dtype=np.float64),
             neighbour_table(pos, s.max_neighbours, s.neighbour_distance), dirs,
-            np.asarray(s.speed_fractions, dtype=np.float64), s.radius, s.horizon, s.collision_weight,
-            s.smoothness, s.separation_weight, s.side_bias, _NONE if obstacles is None else obstacles,
-            s.obstacle_radius, s.obstacle_weight, out)
+            np.asarray(s.speed_fractions, dtype=np.float64),
+            Penalties(float(s.radius), float(s.horizon), float(s.collision_weight), float(s.smoothness),
+                      float(s.separation_weight), float(s.side_bias), float(s.obstacle_radius),
+                      float(s.obstacle_weight)),
+            _NONE if obstacles is None else obstacles, out)
     state.chosen[:] = out
     return out

@@ -153,15 +153,16 @@ def _snap(clear, r, c, hard, reach):
 
 
 @numba.njit(cache=True)
-def _step_cost(clear_to, length, route_clearance, preferred, near_cost, wall_cost):
+def _step_cost(clear_to, length):
     c = float(clear_to)
-    return length * (1.0 + near_cost * max(preferred - c, 0.0) + wall_cost * max(route_clearance - c, 0.0))
+    return length * (1.0 + NEAR_COST * max(PREFERRED_CLEARANCE - c, 0.0) + WALL_COST * max(ROUTE_CLEARANCE - c, 0.0))
 
 
 @numba.njit(cache=True)
-def _astar(clear, start, goal, route_clearance, hard, preferred, near_cost, wall_cost, cell, stamp, gen, g, parent):
+def _astar(clear, start, goal, cell, stamp, gen, g, parent):
     """Cells (as r * W + c, start first) of the cheapest 8-connected way from cell start to cell goal
-    (no diagonal past a wall cell), empty when there is none. stamp/gen: g and parent are valid where
+    (no diagonal past a wall cell), empty when there is none; the clearances and costs are the module's
+    constants (compiled in). stamp/gen: g and parent are valid where
     stamp == gen (the arrays serve every search of a grid without clearing)."""
     H, W = clear.shape
     gr, gc = goal // W, goal % W
@@ -186,13 +187,13 @@ def _astar(clear, start, goal, route_clearance, hard, preferred, near_cost, wall
                 if dr == 0 and dc == 0:
                     continue
                 vr, vc = ur + dr, uc + dc
-                if vr < 0 or vr >= H or vc < 0 or vc >= W or clear[vr, vc] < hard:
+                if vr < 0 or vr >= H or vc < 0 or vc >= W or clear[vr, vc] < HARD_CLEARANCE:
                     continue
-                if dr != 0 and dc != 0 and (clear[ur + dr, uc] < hard or clear[ur, uc + dc] < hard):
+                if dr != 0 and dc != 0 and (clear[ur + dr, uc] < HARD_CLEARANCE or clear[ur, uc + dc] < HARD_CLEARANCE):
                     continue
                 length = cell * (diag if dr != 0 and dc != 0 else 1.0)
                 v = vr * W + vc
-                nv = g[u] + _step_cost(clear[vr, vc], length, route_clearance, preferred, near_cost, wall_cost)
+                nv = g[u] + _step_cost(clear[vr, vc], length)
                 if stamp[v] != gen or nv < g[v]:
                     stamp[v] = gen
                     g[v] = nv
@@ -246,8 +247,7 @@ class RoutePlanner:
         if a < 0 or b < 0:
             return straight
         self.gen += 1
-        cells = _astar(gr.clear, a, b, ROUTE_CLEARANCE, HARD_CLEARANCE, PREFERRED_CLEARANCE, NEAR_COST, WALL_COST,
-                       gr.cell, self.stamp, self.gen, self.g, self.parent)
+        cells = _astar(gr.clear, a, b, gr.cell, self.stamp, self.gen, self.g, self.parent)
         if not len(cells):
             return straight
         W = gr.clear.shape[1]
