@@ -730,7 +730,7 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
                            map_chunks=None) -> Path:
     """Build (once) a default database into the cache; returns its path. Default: the jlpm22 locomotion
     takes; `mixed`: the mixed default set (datapaths.MIXED_DEFAULT_SETS: jlpm22 takes, CMU side-steps,
-    Bandai-Namco's normal backward walk) retargeted onto the jlpm22 skeleton, clips tagged by source;
+    Bandai-Namco's normal backward walk and straight runs) retargeted onto the jlpm22 skeleton, clips tagged by source;
     kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database);
     kind="bandai": the Bandai-Namco walking and running clips on their own skeleton
     (datapaths.BANDAI_LOCOMOTION). map_chunks: as build_database's (the distributed engine's map)."""
