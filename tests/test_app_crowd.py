@@ -152,6 +152,38 @@ def test_a_paced_viewer_gets_one_frame_per_ready(crowd_server):
     assert info["frames_sent"] >= 3 and info["bytes_per_s"] > 0 and info["tick_ms"] > 0
 
 
+def test_an_unpaced_viewer_gets_every_tick(crowd_server):
+    """Counted in ticks: the frame asked for comes after the crowd's next tick, so asking only when a
+    viewer could take a frame at once (the last one was still being sent) gave every other tick's frame
+    (consecutive frames 2 ticks apart, 26-29 frames/s of 59 ticks/s on a loaded machine)."""
+    async def go():
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(crowd_server.url.replace("http", "ws") + "/ws/crowd")
+            seqs = []
+            while len(seqs) < 90:
+                msg = await asyncio.wait_for(ws.receive(), 10)
+                seqs.append(decode_frame(msg.data)["seq"])
+            await ws.close()
+            return seqs
+    seqs = asyncio.run(asyncio.wait_for(go(), 90))
+    steps = np.diff(seqs)
+    assert steps.min() >= 1
+    assert np.median(steps) == 1, np.bincount(steps)
+
+
+def test_bench_serve_crowd_reports_the_crowd_as_a_user_meets_it(jlpm_db, jlpm_db_path):
+    """`motionmatch bench serve --crowd N --json`: a real server with one page and two crowd viewers; the
+    keys are a contract (docs/CROWDS.md)."""
+    from motionmatch.app.crowd_soak import crowd_soak
+    d = crowd_soak(str(jlpm_db_path), 5, seconds=3.0)
+    assert set(d) == {"n", "seconds", "tick_ms", "tick_p99_ms", "crowd_hz", "skipped_per_s", "bytes_per_frame",
+                      "bytes_per_s", "viewer_fps", "page_fps"}
+    assert d["n"] == 5 and d["bytes_per_frame"] == bytes_per_frame(5, len(jlpm_db.skeleton.names))
+    assert 0 < d["tick_ms"] <= d["tick_p99_ms"]
+    assert d["crowd_hz"] > 0 and d["page_fps"] > 0
+    assert d["viewer_fps"]["paced"] > 0 and d["viewer_fps"]["unpaced"] > 0 and d["bytes_per_s"] > 0
+
+
 @pytest.fixture(scope="module")
 def slow_crowd_server(jlpm_db, jlpm_db_path):
     # Every crowd tick takes 0.25 s more: fifteen session ticks' worth.

@@ -70,6 +70,9 @@ def register(sub) -> None:
     pv.add_argument("--no-record", action="store_true", help="pages do not record (they do by default)")
     pv.add_argument("--max-sessions", type=int, default=None,
                     help="the server's cap (default: --pages, so no page is refused)")
+    pv.add_argument("--crowd", type=int, default=None, metavar="N",
+                    help="instead of the soak: `serve --crowd N` with one page and two crowd viewers for "
+                         "--minutes (0.5 is enough); the crowd's tick, ticks a second, bytes a second, fps")
     pv.add_argument("--seed", type=int, default=0)
     pv.add_argument("--json", action="store_true")
     pv.set_defaults(func=run_bench_serve)
@@ -109,6 +112,8 @@ def run_bench_interop(args) -> int:
 
 def run_bench_serve(args) -> int:
     from ..app.soak import soak, table
+    if args.crowd is not None:
+        return _bench_serve_crowd(args)
     if not 1 <= args.pages <= 1000:
         raise ValueError(f"--pages: expected 1..1000, got {args.pages}")
     if not 0 < args.minutes <= 24 * 60:
@@ -119,6 +124,18 @@ def run_bench_serve(args) -> int:
                   record=not args.no_record, max_sessions=args.max_sessions,
                   progress=None if args.json else print, seed=args.seed)
     print(json.dumps(result.to_dict()) if args.json else table(result))
+    return 0
+
+
+def _bench_serve_crowd(args) -> int:
+    from ..app.crowd_soak import crowd_soak, crowd_table
+    from ..app.crowd_world import MAX_AGENTS
+    if not 1 <= args.crowd <= MAX_AGENTS:
+        raise ValueError(f"--crowd: expected 1..{MAX_AGENTS} agents, got {args.crowd}")
+    if not 0 < args.minutes <= 60:
+        raise ValueError(f"--minutes: expected more than 0 and at most 60 with --crowd, got {args.minutes}")
+    d = crowd_soak(args.db, args.crowd, seconds=60.0 * args.minutes, seed=args.seed)
+    print(json.dumps(d) if args.json else crowd_table(d))
     return 0
 
 
