@@ -15,7 +15,7 @@ from motionmatch.runtime.playback import advance_frame, lerp_frames, slerp_frame
 from motionmatch.runtime.terrain import normal_at
 from motionmatch.runtime.touchups import slope_warp_into
 from motionmatch.runtime.warping import (
-    ANGLE, BACKWARD, ROOT_GOAL_YAW, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds, new_warp_table,
+    ANGLE, BACKWARD, ROOT_GOAL_YAW, SIDE, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds, new_warp_table,
     orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update, playback_rate,
     query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
 from motionmatch.metrics import held_fraction, shoulder_facing_yaw, twist_deg
@@ -158,6 +158,7 @@ def test_twist_limits_hold_on_a_strafe_box(jlpm_db):
     assert facing >= 0.8
     spine_only = CharacterSettings()
     spine_only.warp.hip_twist_limit_deg, spine_only.warp.spine_twist_limit_deg = 0.0, 90.0
+    spine_only.warp.side_step_angle_deg = 180.0      # warp every strafe (no side-steps from the data)
     twist, _ = measure(spine_only)
     assert np.percentile(twist, 95) > 75.0
 
@@ -198,7 +199,7 @@ class _Orient:
     def plan(self, *args):
         s = self.s
         orientation_plan(self.wt, 0, *args, True, math.radians(s.orientation_limit_deg),
-                         math.radians(s.backward_angle_deg), s.min_travel_speed)
+                         math.radians(s.backward_angle_deg), s.min_travel_speed, math.radians(s.side_step_angle_deg))
 
     def query_rotations(self, pos, rot, origin, times):
         rot = np.array(rot, dtype=np.float64)
@@ -220,7 +221,7 @@ class _Orient:
 
 
 def test_query_rotations_follow_travel_only_when_strafing():
-    ow = _Orient(WarpSettings(orientation_limit_deg=90.0))
+    ow = _Orient(WarpSettings(orientation_limit_deg=90.0, side_step_angle_deg=180.0))
     # Normal locomotion: the goal facing is the travel direction -> nothing changes.
     ow.plan(math.radians(90.0), 1.3, 0.0, math.radians(60.0), 1.0, 0.5)
     pos, rot, times = _predicted(90.0, facing_deg=60.0)
@@ -423,3 +424,32 @@ def test_warp_scenarios_parse_and_ask_for_what_they_say():
     assert len(moving) >= 4 and all(0.29 <= s <= 0.71 for s in moving), speeds
     for name in ("warp_strafe8", "warp_backward", "warp_slow"):
         assert json.loads((SCENARIOS / f"{name}.json").read_text())["description"]
+
+
+def test_side_step_mode_asks_for_the_data_side_steps():
+    lim = math.radians(90.0)
+    # Strafing right (travel +X) while facing +Z: side-step mode keeps the facing, nothing to warp.
+    q, w = orientation_offsets(0.0, math.radians(90.0), lim, False, True)
+    assert abs(q) < 1e-9 and abs(w) < 1e-9
+    # 60 degrees off: a side-step whose travel is 90 degrees off its facing, the 30 left warped.
+    q, w = orientation_offsets(0.0, math.radians(60.0), lim, False, True)
+    assert abs(math.degrees(q) + 30.0) < 1e-9 and abs(math.degrees(w) - 30.0) < 1e-9
+    q, w = orientation_offsets(0.0, math.radians(-100.0), lim, False, True)
+    assert abs(math.degrees(q) + 10.0) < 1e-9 and abs(math.degrees(w) - 10.0) < 1e-9
+    # Backward mode wins over side-step mode.
+    q, w = orientation_offsets(0.0, math.radians(135.0), lim, True, True)
+    assert abs(math.degrees(q) + 45.0) < 1e-9
+    # Side-step mode from 60 degrees (hysteresis 5), off at 180; a diagonal stays a warped forward walk.
+    for side, cases in ((60.0, ((45, False), (90, True), (58, True), (54, False), (64, False), (66, True))),
+                        (180.0, ((90, False), (100, False)))):
+        ow = _Orient(WarpSettings(side_step_angle_deg=side))
+        for deg, expect in cases:
+            d = math.radians(deg)
+            ow.plan(0.0, math.sin(d), math.cos(d), 0.0, math.sin(d), math.cos(d))
+            assert bool(ow.wt[0, SIDE]) is expect, (side, deg)
+    ow = _Orient(WarpSettings(side_step_angle_deg=60.0))
+    ow.plan(0.0, 1.1, 0.0, 0.0, 1.1, 0.0)
+    assert ow.root_goal_yaw == pytest.approx(0.0)
+    pos, rot, times = _predicted(90.0)
+    np.testing.assert_allclose(ow.query_rotations(pos, rot, np.zeros(3), times), rot, atol=1e-9)
+

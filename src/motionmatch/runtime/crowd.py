@@ -46,7 +46,7 @@ from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
 from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, Display, Feet, Rig, Terrain, output_serial,
                        output_stage)
-from .warping import FIXED_RATE, PoseWarpRig, clip_speeds, new_warp_table
+from .warping import FIXED_RATE, PoseWarpRig, clip_speeds, has_side_steps, new_warp_table
 
 
 # Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
@@ -118,6 +118,7 @@ class Crowd:
         self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
         self.traj_times = self.traj_offsets / float(db.fps)
         self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
+        self.side_steps = shared(db, "side_steps", lambda: has_side_steps(self.raw_features, self.traj_layout, db.fps))
         parents = np.asarray(db.skeleton.parents, dtype=np.int64)
         roles = db.roles
         rig = PoseWarpRig(roles, parents)
@@ -131,7 +132,7 @@ class Crowd:
         self.set_terrain(None)
         # State, one row per character.
         self.ctrl = new_state(n, self.controller_settings)
-        self.warp = new_warp_table(n)
+        self.warp = new_warp_table(n, self.side_steps)
         self.search_state = np.zeros((n, SEARCH_COLUMNS))
         self.frame = np.zeros(n, dtype=np.int64)
         self.frame_frac = np.zeros(n)
@@ -412,7 +413,7 @@ class Crowd:
         self.frame[i], self.frame_frac[i] = f, 0.0
         self.rate[i] = self.stride[i] = 1.0
         self.warp_angle[i] = 0.0
-        self.warp[i] = new_warp_table(1)[0]
+        self.warp[i] = new_warp_table(1, self.side_steps)[0]
         reset_state(self.ctrl, i, self.controller_settings, position, yaw)
         self.root_pos[i] = [float(c) for c in position]
         self.root_yaw[i] = float(yaw)

@@ -114,7 +114,8 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, sti
     wt[i, FIXED_RATE] = 0.0
     if s[S.W_ORIENTATION] != 0.0:
         orientation_plan(wt, i, ctrl[i, GOAL_YAW], ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, YAW], ctrl[i, VX],
-                         ctrl[i, VZ], True, s[S.W_LIMIT], s[S.W_BACKWARD_ANGLE], s[S.W_MIN_TRAVEL])
+                         ctrl[i, VZ], True, s[S.W_LIMIT], s[S.W_BACKWARD_ANGLE], s[S.W_MIN_TRAVEL],
+                         s[S.W_SIDE_ANGLE])
     search[i, TIMER] -= dt
     gx, gz, gyaw = ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, GOAL_YAW]
     force = search[i, FORCE] != 0.0 or search[i, TIMER] <= 0.0
@@ -172,7 +173,8 @@ def query_agent(a, agents, raw_features, frame, desired, ctrl, wt, settings, roo
     ox, oz = ctrl[i, PX], ctrl[i, PZ]
     rot = desired.rot[i]
     if s[S.W_ORIENTATION] != 0.0:
-        # Strafing: ask for motion facing the travel direction; the pose warp turns it back.
+        # Strafing: ask for motion facing the travel direction (or side-steps, or a backward walk); the pose
+        # warp turns it back.
         orientation_query_rotations(wt, i, traj_pos[i], rot, ox, oz, times, s[S.W_LIMIT], s[S.W_MIN_TRAVEL])
     factor = 1.0
     if s[S.W_PLAY_RATE] != 0.0 or s[S.W_STRIDE] != 0.0:

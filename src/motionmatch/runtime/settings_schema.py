@@ -246,6 +246,8 @@ SETTINGS: tuple[Setting, ...] = (
     _f(W, "spine_twist_limit_deg", 35.0, 0, 180, "deg", "largest pelvis-to-shoulder twist the warp adds; the "
        "rest lags", app=Control(_WARP, "spine twist", step=5.0, field="warp_spine_twist_limit_deg"),
        column="W_SPINE_LIMIT", radians=True),
+    _f(W, "side_step_angle_deg", 60.0, 0, 180, "deg", "facing-vs-travel angle beyond which the data's own "
+       "side-steps are asked (only the rest is warped); 180: never", column="W_SIDE_ANGLE", radians=True),
     _f(W, "backward_angle_deg", 120.0, 90, 180, "deg", "facing-vs-travel angle beyond which backward motion is "
        "asked", column="W_BACKWARD_ANGLE", radians=True),
     _f(W, "orientation_halflife", 0.1, 0.005, 2.0, "s", "smoothing of the twist", column="W_ORIENT_HALFLIFE"),

@@ -45,6 +45,7 @@ class WarpSettings:
     orientation_limit_deg: float = _D["orientation_limit_deg"]
     hip_twist_limit_deg: float = _D["hip_twist_limit_deg"]
     spine_twist_limit_deg: float = _D["spine_twist_limit_deg"]
+    side_step_angle_deg: float = _D["side_step_angle_deg"]
     backward_angle_deg: float = _D["backward_angle_deg"]
     orientation_halflife: float = _D["orientation_halflife"]
     min_travel_speed: float = _D["min_travel_speed"]
@@ -230,14 +231,49 @@ ANGLE, ANGLE_RATE, TARGET, WEIGHT, BACKWARD, ROOT_GOAL_YAW, RATE, RATE_VEL, SCAL
 # FIXED_RATE: a play rate the matcher sets for this tick instead of the speed warp's (matching.plan_agent: 1
 # for a held clip, a slowed rate for an idle hold); 0 leaves the rate to the warp.
 FIXED_RATE = 10
-WARP_COLUMNS = 11
+# SIDE: side-step mode (orientation_plan), 1 while the stick asks to strafe near 90 degrees off the facing;
+# SIDE_OK: 1 when the character's database has side-steps to play (has_side_steps), else the mode stays off.
+SIDE, SIDE_OK = 11, 12
+WARP_COLUMNS = 13
 
 
-def new_warp_table(n: int) -> np.ndarray:
-    """Warp state of n characters at rest (no twist, rate and stride 1)."""
+def new_warp_table(n: int, side_steps: bool = True) -> np.ndarray:
+    """Warp state of n characters at rest (no twist, rate and stride 1); side_steps: whether their
+    database has side-steps for side-step mode (has_side_steps)."""
     w = np.zeros((n, WARP_COLUMNS))
     w[:, RATE] = w[:, SCALE] = 1.0
+    w[:, SIDE_OK] = 1.0 if side_steps else 0.0
     return w
+
+
+# A side-step is a frame whose trajectory's last point lies SIDE_STEP_ANGLES degrees off the facing, at
+# least SIDE_STEP_MIN_M away, the facing there within SIDE_STEP_TURN_DEG of the frame's (straight, not a
+# turn). The jlpm22 takes have 4 such frames a side (the actor's side-steps curve: a search asking for
+# them found standing frames cheaper and the character stood still), the CMU side-steps 385 a side.
+SIDE_STEP_ANGLES = (70.0, 110.0)
+SIDE_STEP_MIN_M = 0.5
+SIDE_STEP_TURN_DEG = 20.0
+SIDE_STEP_MIN_S = 1.0
+
+
+def has_side_steps(raw_features, layout, fps: float) -> bool:
+    """Whether a database has at least SIDE_STEP_MIN_S seconds of side-steps (above) to each side.
+    raw_features (N, F): unnormalized features; layout (D, 3): matching.trajectory_layout's (column,
+    point, component 0/1 position x/z, 2/3 facing x/z, in the frame's root frame, +Z forward)."""
+    raw = np.asarray(raw_features, dtype=np.float64)
+    cols: dict = {}
+    for col, k, comp in np.asarray(layout).reshape(-1, 3):
+        cols.setdefault(int(k), {})[int(comp)] = int(col)
+    full = [k for k, c in cols.items() if len(c) == 4]
+    if not full or len(raw) == 0:
+        return False
+    c = cols[max(full)]
+    x, z, fx, fz = raw[:, c[0]], raw[:, c[1]], raw[:, c[2]], raw[:, c[3]]
+    ang = np.degrees(np.arctan2(x, z))
+    ok = (np.hypot(x, z) >= SIDE_STEP_MIN_M) & (np.degrees(np.abs(np.arctan2(fx, fz))) <= SIDE_STEP_TURN_DEG)
+    lo, hi = SIDE_STEP_ANGLES
+    need = SIDE_STEP_MIN_S * fps
+    return bool((ok & (ang >= lo) & (ang <= hi)).sum() >= need and (ok & (ang <= -lo) & (ang >= -hi)).sum() >= need)
 
 
 @numba.njit(cache=True, inline="always")
@@ -262,37 +298,49 @@ def ramp(x, lo, hi):
 
 
 @numba.njit(cache=True)
-def orientation_offsets(facing_yaw, travel_yaw, limit, backward):
+def orientation_offsets(facing_yaw, travel_yaw, limit, backward, side=False):
     """(query yaw, warp) for one trajectory point (radians): the query asks for the facing turned toward
-    the travel direction (or, in backward mode, toward its opposite) by at most `limit`; warp = facing -
-    query yaw is what the upper-body twist has to make up."""
+    the travel direction (or, in backward mode, toward its opposite; in side-step mode, toward the
+    direction 90 degrees from it on the facing's side) by at most `limit`; warp = facing - query yaw is
+    what the upper-body twist has to make up. Side-step mode asks for the data's own side-steps: a
+    strafe straight to the side is not warped at all, the pelvis turns with the shoulders."""
     base = math.pi if backward else 0.0
     e = wrap(wrap(facing_yaw - travel_yaw) - base)
+    if side and not backward:
+        e -= math.copysign(0.5 * math.pi, e)
     w = clamp(e, -limit, limit)
     return wrap(facing_yaw - w), w
 
 
 @numba.njit(cache=True)
 def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz, enabled, limit, backward_angle,
-                     min_travel):
+                     min_travel, side_angle=math.pi):
     """Decide for row i of the warp table, from the controller's goals (facing yaw, velocity) and state,
     the warp weight (only while the goal facing differs from the goal travel direction: strafing),
-    backward mode (with hysteresis) and the yaw the character root should turn to (ROOT_GOAL_YAW)."""
+    backward mode and side-step mode (facing-vs-travel angle beyond backward_angle, resp. side_angle,
+    radians; each with 5 degrees of hysteresis; side-step mode only with SIDE_OK) and the yaw the character root should turn to
+    (ROOT_GOAL_YAW)."""
     gspeed = math.hypot(goal_vx, goal_vz)
     if not enabled or gspeed < 1e-6:
         wt[i, WEIGHT] = 0.0
     else:
         delta = abs(wrap(goal_yaw - math.atan2(goal_vx, goal_vz)))
+        hyst = math.radians(5.0)
         b = backward_angle
-        if delta > b + math.radians(5.0):
+        if delta > b + hyst:
             wt[i, BACKWARD] = 1.0
-        elif delta < b - math.radians(5.0):
+        elif delta < b - hyst:
             wt[i, BACKWARD] = 0.0
+        if delta > side_angle + hyst and wt[i, SIDE_OK] != 0.0:
+            wt[i, SIDE] = 1.0
+        elif delta < side_angle - hyst:
+            wt[i, SIDE] = 0.0
         wt[i, WEIGHT] = ramp(delta, math.radians(5.0), math.radians(15.0))
     speed = math.hypot(sim_vx, sim_vz)
     k = wt[i, WEIGHT] * ramp(speed, 0.0, min_travel)
     if k > 0.0:
-        _, w = orientation_offsets(sim_yaw, math.atan2(sim_vx, sim_vz), limit, wt[i, BACKWARD] != 0.0)
+        _, w = orientation_offsets(sim_yaw, math.atan2(sim_vx, sim_vz), limit, wt[i, BACKWARD] != 0.0,
+                                   wt[i, SIDE] != 0.0)
         wt[i, ROOT_GOAL_YAW] = wrap(sim_yaw - k * w)
     else:
         wt[i, ROOT_GOAL_YAW] = sim_yaw
@@ -302,7 +350,8 @@ def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz,
 def orientation_query_rotations(wt, i, pos, rot, ox, oz, times, limit, min_travel):
     """Trajectory rotations (K, 4) for row i's query, rewritten in place: each point's facing turns
     toward the way the prediction pos (K, 3) goes since the previous point (from the simulation at
-    ox, oz, times (K,) s ahead), fading out below min_travel m/s."""
+    ox, oz, times (K,) s ahead), fading out below min_travel m/s (row i's backward and side-step modes:
+    orientation_plan)."""
     weight = wt[i, WEIGHT]
     if weight <= 0.0:
         return
@@ -316,7 +365,7 @@ def orientation_query_rotations(wt, i, pos, rot, ox, oz, times, limit, min_trave
         if kk <= 0.0:
             continue
         facing = 2.0 * math.atan2(rot[k, 2], rot[k, 0])
-        _, w = orientation_offsets(facing, math.atan2(dx, dz), limit, wt[i, BACKWARD] != 0.0)
+        _, w = orientation_offsets(facing, math.atan2(dx, dz), limit, wt[i, BACKWARD] != 0.0, wt[i, SIDE] != 0.0)
         h = 0.5 * wrap(facing - kk * w)
         rot[k, 0], rot[k, 1], rot[k, 2], rot[k, 3] = math.cos(h), 0.0, math.sin(h), 0.0
 
