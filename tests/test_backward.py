@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from motionmatch.database import build_default_database, load_database
-from motionmatch.metrics import compute_metrics
+from motionmatch.metrics import compute_metrics, velocity_ok
 from motionmatch.runtime import settings as S
 from motionmatch.runtime.character import CharacterSettings
 from motionmatch.scenario import load_scenario
@@ -85,3 +85,30 @@ def test_twist_limits_are_flat_settings_packed_for_the_runtime():
     row = cs.packed()
     assert row[S.W_HIP_LIMIT] == pytest.approx(0.5236, abs=1e-4)
     assert row[S.W_SPINE_LIMIT] == pytest.approx(0.3491, abs=1e-4)
+
+
+def _answer_s(rec, f0, f1, fps) -> float:
+    """Seconds from frame f0 until the root velocity is within 15 degrees and 20 % of the velocity asked
+    just after f0 (metrics.responsiveness_s for one input change; f1 - f0 frames when never met)."""
+    want = np.repeat(rec["desired_vel"][f0 + 1][None], f1 - f0, axis=0)
+    hit = np.flatnonzero(velocity_ok(want, rec["root_vel"][f0:f1]))
+    return (hit[0] if len(hit) else f1 - f0) / fps
+
+
+def test_backward_diagonals_turn_the_root(mixed_default):
+    """No clip turns while walking backward: between the backward diagonals the root turns only through the
+    adjustment, which at adjustment_max_ratio (0.42) took 1.12 s to meet back-left -> back-right
+    (walk_backward at 13 s, warp_backward at 10 s the other way). adjustment_backward_turn_ratio lets it turn
+    faster while walking backward. Measured on the four backward-diagonal changes: mean 0.72 s at 0.42, 0.53 s
+    at the default 6 (docs/look.md)."""
+    db = mixed_default
+    times = {}
+    for name, at in (("walk_backward.json", (11.0, 13.0)), ("warp_backward.json", (8.0, 10.0))):
+        scen = load_scenario(SCENARIOS / name)
+        rec = run_scenario(db, scen)
+        frames = change_frames(scen, db.fps) + [len(rec["root_vel"])]
+        for t in at:
+            k = frames.index(int(round(t * db.fps)))
+            times[(name, t)] = _answer_s(rec, frames[k], frames[k + 1], db.fps)
+    assert np.mean(list(times.values())) <= 0.62, times
+    assert CharacterSettings().adjustment_backward_turn_ratio > CharacterSettings().adjustment_max_ratio

@@ -21,7 +21,7 @@ from .borrow import borrow
 from . import settings as S
 from .controller import GOAL_VX, GOAL_VZ, PX, PZ, VX, VZ, YAW
 from .springs import damper_factor
-from .warping import FIXED_RATE, ROOT_GOAL_YAW, orientation_update, speed_update, stride_reference
+from .warping import BACKWARD, FIXED_RATE, ROOT_GOAL_YAW, WEIGHT, orientation_update, speed_update, stride_reference
 
 _TWO_PI = 2.0 * math.pi
 
@@ -248,7 +248,11 @@ def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz
         rz += sz
         dyaw = remainder_2pi(goal - root_yaw[i])
         kr = damper_factor(max(s[S.ADJ_ROT_HALFLIFE], 1e-4), dt)
-        ylimit = s[S.ADJ_MAX_RATIO] * (abs(yaw_rate) + speed) * dt
+        # Walking backward the data has no turning clip (one straight walk-back): between backward diagonals
+        # the root's facing turns only here, so it may turn faster than the position is pulled.
+        backward = s[S.W_ORIENTATION] != 0.0 and wt[i, BACKWARD] != 0.0 and wt[i, WEIGHT] > 0.0
+        ratio = s[S.ADJ_BACKWARD_TURN_RATIO] if backward else s[S.ADJ_MAX_RATIO]
+        ylimit = ratio * (abs(yaw_rate) + speed) * dt
         root_yaw[i] = remainder_2pi(root_yaw[i] + max(-ylimit, min(ylimit, dyaw * kr)))
     if s[S.CLAMPING] != 0.0:
         dx, dz = ctrl[i, PX] - rx, ctrl[i, PZ] - rz

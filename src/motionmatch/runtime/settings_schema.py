@@ -217,6 +217,11 @@ SETTINGS: tuple[Setting, ...] = (
        tune=Tune(0.05, 0.4, log=True), column="ADJ_ROT_HALFLIFE"),
     _f(C, "adjustment_max_ratio", 0.42, 0, 5, "", "adjust at most this fraction of the root's own speed",
        tune=Tune(0.2, 1.0), column="ADJ_MAX_RATIO"),
+    # No clip in the data turns while walking backward: between backward diagonals the root faced the old
+    # travel for ~1.1 s turning at adjustment_max_ratio (docs/look.md, "Why walk_backward answers late").
+    _f(C, "adjustment_backward_turn_ratio", 6.0, 0, 10, "", "walking backward (the orientation warp's backward "
+       "mode), turn the root's yaw toward the simulation's by at most this many radians per radian turned plus "
+       "metre travelled by the root's own motion (adjustment_max_ratio otherwise)", column="ADJ_BACKWARD_TURN_RATIO"),
     _b(C, "clamping", True, "keep the root within clamp_radius / clamp_angle_deg of the simulation",
        tune=Tune(choices=(True, False)), app=Control(_BLEND, "clamping", "checkbox"), column="CLAMPING"),
     _f(C, "clamp_radius", 0.2, 0, 5, "m", "largest root-to-simulation distance",
