@@ -1,5 +1,6 @@
 """Backward walking on the mixed default database: backward requests track the asked velocity, and the
-twist limits are live settings; a straight run plays the straight runs the set holds, a forward walk the
+twist limits are live settings; backward diagonals and a walk from standing answer the stick in time; a straight
+run plays the straight runs the set holds, a forward walk the
 main actor."""
 from pathlib import Path
 
@@ -112,3 +113,15 @@ def test_backward_diagonals_turn_the_root(mixed_default):
             times[(name, t)] = _answer_s(rec, frames[k], frames[k + 1], db.fps)
     assert np.mean(list(times.values())) <= 0.62, times
     assert CharacterSettings().adjustment_backward_turn_ratio > CharacterSettings().adjustment_max_ratio
+
+
+def test_walk_from_standing_meets_the_stick(mixed_default):
+    """A walk from standing plays a captured walk start (take2 from 0.3 m/s, 1.04 m/s after 0.48 s) while the
+    simulation reaches the walk in 0.18 s; the stride may lengthen up to stride_max (1.6) until the clip has
+    caught up. Measured on press W (walk.json's start): 0.333 s at stride_max 1.2, 0.233 at 1.6 (docs/look.md)."""
+    db = mixed_default
+    scen = load_scenario(SCENARIOS / "walk.json")
+    rec = run_scenario(db, scen)
+    frames = change_frames(scen, db.fps) + [len(rec["root_vel"])]
+    assert frames[0] == 0
+    assert _answer_s(rec, frames[0], frames[1], db.fps) <= 0.28
