@@ -49,6 +49,28 @@ def qexp(rx, ry, rz):
     return math.cos(0.5 * n), rx * s, ry * s, rz * s
 
 
+# Taylor coefficients of cos(h) and sin(h) / h in u = h * h (qexp_series): 1 / (2k)! and (-1)^k / (2k + 1)!.
+_C1, _C2, _C3, _C4, _C5, _C6, _C7 = (-1.0 / 2.0, 1.0 / 24.0, -1.0 / 720.0, 1.0 / 40320.0, -1.0 / 3628800.0,
+                                     1.0 / 479001600.0, -1.0 / 87178291200.0)
+_S1, _S2, _S3, _S4, _S5, _S6, _S7 = (-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362880.0, -1.0 / 39916800.0,
+                                     1.0 / 6227020800.0, -1.0 / 1307674368000.0)
+
+
+@numba.njit(cache=True, inline="always")
+def qexp_series(rx, ry, rz):
+    """qexp for the many small rotations of a per-joint loop: below 1 radian the half angle's cosine and
+    sine come from their Taylor series in its square (no square root, no sine or cosine call; the first
+    term left out is under 1e-17 of the result, so the quaternion is qexp's to a few ulps); from 1 radian
+    on, qexp."""
+    n2 = rx * rx + ry * ry + rz * rz
+    if n2 >= 1.0:
+        return qexp(rx, ry, rz)
+    u = 0.25 * n2
+    c = 1.0 + u * (_C1 + u * (_C2 + u * (_C3 + u * (_C4 + u * (_C5 + u * (_C6 + u * _C7))))))
+    s = 0.5 * (1.0 + u * (_S1 + u * (_S2 + u * (_S3 + u * (_S4 + u * (_S5 + u * (_S6 + u * _S7)))))))
+    return c, rx * s, ry * s, rz * s
+
+
 @numba.njit(cache=True, inline="always")
 def qlog(w, x, y, z):
     """Unit quaternion to a rotation vector (radians), the short way round."""

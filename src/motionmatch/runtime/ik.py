@@ -14,7 +14,7 @@ import math
 import numba
 import numpy as np
 
-from ..kinematics import fk_pose_into
+from ..kinematics import fk_subtrees_into
 from ..rotations import quat_inv, quat_mul
 
 # ----------------------------------------------------------------------------------------------
@@ -316,12 +316,15 @@ def legs_pose(lpos, lrot, gpos, grot, parents, legs, targets, ground_mask, groun
     """Both legs toward their ankle targets (2, 3) and the pose's forward kinematics (apply_leg_ik_in_place);
     bit k of ground_mask: leg k's toe is kept above grounds[k] (m)."""
     if drop != 0.0:
+        # The whole pose moves down: its world positions with it (no forward kinematics pass needed).
         lpos[0, 1] -= drop
-        fk_pose_into(lpos, lrot, parents, gpos, grot)
+        for j in range(gpos.shape[0]):
+            gpos[j, 1] -= drop
     for leg in range(2):
         _solve_leg_kernel(gpos, grot, parents, legs[leg], targets[leg], (ground_mask & (1 << leg)) != 0, grounds[leg],
                           lrot)
-    fk_pose_into(lpos, lrot, parents, gpos, grot)
+    # Only the legs' local rotations changed: their joints and what hangs from them move.
+    fk_subtrees_into(lpos, lrot, parents, gpos, grot, legs[:, 0])
 
 
 def leg_chains(roles: dict) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ..scalar_quat import qexp as _qexp, qlog as _qlog, qmul as _qmul, qrot as _qrot
+from ..scalar_quat import qexp as _qexp, qexp_series, qlog as _qlog, qmul as _qmul, qrot as _qrot
 from .dead_blending import dead_blend_offsets, dead_blend_setup
 from .settings import INERTIALIZATION_METHODS
 from .springs import decay_exact, half_damping
@@ -131,11 +131,13 @@ def spring_decay(off, off_vel, y, dt):
 
 @numba.njit(cache=True)
 def apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
+    """The shown pose (out_*) from the animation's (dst_*) and the offsets (off_*), per joint (J, 3 or 4)."""
     for j in range(off_p.shape[0]):
         for k in range(3):
             out_p[j, k] = dst_p[j, k] + off_p[j, k]
             out_v[j, k] = dst_v[j, k] + off_v[j, k]
-        ow, ox, oy, oz = _qexp(off_r[j, 0], off_r[j, 1], off_r[j, 2])
+        # Every joint of every agent, every tick: the series spares a sine, a cosine and a square root per joint.
+        ow, ox, oy, oz = qexp_series(off_r[j, 0], off_r[j, 1], off_r[j, 2])
         qw, qx, qy, qz = _qmul(ow, ox, oy, oz, dst_r[j, 0], dst_r[j, 1], dst_r[j, 2], dst_r[j, 3])
         inv = 1.0 / math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
         out_r[j, 0], out_r[j, 1], out_r[j, 2], out_r[j, 3] = qw * inv, qx * inv, qy * inv, qz * inv

@@ -157,12 +157,12 @@ def slerp_frames(positions, rotations, i, j, t, out_p, out_r):
 
 @numba.njit(cache=True)
 def lerp_frames(values, i, j, t, out):
-    """Per-frame values (N, ...) lerped between frames i and j at t into out."""
-    v0 = values[i].ravel()
-    v1 = values[j].ravel()
-    o = out.ravel()
-    for k in range(v0.shape[0]):
-        o[k] = v0[k] + (v1[k] - v0[k]) * t
+    """Per-frame values (N, J, 3) lerped between frames i and j at t into out (J, 3)."""
+    # Indexed, not raveled: a ravel is a reshape call and a view per array, per agent and tick.
+    for a in range(values.shape[1]):
+        for k in range(values.shape[2]):
+            v0 = values[i, a, k]
+            out[a, k] = v0 + (values[j, a, k] - v0) * t
 
 
 @numba.njit(cache=True)
