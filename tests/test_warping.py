@@ -15,9 +15,9 @@ from motionmatch.runtime.playback import advance_frame, lerp_frames, slerp_frame
 from motionmatch.runtime.terrain import normal_at
 from motionmatch.runtime.touchups import slope_warp_into
 from motionmatch.runtime.warping import (
-    ANGLE, BACKWARD, ROOT_GOAL_YAW, SIDE, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds, new_warp_table,
-    orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update, playback_rate,
-    query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
+    ANGLE, BACKWARD, ROOT_GOAL_YAW, SIDE, SIDE_OK, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds,
+    new_warp_table, orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update,
+    playback_rate, query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
 from motionmatch.metrics import held_fraction, shoulder_facing_yaw, twist_deg
 from motionmatch.runtime.character import CharacterSettings
 from motionmatch.scenario import load_scenario
@@ -199,7 +199,8 @@ class _Orient:
     def plan(self, *args):
         s = self.s
         orientation_plan(self.wt, 0, *args, True, math.radians(s.orientation_limit_deg),
-                         math.radians(s.backward_angle_deg), s.min_travel_speed, math.radians(s.side_step_angle_deg))
+                         math.radians(s.backward_angle_deg), s.min_travel_speed, math.radians(s.side_step_angle_deg),
+                         math.radians(s.side_step_backward_deg))
 
     def query_rotations(self, pos, rot, origin, times):
         rot = np.array(rot, dtype=np.float64)
@@ -248,7 +249,7 @@ def test_query_rotations_follow_travel_only_when_strafing():
 
 
 def test_backward_mode_has_hysteresis():
-    ow = _Orient(WarpSettings(backward_angle_deg=120.0))
+    ow = _Orient(WarpSettings(backward_angle_deg=120.0, side_step_angle_deg=180.0))     # no side-step mode
     for deg, expect in ((130, True), (118, True), (112, False), (122, False), (126, True)):
         d = math.radians(deg)
         ow.plan(0.0, math.sin(d), math.cos(d), 0.0, math.sin(d), math.cos(d))
@@ -447,6 +448,15 @@ def test_side_step_mode_asks_for_the_data_side_steps():
             d = math.radians(deg)
             ow.plan(0.0, math.sin(d), math.cos(d), 0.0, math.sin(d), math.cos(d))
             assert bool(ow.wt[0, SIDE]) is expect, (side, deg)
+    # With side-steps a back diagonal up to side_step_backward_deg plays a turned side-step; without them
+    # (SIDE_OK 0) the backward walk from backward_angle_deg, and no side-step mode.
+    for side_ok, deg, backward, side in ((True, 130, False, True), (True, 150, True, True),
+                                         (False, 130, True, False), (False, 90, False, False)):
+        ow = _Orient(WarpSettings(side_step_angle_deg=60.0, side_step_backward_deg=140.0, backward_angle_deg=120.0))
+        ow.wt[0, SIDE_OK] = float(side_ok)
+        d = math.radians(deg)
+        ow.plan(0.0, math.sin(d), math.cos(d), 0.0, math.sin(d), math.cos(d))
+        assert (ow.backward, bool(ow.wt[0, SIDE])) == (backward, side), (side_ok, deg)
     ow = _Orient(WarpSettings(side_step_angle_deg=60.0))
     ow.plan(0.0, 1.1, 0.0, 0.0, 1.1, 0.0)
     assert ow.root_goal_yaw == pytest.approx(0.0)

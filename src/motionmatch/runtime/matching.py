@@ -115,7 +115,7 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, sti
     if s[S.W_ORIENTATION] != 0.0:
         orientation_plan(wt, i, ctrl[i, GOAL_YAW], ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, YAW], ctrl[i, VX],
                          ctrl[i, VZ], True, s[S.W_LIMIT], s[S.W_BACKWARD_ANGLE], s[S.W_MIN_TRAVEL],
-                         s[S.W_SIDE_ANGLE])
+                         s[S.W_SIDE_ANGLE], s[S.W_SIDE_BACKWARD])
     search[i, TIMER] -= dt
     gx, gz, gyaw = ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, GOAL_YAW]
     force = search[i, FORCE] != 0.0 or search[i, TIMER] <= 0.0

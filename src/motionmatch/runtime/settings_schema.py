@@ -253,6 +253,11 @@ SETTINGS: tuple[Setting, ...] = (
        column="W_SPINE_LIMIT", radians=True),
     _f(W, "side_step_angle_deg", 60.0, 0, 180, "deg", "facing-vs-travel angle beyond which the data's own "
        "side-steps are asked (only the rest is warped); 180: never", column="W_SIDE_ANGLE", radians=True),
+    # 140 (90 + the hip twist limit: a back diagonal up to it plays a side-step turned within the hips' share)
+    # answers faster but the side-steps' knees bend under the foot locks: not the default (docs/look.md,
+    # "Strafes play the side-steps"); 120 = backward_angle_deg's default, no change.
+    _f(W, "side_step_backward_deg", 120.0, 90, 180, "deg", "with side-steps in the database: the backward "
+       "angle (backward_angle_deg without them)", column="W_SIDE_BACKWARD", radians=True),
     _f(W, "backward_angle_deg", 120.0, 90, 180, "deg", "facing-vs-travel angle beyond which backward motion is "
        "asked", column="W_BACKWARD_ANGLE", radians=True),
     _f(W, "orientation_halflife", 0.1, 0.005, 2.0, "s", "smoothing of the twist", column="W_ORIENT_HALFLIFE"),

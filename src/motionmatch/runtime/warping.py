@@ -46,6 +46,7 @@ class WarpSettings:
     hip_twist_limit_deg: float = _D["hip_twist_limit_deg"]
     spine_twist_limit_deg: float = _D["spine_twist_limit_deg"]
     side_step_angle_deg: float = _D["side_step_angle_deg"]
+    side_step_backward_deg: float = _D["side_step_backward_deg"]
     backward_angle_deg: float = _D["backward_angle_deg"]
     orientation_halflife: float = _D["orientation_halflife"]
     min_travel_speed: float = _D["min_travel_speed"]
@@ -314,24 +315,26 @@ def orientation_offsets(facing_yaw, travel_yaw, limit, backward, side=False):
 
 @numba.njit(cache=True)
 def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz, enabled, limit, backward_angle,
-                     min_travel, side_angle=math.pi):
+                     min_travel, side_angle=math.pi, side_backward_angle=math.pi):
     """Decide for row i of the warp table, from the controller's goals (facing yaw, velocity) and state,
     the warp weight (only while the goal facing differs from the goal travel direction: strafing),
     backward mode and side-step mode (facing-vs-travel angle beyond backward_angle, resp. side_angle,
-    radians; each with 5 degrees of hysteresis; side-step mode only with SIDE_OK) and the yaw the character root should turn to
-    (ROOT_GOAL_YAW)."""
+    radians; each with 5 degrees of hysteresis; side-step mode only with SIDE_OK, and then backward mode
+    from side_backward_angle instead: a back diagonal plays a turned side-step) and the yaw the character
+    root should turn to (ROOT_GOAL_YAW)."""
     gspeed = math.hypot(goal_vx, goal_vz)
     if not enabled or gspeed < 1e-6:
         wt[i, WEIGHT] = 0.0
     else:
         delta = abs(wrap(goal_yaw - math.atan2(goal_vx, goal_vz)))
         hyst = math.radians(5.0)
-        b = backward_angle
+        sides = wt[i, SIDE_OK] != 0.0 and side_angle < math.pi
+        b = max(backward_angle, side_backward_angle) if sides else backward_angle
         if delta > b + hyst:
             wt[i, BACKWARD] = 1.0
         elif delta < b - hyst:
             wt[i, BACKWARD] = 0.0
-        if delta > side_angle + hyst and wt[i, SIDE_OK] != 0.0:
+        if delta > side_angle + hyst and sides:
             wt[i, SIDE] = 1.0
         elif delta < side_angle - hyst:
             wt[i, SIDE] = 0.0
