@@ -212,7 +212,7 @@ class Character:
                                  "look": None if g.look is None else [float(g.look[0]), float(g.look[1])],
                                  "run": bool(g.run), "strafe": bool(g.strafe)}, dt)
         before = None if crowd.obstacles is None else crowd.ctrl.copy()
-        if 0 in crowd.requests_driving():   # a stop or foot-plant request drives the controller (runtime/requests.py)
+        if crowd.request_drives(0):   # a stop or foot-plant request drives the controller (runtime/requests.py)
             crowd.drive_requests([0], dt)
             before = None
         elif self.driver is not None:

@@ -477,6 +477,11 @@ class Crowd:
         """Agents whose controller a request drives this tick (stops, foot plants) instead of their input."""
         return self.requests.driving() if self.requests.busy else np.empty(0, dtype=np.int64)
 
+    def request_drives(self, agent: int) -> bool:
+        """Whether a request drives `agent`'s controller this tick: requests_driving for one agent, without
+        building an array while no request is active (2 us of a one-character frame of 30)."""
+        return self.requests.busy and agent in self.requests.driving()
+
     def drive_requests(self, agents, dt: float = 1.0 / 60.0) -> None:
         """Advance the controllers of `agents` (of requests_driving) dt seconds toward their requests' targets."""
         self.requests.drive(self.ctrl, agents, self.controller_settings, float(dt))
