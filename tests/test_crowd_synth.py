@@ -5,8 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from motionmatch.avoidance import AvoidanceState, avoid
 from motionmatch.cli import main
-from motionmatch.crowd_synth import CrowdError, parse_crowd, run_crowd, separation, stick_to_velocity, velocity_to_stick
+from motionmatch.crowd_synth import (CrowdError, goal_spacing, parse_crowd, run_crowd, separation, stick_to_velocity,
+                                     velocity_to_stick)
 from motionmatch.io.bvh import read_bvh
 from motionmatch.metrics import foot_sliding_cm_s
 from motionmatch.runtime.character import CharacterSettings
@@ -105,6 +107,30 @@ def test_avoidance_keeps_twenty_crossing_agents_apart(jlpm_db):
     # The same crossing without avoidance collides (so the check above can fail).
     short = parse_crowd(circle(20, 5.0, 5.0, avoidance=False))
     assert separation(run_crowd(jlpm_db, short)["root_pos"][:, :, [0, 2]])[1] > 0
+
+
+def _walk_between(hold):
+    """A walker at 1.3 m/s toward two agents standing 0.9 m apart across its way, 3 s of avoidance stepped
+    at 60 Hz: the walker's position and the standers' largest displacement (m)."""
+    pos = np.array([[-2.0, 0.02], [0.0, -0.45], [0.0, 0.45]])
+    start = pos.copy()
+    state, vel = AvoidanceState.zeros(3), np.zeros((3, 2))
+    pref, top = np.array([[1.3, 0.0], [0.0, 0.0], [0.0, 0.0]]), np.full(3, 1.3)
+    for _ in range(180):
+        vel = avoid(state, pos, vel, pref, top, hold=hold)
+        pos = pos + vel / 60.0
+    return pos[0], float(np.linalg.norm(pos[1:] - start[1:], axis=1).max())
+
+
+def test_agents_holding_their_goals_stand_and_are_walked_between():
+    # Goals 0.9 m apart: others may pass 0.3375 m from an agent standing on its goal.
+    spacing = goal_spacing(np.array([[0.0, -0.45], [0.0, 0.45], [5.0, 0.0], [9.0, 9.0]]), [True, True, True, False])
+    assert spacing.tolist() == pytest.approx([0.3375, 0.3375, 0.6, 0.0])
+    walker, moved = _walk_between(np.array([0.0, 0.3375, 0.3375]))
+    assert walker[0] > 1.0 and moved == 0.0           # through the gap; the standers never stepped
+    # Without holding, the pair keeps 0.6 m: the walker cannot pass between them without pushing them.
+    walker, moved = _walk_between(None)
+    assert walker[0] < 0.0 or moved > 0.1
 
 
 def _nearest_clips(db, local_rot: np.ndarray) -> np.ndarray:

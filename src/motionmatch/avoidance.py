@@ -16,6 +16,11 @@ the time until the agent, moving at v, comes within `radius` of a shape (no reci
 take half of the evasion), and a push out of a shape it already overlaps. Without obstacles the term
 costs nothing (an empty loop).
 
+Agents that hold their place (crowd goal agents that have arrived: `hold` > 0) do not evade: they stand
+unless someone overlaps them closer than their hold distance, and the others treat them like a wall (no
+reciprocity) but may pass as close as that distance, half the spacing of the goals they stand on, so a
+packed goal area can be walked into between agents already standing on theirs (docs/OBSTACLES.md).
+
 Positions and velocities are (x, z) in metres and m/s (Y up, the plane of the controller).
 """
 from __future__ import annotations
@@ -87,7 +92,7 @@ class Penalties(NamedTuple):
 
 
 @nb.njit(cache=True)
-def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs, out):
+def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs, hold, out):
     radius, horizon, w_col, w_smooth = pen.radius, pen.horizon, pen.collision, pen.smoothness
     w_sep, w_side, obs_radius, w_obs = pen.separation, pen.side, pen.obstacle_radius, pen.obstacle
     n = pos.shape[0]
@@ -109,6 +114,16 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, p
             if dist - r <= horizon * (2.0 * max_speed[i] + vi + math.hypot(vel[j, 0], vel[j, 1])):
                 near[m] = j
                 m += 1
+        if hold[i] > 0.0:
+            # Holding its place: stand, unless a neighbour is closer than the pair may come.
+            pressed = False
+            for kk in range(m):
+                j = near[kk]
+                rr = min(hold[i], hold[j]) if hold[j] > 0.0 else hold[i]
+                pressed = pressed or math.hypot(pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]) < rr
+            if not pressed:
+                out[i, 0], out[i, 1] = 0.0, 0.0
+                continue
         # Obstacles within reach of the horizon at top speed count; overlapping one pushes out.
         here, onx, onz = nearest(obs, pos[i, 0], pos[i, 1])
         walls = here - obs_radius <= horizon * max_speed[i]
@@ -146,14 +161,21 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, p
                 j = near[kk]
                 px, pz = pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]
                 d2 = px * px + pz * pz
-                if d2 < r2:
+                # A neighbour holding its place may be passed as close as its hold distance.
+                rj = min(r, hold[j]) if hold[j] > 0.0 else r
+                if d2 < rj * rj:
                     # Overlapping: penalize any approach (the component of v - v_j toward the neighbour).
                     dist = math.sqrt(d2) + 1e-9
                     approach = ((cx - vel[j, 0]) * px + (cz - vel[j, 1]) * pz) / dist
-                    cost += w_sep * (max(approach, 0.0) + (r - dist))
+                    cost += w_sep * (max(approach, 0.0) + (rj - dist))
                     continue
-                # Reciprocal: the relative velocity if the neighbour takes its half of the evasion.
-                tc = _time_to_collision(px, pz, 2.0 * cx - vel[i, 0] - vel[j, 0], 2.0 * cz - vel[i, 1] - vel[j, 1], r2)
+                if hold[j] > 0.0:
+                    # It stands still and will not evade: the relative velocity is this agent's own.
+                    tc = _time_to_collision(px, pz, cx - vel[j, 0], cz - vel[j, 1], rj * rj)
+                else:
+                    # Reciprocal: the relative velocity if the neighbour takes its half of the evasion.
+                    tc = _time_to_collision(px, pz, 2.0 * cx - vel[i, 0] - vel[j, 0],
+                                            2.0 * cz - vel[i, 1] - vel[j, 1], r2)
                 if tc < horizon:
                     cost += w_col / max(tc, 0.05)
             if cost < best:
@@ -180,10 +202,11 @@ def neighbour_table(positions: np.ndarray, max_neighbours: int, distance: float)
 
 def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, preferred: np.ndarray,
           max_speeds: np.ndarray, settings: AvoidanceSettings | None = None,
-          obstacles: Obstacles | None = None) -> np.ndarray:
+          obstacles: Obstacles | None = None, hold: np.ndarray | None = None) -> np.ndarray:
     """Velocities (n, 2) m/s close to `preferred` (n, 2) that keep agents apart (and `radius` m away from
     static obstacles, when given), given the agents' positions (n, 2) m, current velocities (n, 2) m/s
-    and top speeds (n,) m/s; updates `state`."""
+    and top speeds (n,) m/s; updates `state`. hold (n,) m: agents holding their place (> 0, the distance
+    between roots others may pass them at) stand and do not evade; 0 or None: none."""
     s = settings or AvoidanceSettings()
     pos = np.ascontiguousarray(positions, dtype=np.float64)
     n = len(pos)
@@ -199,6 +222,7 @@ def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, 
             Penalties(float(s.radius), float(s.horizon), float(s.collision_weight), float(s.smoothness),
                       float(s.separation_weight), float(s.side_bias), float(s.obstacle_radius),
                       float(s.obstacle_weight)),
-            _NONE if obstacles is None else obstacles, out)
+            _NONE if obstacles is None else obstacles,
+            np.zeros(n) if hold is None else np.ascontiguousarray(hold, dtype=np.float64), out)
     state.chosen[:] = out
     return out

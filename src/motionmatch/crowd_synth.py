@@ -46,6 +46,14 @@ MAX_COORDINATE = 10000.0        # m
 ARRIVE_DISTANCE = 0.2           # m: a goal agent within this of its goal stops ...
 RESUME_DISTANCE = 0.75          # m: ... and walks back once pushed further than this
 COLLISION_DISTANCE = 0.3        # m between two roots
+# An arrived agent holds its place (avoidance.py): others may pass it as close as this fraction of half
+# the distance from its goal to the nearest other goal (between two neighbours standing on theirs), at
+# least COLLISION_DISTANCE and at most the avoidance's two radii.
+HOLD_SPACING = 0.75
+SETTLE_DISTANCE = 0.4           # m: an arrived agent further than this from its goal walks back onto it
+STUCK_SECONDS = 1.0             # s: a goal agent that wants to walk but has stood this long ...
+RELEASE_RADIUS = 1.2            # m: ... has the arrived agents this close ahead of it step aside ...
+ASIDE_SPEED = 0.6               # m/s: ... at this speed, square to its way (then walk back)
 
 _TOP_KEYS = {"duration", "avoidance", "agents", "description", "obstacles"}
 _AGENT_KEYS = {"start", "yaw", "goal", "run", "path", "inputs", "tags"}
@@ -217,6 +225,9 @@ class DriverState:
     followers: dict
     scripts: dict
     routes: RouteState | None = None     # goal agents' routes round static obstacles
+    hold: np.ndarray | None = None       # (n,) m: how close others may pass an arrived agent (goal_spacing)
+    settled: np.ndarray | None = None    # (n,) bool: arrived and standing on the goal (holds its place)
+    stuck: np.ndarray | None = None      # (n,) s a goal agent has wanted to walk and stood
 
 
 def driver_state(agents, obstacles: Obstacles | None = None) -> DriverState:
@@ -230,7 +241,27 @@ def driver_state(agents, obstacles: Obstacles | None = None) -> DriverState:
                                   if a.scenario is not None and a.scenario.is_path},
                        scripts={i: a.scenario for i, a in enumerate(agents)
                                 if a.scenario is not None and not a.scenario.is_path},
-                       routes=goal_routes(agents, obstacles))
+                       routes=goal_routes(agents, obstacles),
+                       hold=goal_spacing(goals, [a.goal is not None for a in agents]),
+                       settled=np.zeros(n, dtype=bool), stuck=np.zeros(n))
+
+
+def goal_spacing(goals: np.ndarray, has_goal, most: float = 0.6) -> np.ndarray:
+    """(n,) metres others may pass each goal agent at once it has arrived: HOLD_SPACING times half the
+    distance from its goal (goals (n, 2) m) to the nearest other goal, within [COLLISION_DISTANCE, most]
+    (most: the avoidance's two radii); 0 for agents without a goal. A packed goal area then takes its
+    agents in any order of arrival, each walking in between neighbours already standing on theirs."""
+    from scipy.spatial import cKDTree
+
+    has = np.asarray(has_goal, dtype=bool)
+    out = np.zeros(len(goals))
+    rows = np.flatnonzero(has)
+    if len(rows) < 2:
+        out[rows] = most
+        return out
+    d, _ = cKDTree(goals[rows]).query(goals[rows], k=2)
+    out[rows] = np.clip(HOLD_SPACING * 0.5 * d[:, 1], COLLISION_DISTANCE, most)
+    return out
 
 
 def goal_routes(agents, obstacles: Obstacles | None) -> RouteState | None:
@@ -256,12 +287,16 @@ def drive(state: DriverState, t: float, sim_positions: np.ndarray, cs: Controlle
     to_goal = state.goals - sim_positions[:, [0, 2]]
     dist = np.linalg.norm(to_goal, axis=1)
     state.arrived = state.has_goal & np.where(state.arrived, dist < RESUME_DISTANCE, dist < ARRIVE_DISTANCE)
+    # Arrived agents nudged off their goal (they step aside for others, holding_distances) walk back
+    # onto it at a braking pace; on it they stand and hold their place.
+    state.settled = state.arrived & (dist < SETTLE_DISTANCE)
     top = np.where(run, cs.run_forward_speed, cs.walk_forward_speed)
     brake = np.maximum(0.5, 0.6 * top)
     heading, left = to_goal, dist
     if state.routes is not None:
         heading, left = route_heading(state, t, sim_positions, dist)
-    speed = np.where(state.has_goal & ~state.arrived, top * np.minimum(left / brake, 1.0), 0.0)
+    left = np.where(state.arrived, dist, left)
+    speed = np.where(state.has_goal & ~state.settled, top * np.minimum(left / brake, 1.0), 0.0)
     vel = heading * (speed / np.maximum(np.linalg.norm(heading, axis=1), 1e-9))[:, None]
     move[:] = velocity_to_stick(vel, run, cs)
     for i, f in state.followers.items():
@@ -285,12 +320,48 @@ def route_heading(state: DriverState, t: float, sim_positions: np.ndarray, dist:
     return target - pos, np.maximum(dist, remaining(state.routes))
 
 
+def holding_distances(state: DriverState, sim_positions: np.ndarray, move: np.ndarray, chosen: np.ndarray,
+                      dt: float):
+    """This tick's (hold (n,) m, the avoidance's `hold`, 0: not holding; aside (n, 2) m/s, NaN rows:
+    none). Agents settled on their goals hold their place and may be passed as close as their goal
+    spacing (goal_spacing), so later arrivals walk in between them. A goal agent that has wanted to walk
+    (a stick `move` (n, 2) past half) but stood (its last avoided velocity `chosen` (n, 2) m/s under
+    0.15) for STUCK_SECONDS, hemmed in by standing agents with no gap it may pass, has those within
+    RELEASE_RADIUS ahead of it step aside (aside: ASIDE_SPEED square to its way, away from it); they walk
+    back once it has gone. sim_positions (n, 3) m; dt s."""
+    wants = state.has_goal & ~state.settled & (np.linalg.norm(move, axis=1) > 0.5)
+    stood = np.linalg.norm(chosen, axis=1) < 0.15
+    state.stuck = np.where(wants & stood, state.stuck + dt, 0.0)
+    hold = np.where(state.settled, state.hold, 0.0)
+    aside = np.full((len(hold), 2), np.nan)
+    stuck = np.flatnonzero(state.stuck >= STUCK_SECONDS)
+    if not len(stuck) or not state.settled.any():
+        return hold, aside
+    from scipy.spatial import cKDTree
+
+    xz = sim_positions[:, [0, 2]]
+    for w in stuck:
+        way = move[w] / np.linalg.norm(move[w])
+        for s_ in cKDTree(xz).query_ball_point(xz[w], RELEASE_RADIUS):
+            off = xz[s_] - xz[w]
+            ahead = off @ way
+            if not state.settled[s_] or ahead <= 0.0:
+                continue
+            side = off - ahead * way
+            if np.linalg.norm(side) < 1e-3:       # straight ahead: to the walker's right (passing side)
+                side = np.array([way[1], -way[0]])
+            hold[s_] = 0.0
+            aside[s_] = side / np.linalg.norm(side) * ASIDE_SPEED
+    return hold, aside
+
+
 def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities, cs: ControllerSettings,
                  settings: AvoidanceSettings | None = None, obstacles: Obstacles | None = None,
-                 routed: np.ndarray | None = None) -> np.ndarray:
+                 routed: np.ndarray | None = None, hold: np.ndarray | None = None) -> np.ndarray:
     """Move sticks (n, 2) adjusted by local avoidance (of each other and of `obstacles`), from the
     agents' sticks and run flags and the simulation positions and velocities (n, 3). routed (n,) bool:
-    agents following routes (obstacle_routes.py), whose sticks already lead round the obstacles."""
+    agents following routes (obstacle_routes.py), whose sticks already lead round the obstacles. hold
+    (n,) m: arrived agents, which stand, and how close others may pass them (avoidance.avoid)."""
     pref = stick_to_velocity(move, run, cs)
     top = np.where(run, cs.run_forward_speed, cs.walk_forward_speed)
     pos = np.ascontiguousarray(sim_positions[:, [0, 2]])
@@ -301,7 +372,7 @@ def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities
         # lookahead would turn an agent away from a route that bends within it).
         free = np.ones(len(pref), dtype=bool) if routed is None else ~routed
         pref[free] = steer_velocities(obstacles, pos[free], pref[free])
-    vel = avoid(state, pos, sim_velocities[:, [0, 2]], pref, top, settings, obstacles)
+    vel = avoid(state, pos, sim_velocities[:, [0, 2]], pref, top, settings, obstacles, hold)
     return velocity_to_stick(vel, run, cs)
 
 
@@ -373,8 +444,11 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         sim = crowd.sim_positions
         move, run, strafe, look = drive(drivers, k * dt, sim, cs)
         if use_avoidance:
+            hold, aside = holding_distances(drivers, sim, move, avoid_state.chosen, dt)
+            step = np.isfinite(aside[:, 0])
+            move[step] = velocity_to_stick(aside[step], run[step], cs)
             move = avoid_sticks(avoid_state, move, run, sim, crowd.sim_velocities, cs, avoidance_settings, obstacles,
-                                routed)
+                                routed, hold)
         crowd.step(move, run, strafe, look, dt)
         rec["tick_us"][k] = (time.perf_counter() - t0) * 1e6
         rec["searches"][k] = crowd.searches_last_tick
