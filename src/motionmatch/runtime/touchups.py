@@ -229,7 +229,7 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide
     return ax + fl.offset[0], ay + fl.offset[1], az + fl.offset[2]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")   # into _output_range: a call passes every array of its records
 def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """The displayed pose of character i into Display `out` (local and world, float64) from its shown
     local pose (playback.Pose `local`), Root and Playhead (stride, warp angle, contacts); feet: Feet
@@ -371,10 +371,27 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
     legs_pose(lp, lr, gp, gr, parents, legs, targets, 3 if has_terrain else 0, grounds, drop)
 
 
+# The parallel stage's agents go to _output_range in this many equal chunks (numba shares them out equally among
+# the threads; a compiled constant, so the stage stays cacheable).
+CHUNKS = 64
+
+
+@numba.njit(cache=True)
+def _output_range(agents, lo, hi, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
+    """_output_and_copy for agents[lo:hi]. Both stages run their agents through this one compiled loop, so a
+    pose does not depend on the thread count (output_agent inlined into a parallel loop body compiled
+    differently)."""
+    for a in range(lo, hi):
+        _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
+
+
 @numba.njit(cache=True, parallel=True)
 def _output_parallel(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
-    for a in numba.prange(agents.shape[0]):
-        _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
+    n = agents.shape[0]
+    chunks = max(min(n, CHUNKS), 1)
+    for c in numba.prange(chunks):
+        _output_range(agents, c * n // chunks, (c + 1) * n // chunks, dt, local, root, play, settings, rig, terrain,
+                      feet, out, relock_speed)
 
 
 @numba.njit(cache=True)
@@ -392,11 +409,11 @@ def output_serial(agents, dt, local, root, play, settings, rig, terrain, feet, o
     """output_stage on the calling thread (small crowds: no thread hand-off)."""
     agents, local, root, play, settings, rig, terrain, feet, out = borrow(
         (agents, local, root, play, settings, rig, terrain, feet, out))
-    for a in range(agents.shape[0]):
-        _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
+    _output_range(agents, 0, agents.shape[0], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
 
 
-@numba.njit(cache=True)
+# Inlined into _output_range, as output_agent: a call passes every array of its records by value.
+@numba.njit(cache=True, inline="always")
 def _output_and_copy(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
     gp, gr = out.pos[i], out.rot[i]
