@@ -360,9 +360,9 @@ def test_sample_pose_between_frames(jlpm_db):
     # Never blends across the clip end.
     p, r = sample_pose(db.positions, db.rotations, stop - 1 + 0.5, stop)
     np.testing.assert_allclose(p, db.positions[stop - 1], atol=1e-6)
-    v = np.empty(3)
-    lerp_frames(db.positions[:, 0], f, f + 1, 0.25, v)
-    np.testing.assert_allclose(v, 0.75 * db.positions[f, 0] + 0.25 * db.positions[f + 1, 0], atol=1e-6)
+    v = np.empty(db.positions.shape[1:])
+    lerp_frames(db.positions, f, f + 1, 0.25, v)
+    np.testing.assert_allclose(v, 0.75 * db.positions[f] + 0.25 * db.positions[f + 1], atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------
