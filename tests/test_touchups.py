@@ -1,4 +1,5 @@
 """Touch-ups in the running character: foot locking with leg IK, terrain, retargeted synthesis."""
+import math
 import json
 from pathlib import Path
 
@@ -102,3 +103,18 @@ def test_synth_with_terrain_and_retarget(jlpm_db_path, tmp_path):
     hips = g[:, roles["hips"]]
     assert hips[239, 2] - hips[0, 2] > 1.5
     assert hips[239, 1] > hips[0, 1] + 0.2
+
+
+def test_keep_swing_length_never_shortens_a_swinging_leg():
+    """A swinging foot's ankle target is lowered until the leg has its played hip-to-ankle length (the hips
+    came down 3 cm here), no lower than its floor, and a target already that far from the hip stays."""
+    from motionmatch.runtime.touchups import keep_swing_length
+    hx, hy, hz, length = 0.0, 0.9, 0.0, 0.8
+    # Hips 3 cm down, target where the played ankle was: 0.77 m from the hip -> lowered to 0.8 m.
+    ty = keep_swing_length(hx, hy - 0.03, hz, 0.1, 0.9 - math.sqrt(length ** 2 - 0.01), 0.0, length, 0.0)
+    assert abs(math.hypot(0.1, (hy - 0.03) - ty) - length) < 1e-9
+    # A floor above that stops it there (the toe keeps its clearance).
+    assert keep_swing_length(hx, hy - 0.03, hz, 0.1, 0.13, 0.0, length, 0.12) == 0.12
+    # Never raised, and a straighter leg (target further than the played length) is kept.
+    assert keep_swing_length(hx, hy, hz, 0.1, 0.05, 0.0, length, 0.0) == 0.05
+    assert keep_swing_length(hx, hy, hz, 0.9, 0.5, 0.0, length, 0.0) == 0.5

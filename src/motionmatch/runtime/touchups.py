@@ -51,6 +51,9 @@ MAX_DROP = 0.01
 # above the floor once standing); nearer, the foot stops short of it (a release on any shortfall doubled the
 # backward walks' sliding).
 LOCK_HANG = 0.02
+# m: a swinging toe kept at its played length comes down no nearer the ground than this (or its played height,
+# if lower): toward the floor it read as a slow sliding contact (run: sliding 12.7 -> 26.2 cm/s at the floor).
+SWING_CLEARANCE = 0.06
 RISE_REACH = 0.5         # m either side of the root: the ground's mean slope under a step
 
 
@@ -157,6 +160,18 @@ def beyond_reach(x, y, z, reach):
     with the hips MAX_DROP lower."""
     horiz = x * x + z * z
     return horiz >= reach * reach or -y - math.sqrt(reach * reach - horiz) > MAX_DROP + LOCK_HANG
+
+
+@numba.njit(cache=True)
+def keep_swing_length(hx, hy, hz, tx, ty, tz, length, floor):
+    """Ankle target height (m) for a foot that is not planted: ty, or lower, down to `floor`, so the ankle is
+    at least `length` (the played hip-to-ankle distance) from the hip at (hx, hy, hz). The hips come down for
+    the planted legs (and the terrain raises a foot) while the swinging leg's pose stays the played one: held
+    at its world target, that leg crouched (the side-steps' knees 6 degrees more bent than played)."""
+    horiz2 = (tx - hx) ** 2 + (tz - hz) ** 2
+    if horiz2 >= length * length or (tx - hx) ** 2 + (ty - hy) ** 2 + (tz - hz) ** 2 >= length * length:
+        return ty
+    return min(ty, max(hy - math.sqrt(length * length - horiz2), floor))
 
 
 @numba.njit(cache=True)
@@ -289,6 +304,8 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
     cx, cz = root_pos[i, 0], root_pos[i, 2]
     targets = np.empty((2, 3))
     grounds = np.zeros(2)
+    lengths = np.empty(2)       # the played hip-to-ankle distances
+    floors = np.empty(2)        # the lowest ankle target that keeps the played toe above the ground
     kk = damper_factor(SLOPE_BLEND_HALFLIFE, dt) if dt > 0 else 1.0
     lift = weight = 0.0
     for leg in range(2):
@@ -298,6 +315,8 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
         ax, ay, az = gp[toe, 0], gp[toe, 1], gp[toe, 2]
         tx, ty, tz = ax, ay, az
         sx = sz = 0.0
+        lengths[leg] = math.sqrt((gp[ft, 0] - gp[up, 0]) ** 2 + (gp[ft, 1] - gp[up, 1]) ** 2
+                                 + (gp[ft, 2] - gp[up, 2]) ** 2)
         if shift:
             fx, fz = gp[ft, 0], gp[ft, 2]
             along = (fx - cx) * ty_ + (fz - cz) * tz_
@@ -325,6 +344,8 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
         else:
             dx, dy, dz = sx, ty - ay, sz
         targets[leg, 0], targets[leg, 1], targets[leg, 2] = gp[ft, 0] + dx, gp[ft, 1] + dy, gp[ft, 2] + dz
+        floors[leg] = ((grounds[leg] if has_terrain else base) + max(gp[ft, 1] - ay, 0.0)
+                       + min(max(ay - base, 0.0), SWING_CLEARANCE))
         # How far the hips would move for this leg to keep the played hip-to-ankle length on its target (the
         # stride warp, the terrain and the lock move it).
         w = LIFT_SWING_WEIGHT + (1.0 - LIFT_SWING_WEIGHT) * hs[SLOPE_L + leg]
@@ -368,6 +389,12 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
             # below the ground uphill, and the fix tilted the foot further: planted toes 0.3 cm higher on
             # a 12 degree slope, 4.0 against 3.7 cm).
             gp[toe, 0], gp[toe, 1], gp[toe, 2] = gp[ft, 0] + rx, gp[ft, 1] + ry, gp[ft, 2] + rz
+    for leg in range(2):
+        planted = contacts[i, leg] or locked[i, leg]
+        if not planted:
+            up = legs[leg, 0]
+            targets[leg, 1] = keep_swing_length(gp[up, 0], gp[up, 1] - drop, gp[up, 2], targets[leg, 0],
+                                                targets[leg, 1], targets[leg, 2], lengths[leg], floors[leg])
     legs_pose(lp, lr, gp, gr, parents, legs, targets, 3 if has_terrain else 0, grounds, drop)
 
 
