@@ -247,10 +247,10 @@ def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz
         rx += sx
         rz += sz
         dyaw = remainder_2pi(goal - root_yaw[i])
-        kr = damper_factor(max(s[S.ADJ_ROT_HALFLIFE], 1e-4), dt)
         # Walking backward the data has no turning clip (one straight walk-back): between backward diagonals
         # the root's facing turns only here, so it may turn faster than the position is pulled.
         backward = s[S.W_ORIENTATION] != 0.0 and wt[i, BACKWARD] != 0.0 and wt[i, WEIGHT] > 0.0
+        kr = damper_factor(max(s[S.ADJ_BACKWARD_ROT_HALFLIFE] if backward else s[S.ADJ_ROT_HALFLIFE], 1e-4), dt)
         ratio = s[S.ADJ_BACKWARD_TURN_RATIO] if backward else s[S.ADJ_MAX_RATIO]
         ylimit = ratio * (abs(yaw_rate) + speed) * dt
         root_yaw[i] = remainder_2pi(root_yaw[i] + max(-ylimit, min(ylimit, dyaw * kr)))
@@ -266,6 +266,10 @@ def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz
         if abs(dyaw) > lim:
             ctrl[i, YAW] = remainder_2pi(ctrl[i, YAW] - (dyaw - math.copysign(lim, dyaw)))
     return rx, rz
+
+
+# m/s: the stick asks for more speed than the simulation has by more than this (stride_up_halflife).
+SPEEDING_UP = 0.05
 
 
 # Inlined into _playback_range: a call passes each array of its records by value (some 40 here), which cost
@@ -293,10 +297,14 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
                 wt, i, anim_speed, root_v[frame[i], 0], root_v[frame[i], 2], halflife, stride_min, stride_max)
         # The rate slows a clip for a slow request, not for the simulation's dip through a turn (a 180
         # degree turn goes through standing): it follows the faster of the simulation and its goal.
-        rate_speed = max(sim_speed, math.hypot(ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ]))
+        goal_speed = math.hypot(ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ])
+        rate_speed = max(sim_speed, goal_speed)
+        # While the stick asks for more speed than the simulation has (a start, speeding up), a lengthening stride
+        # catches up sooner: a walk start plays a captured start, slower than the simulation.
+        lengthen = min(halflife, s[S.W_STRIDE_UP_HALFLIFE]) if goal_speed > sim_speed + SPEEDING_UP else halflife
         r, k = speed_update(wt, i, sim_speed, rate_speed, anim_speed, dt, play_rate,
                             (s[S.W_RATE_MIN], s[S.W_RATE_MAX], s[S.W_RATE_SHARE]), strides, (stride_min, stride_max),
-                            halflife)
+                            halflife, lengthen)
         rate[i] = r if play_rate else 1.0
         stride[i] = k if strides else 1.0
     else:

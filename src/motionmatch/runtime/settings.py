@@ -56,6 +56,7 @@ class CharacterSettings:
     adjustment_rotation_halflife: float = _D["adjustment_rotation_halflife"]
     adjustment_max_ratio: float = _D["adjustment_max_ratio"]
     adjustment_backward_turn_ratio: float = _D["adjustment_backward_turn_ratio"]
+    adjustment_backward_rotation_halflife: float = _D["adjustment_backward_rotation_halflife"]
     clamping: bool = _D["clamping"]
     clamp_radius: float = _D["clamp_radius"]
     clamp_angle_deg: float = _D["clamp_angle_deg"]

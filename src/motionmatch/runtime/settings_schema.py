@@ -222,6 +222,11 @@ SETTINGS: tuple[Setting, ...] = (
     _f(C, "adjustment_backward_turn_ratio", 6.0, 0, 10, "", "walking backward (the orientation warp's backward "
        "mode), turn the root's yaw toward the simulation's by at most this many radians per radian turned plus "
        "metre travelled by the root's own motion (adjustment_max_ratio otherwise)", column="ADJ_BACKWARD_TURN_RATIO"),
+    # Between backward diagonals the root turns some 100 degrees through the adjustment alone: at 0.19 s that took
+    # 0.4-0.8 s after the stick (docs/look.md, "Responsiveness 0.25").
+    _f(C, "adjustment_backward_rotation_halflife", 0.1, 0.005, 5.0, "s", "walking backward (the orientation "
+       "warp's backward mode), halflife of the root's yaw adjustment (adjustment_rotation_halflife otherwise)",
+       column="ADJ_BACKWARD_ROT_HALFLIFE"),
     _b(C, "clamping", True, "keep the root within clamp_radius / clamp_angle_deg of the simulation",
        tune=Tune(choices=(True, False)), app=Control(_BLEND, "clamping", "checkbox"), column="CLAMPING"),
     _f(C, "clamp_radius", 0.2, 0, 5, "m", "largest root-to-simulation distance",
@@ -281,6 +286,10 @@ SETTINGS: tuple[Setting, ...] = (
     # 0.2 lagged turns.
     _f(W, "speed_halflife", 0.1, 0.005, 2.0, "s", "smoothing of play rate and stride scale",
        column="W_SPEED_HALFLIFE"),
+    # A start from standing plays a captured walk start slower than the simulation: the stride lengthening at
+    # speed_halflife met the stick 0.05 s after the simulation (docs/look.md, "Responsiveness 0.25").
+    _f(W, "stride_up_halflife", 0.08, 0.005, 2.0, "s", "smoothing of a lengthening stride scale while the stick asks "
+       "for more speed than the simulation has (speed_halflife otherwise)", column="W_STRIDE_UP_HALFLIFE"),
     _b(W, "timescale", False, "rate and stride from the predicted error ratio (runtime/timescale.py)",
        column="W_TIMESCALE"),
     _f(W, "query_speed_floor", 0.8, 0, 5, "m/s", "slower requests ask the matcher for this speed (0: off)",

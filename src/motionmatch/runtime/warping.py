@@ -58,6 +58,7 @@ class WarpSettings:
     stride_min: float = _D["stride_min"]
     stride_max: float = _D["stride_max"]
     speed_halflife: float = _D["speed_halflife"]
+    stride_up_halflife: float = _D["stride_up_halflife"]
     timescale: bool = _D["timescale"]
     query_speed_floor: float = _D["query_speed_floor"]
     slope: bool = _D["slope"]
@@ -405,11 +406,11 @@ def stride_scale(desired_speed, anim_speed, rate, lo, hi):
 
 @numba.njit(cache=True)
 def speed_update(wt, i, desired_speed, rate_speed, anim_speed, dt, play_rate, rate_bounds, stride, stride_bounds,
-                 halflife):
+                 halflife, lengthen_halflife=-1.0):
     """Row i's (rate, stride scale) after dt s, springing toward playback_rate of rate_speed and stride_scale
     of desired_speed (the simulation's speed), against the playing clip's (m/s). play_rate, stride: whether
     each warps; rate_bounds = (rate_min, rate_max, share), stride_bounds = (stride_min, stride_max)
-    (WarpSettings)."""
+    (WarpSettings); halflife: both springs', lengthen_halflife (> 0) the stride's while it lengthens."""
     rate_min, rate_max, share = rate_bounds
     stride_min, stride_max = stride_bounds
     r = playback_rate(rate_speed, anim_speed, rate_min, rate_max, share) if play_rate else 1.0
@@ -417,7 +418,8 @@ def speed_update(wt, i, desired_speed, rate_speed, anim_speed, dt, play_rate, ra
     if play_rate and share < 1.0:
         r = playback_rate(rate_speed, anim_speed * k, rate_min, rate_max, 1.0)
     wt[i, RATE], wt[i, RATE_VEL] = spring_exact(wt[i, RATE], wt[i, RATE_VEL], r, max(halflife, 1e-4), dt)
-    wt[i, SCALE], wt[i, SCALE_VEL] = spring_exact(wt[i, SCALE], wt[i, SCALE_VEL], k, max(halflife, 1e-4), dt)
+    hs = lengthen_halflife if lengthen_halflife > 0.0 and k > wt[i, SCALE] else halflife
+    wt[i, SCALE], wt[i, SCALE_VEL] = spring_exact(wt[i, SCALE], wt[i, SCALE_VEL], k, max(hs, 1e-4), dt)
     return wt[i, RATE], wt[i, SCALE]
 
 
