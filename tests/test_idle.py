@@ -41,3 +41,25 @@ def test_standing_after_a_walk_holds_still_stretches_and_breathes(jlpm_db):
     rel = gp[:, [r["head"], r["left_hand"], r["right_hand"]]] - gp[:, [r["hips"]]]
     rms = np.sqrt((np.linalg.norm(np.diff(rel, axis=0), axis=-1) ** 2).mean()) * fps * 100
     assert rms > 1.0, rms
+
+
+def test_idle_search_skips_the_frozen_take_starts(jlpm_db):
+    """The takes open with the actor standing before the first step, head and hands against the hips at
+    0.7-0.9 cm/s (take1 frames 0-105, take2 0-120): an idle hold there looked frozen (strafe_right's rest on
+    the mixed default: take2 0-106 for 2 s, 0.8 cm/s). The idle search lands only on still stretches that
+    move IDLE_MIN_ALIVE_CM_S or more (the others 5.8-6.6 cm/s); take starts were half the holdable frames."""
+    from motionmatch.runtime.crowd import Crowd
+    from motionmatch.runtime.character import CharacterSettings
+    from motionmatch.runtime.matching import IDLE_MIN_HOLD_S, lively_holds
+
+    crowd = Crowd(jlpm_db, 1, CharacterSettings())
+    still_to = crowd.still_to
+    any_hold = still_to - np.arange(jlpm_db.num_frames) >= IDLE_MIN_HOLD_S * jlpm_db.fps
+    lively = lively_holds(jlpm_db, any_hold, still_to)
+    assert (crowd.holdable == lively).all()
+    assert lively.any() and not (lively & ~any_hold).any()
+    starts = np.zeros(jlpm_db.num_frames, dtype=bool)
+    for a in jlpm_db.range_starts:
+        starts[a:a + int(2 * jlpm_db.fps)] = True
+    assert (any_hold & starts).sum() > 0.4 * any_hold.sum()      # without the test: the take starts
+    assert not (lively & starts).any()

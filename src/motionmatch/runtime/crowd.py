@@ -31,7 +31,7 @@ from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSetting
 from .inertialization import new_offsets
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
-                       plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
+                       lively_holds, plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
                        trajectory_layout)
 from .playback import (Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_parallel,
                        transition_stage)
@@ -104,8 +104,8 @@ class Crowd:
                                                                  db.range_stops - db.range_starts))
         self.stop_of = shared(db, "stop_of", lambda: np.asarray(db.range_stops, dtype=np.int64)[self.range_of])
         self.still_to = shared(db, "still_to", lambda: still_stretch_ends(rvel, rang, db.range_stops, db.fps))
-        self.holdable = shared(db, "holdable", lambda: self.still_to - np.arange(db.num_frames)
-                               >= IDLE_MIN_HOLD_S * db.fps)
+        self.holdable = shared(db, "holdable", lambda: lively_holds(
+            db, self.still_to - np.arange(db.num_frames) >= IDLE_MIN_HOLD_S * db.fps, self.still_to))
         self.clip_speed = shared(db, "clip_speed",
                                  lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
         self.db_arrays = Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)

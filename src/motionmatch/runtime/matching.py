@@ -61,6 +61,35 @@ def still_stretch_ends(root_velocities: np.ndarray, root_angular_velocities: np.
     return nxt - int(round(STILL_MARGIN_S * fps))
 
 
+# ... and only where the actor stands alive: head and hands move at least this fast against the hips (RMS, cm/s)
+# over the still stretch ahead. The takes open with the actor standing before the first step at 0.7-0.9 cm/s
+# (take1 frames 0-105, take2 0-120: nearly frozen); the other still stretches move 5.8-6.6 cm/s.
+IDLE_MIN_ALIVE_CM_S = 2.0
+ALIVE_ROLES = ("head", "left_hand", "right_hand")
+
+
+def lively_holds(db, holdable: np.ndarray, still_to: np.ndarray) -> np.ndarray:
+    """(N,) bool: the `holdable` frames whose still stretch ahead (to still_to[frame]) moves the head and hands
+    against the hips by IDLE_MIN_ALIVE_CM_S or more (RMS speed); `holdable` itself when the skeleton lacks
+    those roles or no stretch is that alive."""
+    roles = db.roles
+    if not all(r in roles for r in (*ALIVE_ROLES, "hips")) or not holdable.any():
+        return holdable
+    out = np.zeros_like(holdable)
+    idx = np.flatnonzero(holdable)
+    joints = [roles[r] for r in ALIVE_ROLES]
+    for run in np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1):
+        a, b = int(run[0]), int(still_to[run].max())
+        gp = db.global_transforms(slice(a, b + 1))[0]
+        rel = gp[:, joints] - gp[:, [roles["hips"]]]
+        sq = (np.linalg.norm(np.diff(rel, axis=0), axis=2) ** 2).mean(axis=1) * (db.fps * 100.0) ** 2
+        tail = np.concatenate([np.cumsum(sq[::-1])[::-1], [0.0]])      # tail[k]: sum of sq[k:]
+        for f in run:
+            k, e = int(f) - a, int(still_to[f]) - a
+            out[f] = e > k and (tail[k] - tail[e]) / (e - k) >= IDLE_MIN_ALIVE_CM_S ** 2
+    return out if out.any() else holdable
+
+
 # While idle a search may not land this close (s) to the playing frame: it would replay the still stretch
 # just shown (the takes' stretches last 0.9-2.3 s; replaying one looped a 0.8 s pose cycle).
 IDLE_NO_REWIND_S = 2.5
