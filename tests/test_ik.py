@@ -1,4 +1,5 @@
 """Two-joint IK, toe re-aim, foot locking and the whole-pose leg IK."""
+import math
 import sys
 from pathlib import Path
 
@@ -292,3 +293,19 @@ def test_foot_drifted_out_of_its_lock_relocks_when_slow_only_with_relock_speed(r
         state.append(fl.locked)
     assert state[0] and not state[29]                  # locked at first, unlocked by the drift
     assert state[-1] == (relock_speed > 0.0)
+
+
+def test_keep_leaves_a_straighter_leg_its_extension():
+    """legs_pose's keep (the touch-ups): a leg posed straighter than the IK's buffer, asked for its own ankle,
+    stays as it is; without keep the buffer bends it (every played knee straighter than 164 degrees, at 1 %)."""
+    from motionmatch.runtime.ik import _two_joint_ik_core
+    a, b = (0.0, 1.0, 0.0), (0.0, 0.55, 0.02)
+    c = (0.0, 0.1, 0.0)                                  # knee about 175 degrees: 0.998 of the leg's length
+    rot = (1.0, 0.0, 0.0, 0.0)
+    _, _, bent = _two_joint_ik_core(a, b, c, c, (0.0, 0.0, 1.0), rot, rot, 0.01)
+    _, _, kept = _two_joint_ik_core(a, b, c, c, (0.0, 0.0, 1.0), rot, rot, 0.01, True)
+    assert np.allclose(kept, c, atol=1e-9)
+    assert np.linalg.norm(np.subtract(bent, c)) > 5e-3
+    # A target beyond reach: the kept leg goes no straighter than it was.
+    _, _, far = _two_joint_ik_core(a, b, c, (0.0, -0.2, 0.0), (0.0, 0.0, 1.0), rot, rot, 0.01, True)
+    assert abs(math.dist(far, a) - math.dist(c, a)) < 1e-9

@@ -118,3 +118,35 @@ def test_keep_swing_length_never_shortens_a_swinging_leg():
     # Never raised, and a straighter leg (target further than the played length) is kept.
     assert keep_swing_length(hx, hy, hz, 0.1, 0.05, 0.0, length, 0.0) == 0.05
     assert keep_swing_length(hx, hy, hz, 0.9, 0.5, 0.0, length, 0.0) == 0.5
+
+
+def _moving_knees(rec):
+    from motionmatch.posture import knee_angles_deg
+    moving = np.linalg.norm(rec["root_vel"][:, [0, 2]], axis=1) > 0.5
+    return knee_angles_deg(rec["posture_positions"])[moving]
+
+
+@pytest.mark.parametrize("name, most", [("strafe_right", 2.5), ("terrain_steps", 3.0)])
+def test_touch_ups_keep_the_played_knees(jlpm_db, name, most):
+    """The touch-ups (stride warp, foot locks, hips height, terrain, leg IK) leave the knees about as bent as
+    the pose played (the same run with the leg IK off): on 2026-11-28's main they bent them 3.1 (strafe_right)
+    and 8.4 degrees (terrain_steps: the swinging foot lifted the whole step, the hips on a ramp)."""
+    scen = parse_scenario(json.loads((SCEN / f"{name}.json").read_text()))
+    terrain = Heightfield.from_spec(scen.terrain) if scen.terrain else None
+    shown = _moving_knees(run_scenario(jlpm_db, scen, CharacterSettings(), terrain=terrain))
+    played = _moving_knees(run_scenario(jlpm_db, scen, CharacterSettings(ik=False), terrain=terrain))
+    assert abs(np.median(shown) - np.median(played)) < most
+    assert (shown - played).mean() > -1.0         # frame by frame too (before: -2.4 and -3.4 degrees)
+
+
+def test_a_locked_foot_keeps_the_played_height(jlpm_db):
+    """A lock holds the foot on the ground plane; its height is the animated toe's: held at the height it
+    landed at, a lock kept a stale height through transitions (strafe_box: up to 14 cm above the played toe,
+    the hips came down for it; strafe_right: 4.2 cm below it on every locked frame)."""
+    for name in ("strafe_box", "strafe_right"):
+        scen = parse_scenario(json.loads((SCEN / f"{name}.json").read_text()))
+        shown = run_scenario(jlpm_db, scen, CharacterSettings())
+        played = run_scenario(jlpm_db, scen, CharacterSettings(ik=False))
+        dy = np.abs(shown["toe_positions"][:, :, 1] - played["toe_positions"][:, :, 1])[shown["locked"]]
+        assert shown["locked"].sum() > 100
+        assert np.median(dy) < 0.005 and np.percentile(dy, 99) < 0.025, name

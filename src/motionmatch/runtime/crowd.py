@@ -44,7 +44,7 @@ from .steering import steer_controllers
 from .threads import ThreadChooser
 from .timescale import future_speeds, horizon_frames, timescale_stage
 from .trajectory_heights import height_layout, height_query
-from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, Display, Feet, Rig, Terrain, output_serial,
+from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, LEG_BUFFER, Display, Feet, Rig, Terrain, output_serial,
                        output_stage)
 from .warping import FIXED_RATE, PoseWarpRig, clip_speeds, has_side_steps, new_warp_table
 
@@ -124,7 +124,7 @@ class Crowd:
         rig = PoseWarpRig(roles, parents)
         legs = np.array([[roles[f"{side}_{part}"] for part in ("upper_leg", "lower_leg", "foot", "toe")]
                          for side in ("left", "right")], dtype=np.int64)
-        reach = np.array([0.99 * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
+        reach = np.array([(1.0 - LEG_BUFFER) * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
                           for _, lo, ft, _ in legs])
         self.rig = Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
         # The compiled stages are called through `calls`: the records below are typed once, not every tick.

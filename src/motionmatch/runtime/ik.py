@@ -53,9 +53,10 @@ def _frame_rotation(ux, uy, uz, nx, ny, nz, px, py, pz, mx, my, mz):
 
 
 @numba.njit(cache=True)
-def _two_joint_ik_core(a, b, c, t, pole, a_gr, b_gr, buffer):
+def _two_joint_ik_core(a, b, c, t, pole, a_gr, b_gr, buffer, keep=False):
     """_two_joint_ik_kernel on tuples (no arrays: nothing to allocate or reference-count per leg); returns
-    (hip world rotation, knee world rotation, reached end), tuples of 4, 4 and 3."""
+    (hip world rotation, knee world rotation, reached end), tuples of 4, 4 and 3. keep: a limb posed straighter
+    than the buffer allows may stay as straight (the reach is at least its current one)."""
     lab = _norm3(b[0] - a[0], b[1] - a[1], b[2] - a[2])
     lcb = _norm3(c[0] - b[0], c[1] - b[1], c[2] - b[2])
     acx, acy, acz = c[0] - a[0], c[1] - a[1], c[2] - a[2]
@@ -71,6 +72,8 @@ def _two_joint_ik_core(a, b, c, t, pole, a_gr, b_gr, buffer):
         dx, dy, dz = atx / lat, aty / lat, atz / lat       # wanted hip->ankle direction
     reach = lat
     max_reach = (lab + lcb) * (1.0 - buffer)
+    if keep and lac > max_reach:
+        max_reach = min(lac, lab + lcb)
     min_reach = abs(lab - lcb) * (1.0 + buffer) + 1e-6
     if reach > max_reach:
         reach = max_reach
@@ -279,7 +282,7 @@ def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_
 
 
 @numba.njit(cache=True)
-def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, local):
+def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, local, buffer=0.01, keep=False):
     """_solve_leg with a toe joint, compiled: the same arithmetic, local rotations written in place.
     leg: (upper leg, lower leg, foot, toe) joints; tgt (3,) the ankle target. Points and rotations are
     tuples, not arrays: a crowd tick solves 20,000 legs, and each array is an allocation."""
@@ -289,7 +292,7 @@ def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, loc
     out_a, out_b, out_c = _two_joint_ik_core(
         (gpos[up, 0], gpos[up, 1], gpos[up, 2]), (gpos[lo, 0], gpos[lo, 1], gpos[lo, 2]), c, (tgt[0], tgt[1], tgt[2]),
         toe_vec, (grot[up, 0], grot[up, 1], grot[up, 2], grot[up, 3]), (grot[lo, 0], grot[lo, 1], grot[lo, 2], grot[lo, 3]),
-        0.01)
+        buffer, keep)
     fw, fx, fy, fz = grot[ft, 0], grot[ft, 1], grot[ft, 2], grot[ft, 3]
     if has_ground:
         foot = np.array(out_c)
@@ -312,9 +315,11 @@ def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, loc
 
 
 @numba.njit(cache=True)
-def legs_pose(lpos, lrot, gpos, grot, parents, legs, targets, ground_mask, grounds, drop):
+def legs_pose(lpos, lrot, gpos, grot, parents, legs, targets, ground_mask, grounds, drop, buffer=0.01, keep=False):
     """Both legs toward their ankle targets (2, 3) and the pose's forward kinematics (apply_leg_ik_in_place);
-    bit k of ground_mask: leg k's toe is kept above grounds[k] (m)."""
+    bit k of ground_mask: leg k's toe is kept above grounds[k] (m); buffer: the IK's reach limit (a share of the
+    leg's length short of straight); keep: a leg posed straighter than that may stay that straight (the touch-ups: the buffer bent every straighter played knee to 164
+    degrees, where the actor side-steps at 158-161 and walks backward at 163)."""
     if drop != 0.0:
         # The whole pose moves down: its world positions with it (no forward kinematics pass needed).
         lpos[0, 1] -= drop
@@ -322,7 +327,7 @@ def legs_pose(lpos, lrot, gpos, grot, parents, legs, targets, ground_mask, groun
             gpos[j, 1] -= drop
     for leg in range(2):
         _solve_leg_kernel(gpos, grot, parents, legs[leg], targets[leg], (ground_mask & (1 << leg)) != 0, grounds[leg],
-                          lrot)
+                          lrot, buffer, keep)
     # Only the legs' local rotations changed: their joints and what hangs from them move.
     fk_subtrees_into(lpos, lrot, parents, gpos, grot, legs[:, 0])
 

@@ -38,7 +38,11 @@ FOOT_LOCK = np.dtype([
 # slope warp and the hips height read them), spine lean; (n, columns).
 GROUND, GROUND_VEL, HAS_GROUND, DROP, DROP_VEL, SLOPE_L, SLOPE_R, LEAN, LEAN_VEL = range(9)
 HEIGHT_COLUMNS = 9
-HIPS_HALFLIFE = 0.08
+# s: the hips' height spring. At 0.08 s the hips still came down for the stretched trailing leg while the next
+# stance leg took the weight, bending it 5-8 degrees more than played (strafe_right; 0.04: knee gap on
+# strafe_box -6.2, walk_backward -6.2; 0.025: -6.0, -6.0; the hips' vertical acceleration p99 13.5 -> 18.4 m/s^2
+# on strafe_box, lower on walk_backward, terrain_steps and run).
+HIPS_HALFLIFE = 0.025
 # The hips height keeps the played legs' extension (leg_lift), weighed by stance: a swinging leg counts this
 # much of a planted one (it bends to clear the ground whatever the hips do).
 LIFT_SWING_WEIGHT = 0.2
@@ -54,6 +58,20 @@ LOCK_HANG = 0.02
 # m: a swinging toe kept at its played length comes down no nearer the ground than this (or its played height,
 # if lower): toward the floor it read as a slow sliding contact (run: sliding 12.7 -> 26.2 cm/s at the floor).
 SWING_CLEARANCE = 0.06
+# The leg IK's reach, short of straight by this share of the leg's length (legs_pose; a leg played straighter
+# keeps its own extension). At 1 % every knee straighter than 164 degrees was bent to 164 where the actor
+# side-steps at 158-161 and walks backward at 163 (the median: half of those frames are straighter).
+LEG_BUFFER = 0.004
+# m: on terrain a swinging foot rides the hips' ground (the smoothed ground under the root) instead of the step
+# under it, its toe no nearer the ground under it than its played height or this. Lifted onto the step under
+# it, the foot over the next step came up the whole 8 cm while the hips follow a ramp (knee 10-25 degrees more
+# bent than played), and the foot leaving a lower step stayed down there (the leg straight, the toe dragged).
+TERRAIN_CLEARANCE = 0.015
+# m: on terrain a toe played this low (above the animation's ground) counts as planted for the hips' height
+# (fully at LOW_TOE_LO, not at all from LOW_TOE_HI): the database's contacts cover about a quarter of the stance
+# frames, and a foot standing on a step without one did not lift the hips.
+LOW_TOE_LO = 0.03
+LOW_TOE_HI = 0.06
 RISE_REACH = 0.5         # m either side of the root: the ground's mean slope under a step
 
 
@@ -172,6 +190,14 @@ def keep_swing_length(hx, hy, hz, tx, ty, tz, length, floor):
     if horiz2 >= length * length or (tx - hx) ** 2 + (ty - hy) ** 2 + (tz - hz) ** 2 >= length * length:
         return ty
     return min(ty, max(hy - math.sqrt(length * length - horiz2), floor))
+
+
+@numba.njit(cache=True)
+def swing_give(hx, hy, hz, tx, tz, length, floor):
+    """How far (m, >= 0) the hip at (hx, hy, hz) can come down with the swinging leg still reaching `length` (its
+    played hip-to-ankle distance) from an ankle target at (tx, tz) no lower than `floor` (keep_swing_length)."""
+    horiz2 = (tx - hx) ** 2 + (tz - hz) ** 2
+    return max(hy - floor - math.sqrt(max(length * length - horiz2, 0.0)), 0.0)
 
 
 @numba.njit(cache=True)
@@ -305,6 +331,7 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
     targets = np.empty((2, 3))
     grounds = np.zeros(2)
     lengths = np.empty(2)       # the played hip-to-ankle distances
+    reaches = np.empty(2)       # the longest hip-to-ankle distances the IK gives each leg
     floors = np.empty(2)        # the lowest ankle target that keeps the played toe above the ground
     kk = damper_factor(SLOPE_BLEND_HALFLIFE, dt) if dt > 0 else 1.0
     lift = weight = 0.0
@@ -317,6 +344,8 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
         sx = sz = 0.0
         lengths[leg] = math.sqrt((gp[ft, 0] - gp[up, 0]) ** 2 + (gp[ft, 1] - gp[up, 1]) ** 2
                                  + (gp[ft, 2] - gp[up, 2]) ** 2)
+        # A leg played straighter than the IK's buffer may stay that straight (legs_pose's keep).
+        reaches[leg] = max(reach[leg], lengths[leg])
         if shift:
             fx, fz = gp[ft, 0], gp[ft, 2]
             along = (fx - cx) * ty_ + (fz - cz) * tz_
@@ -327,20 +356,26 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
             # onto the terrain under it instead.
             g_toe = height_at(heights, ox, oz, cell, tx, tz)
             grounds[leg] = g_toe
-            ty += g_toe - base
+            # A planted foot stands on the ground under it; a swinging one (blended by the smoothed contact)
+            # rides the hips' ground, its toe at least its played height or TERRAIN_CLEARANCE above the step.
+            ty = max(ty + hs[SLOPE_L + leg] * (g_toe - base), g_toe + min(max(ay - base, 0.0), TERRAIN_CLEARANCE))
         # Never below the ground: a transition's decaying offsets lowered planted toes up to 2 cm (runs).
         ty = max(ty, grounds[leg] if has_terrain else base)
         if locking:
             fl = locks[i, leg]
             radius = s[S.UNLOCK_RADIUS]
             if fl.locked and beyond_reach(fl.point[0] + fl.offset[0] - ax + gp[ft, 0] - gp[up, 0],
-                                          fl.point[1] + fl.offset[1] - ay + gp[ft, 1] - gp[up, 1],
-                                          fl.point[2] + fl.offset[2] - az + gp[ft, 2] - gp[up, 2], reach[leg]):
+                                          ty - ay + gp[ft, 1] - gp[up, 1],
+                                          fl.point[2] + fl.offset[2] - az + gp[ft, 2] - gp[up, 2], reaches[leg]):
                 radius = 0.0    # a lock the leg cannot reach gives way like a drifted one (the foot would hang)
             lx, ly, lz = foot_lock_update(fl, contacts[i, leg], tx, ty, tz, dt, radius,
                                           s[S.LOCK_HALFLIFE], s[S.LOCK_GLIDE_HALFLIFE], relock_speed)
             locked[i, leg] = locks[i, leg].locked
-            dx, dy, dz = lx - ax, ly - ay, lz - az
+            # The lock holds the foot on the ground plane only; its height follows the animated toe (on the
+            # ground). Held at the height it landed at, a lock kept a stale height through transitions and a
+            # standing still stretch (1.7 cm below the played toe on strafe_right): the hips came down for it and
+            # the other knee bent, and planted toes sat 0.6-1.0 cm low on the strafes and backward walks.
+            dx, dy, dz = lx - ax, ty - ay, lz - az
         else:
             dx, dy, dz = sx, ty - ay, sz
         targets[leg, 0], targets[leg, 1], targets[leg, 2] = gp[ft, 0] + dx, gp[ft, 1] + dy, gp[ft, 2] + dz
@@ -348,7 +383,10 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
                        + min(max(ay - base, 0.0), SWING_CLEARANCE))
         # How far the hips would move for this leg to keep the played hip-to-ankle length on its target (the
         # stride warp, the terrain and the lock move it).
-        w = LIFT_SWING_WEIGHT + (1.0 - LIFT_SWING_WEIGHT) * hs[SLOPE_L + leg]
+        st = hs[SLOPE_L + leg]
+        if has_terrain:
+            st = max(st, min(max((LOW_TOE_HI - (ay - base)) / (LOW_TOE_HI - LOW_TOE_LO), 0.0), 1.0))
+        w = LIFT_SWING_WEIGHT + (1.0 - LIFT_SWING_WEIGHT) * st
         lift += w * leg_lift(gp[up, 0], gp[up, 1], gp[up, 2], gp[ft, 0], gp[ft, 1], gp[ft, 2],
                              targets[leg, 0], targets[leg, 1], targets[leg, 2])
         weight += w
@@ -359,14 +397,24 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
     need = -MAX_LIFT        # the least drop that keeps every target within reach
     for leg in range(2):
         up = legs[leg, 0]
-        r = reach[leg]
+        r = reaches[leg]
         hx, hy, hz = targets[leg, 0] - gp[up, 0], targets[leg, 1] - gp[up, 1], targets[leg, 2] - gp[up, 2]
         horiz = hx * hx + hz * hz
         if horiz < r * r:
             need = max(need, -hy - math.sqrt(r * r - horiz))
+    goal = max(-lift, min(need, MAX_DROP))
+    if goal > 0.0:
+        # The hips come down no further than a swinging leg can follow at its played length (swing_give): below
+        # that its toe reaches its floor and the knee bends. A side-step's stance leg stretched by the stride warp
+        # pulled the hips 2 cm down and bent the other leg, straight before it lands, 10-14 degrees; the stance
+        # foot now stops short of its target instead (a lock further gives way: beyond_reach).
+        for leg in range(2):
+            if not (contacts[i, leg] or locked[i, leg]):
+                up = legs[leg, 0]
+                goal = min(goal, swing_give(gp[up, 0], gp[up, 1], gp[up, 2], targets[leg, 0], targets[leg, 2],
+                                            lengths[leg], min(floors[leg], targets[leg, 1])))
     if dt > 0:
-        hs[DROP], hs[DROP_VEL] = spring_exact(hs[DROP], hs[DROP_VEL], max(-lift, min(need, MAX_DROP)),
-                                              HIPS_HALFLIFE, dt)
+        hs[DROP], hs[DROP_VEL] = spring_exact(hs[DROP], hs[DROP_VEL], goal, HIPS_HALFLIFE, dt)
     # Lifted hips never stay above what the legs reach (the feet would hang above their targets).
     drop = max(hs[DROP], min(need, 0.0))
     drop = drop if abs(drop) > 1e-5 else 0.0
@@ -395,7 +443,7 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
             up = legs[leg, 0]
             targets[leg, 1] = keep_swing_length(gp[up, 0], gp[up, 1] - drop, gp[up, 2], targets[leg, 0],
                                                 targets[leg, 1], targets[leg, 2], lengths[leg], floors[leg])
-    legs_pose(lp, lr, gp, gr, parents, legs, targets, 3 if has_terrain else 0, grounds, drop)
+    legs_pose(lp, lr, gp, gr, parents, legs, targets, 3 if has_terrain else 0, grounds, drop, LEG_BUFFER, True)
 
 
 # The parallel stage's agents go to _output_range in this many equal chunks (numba shares them out equally among
