@@ -428,6 +428,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         routed[drivers.routes.agents] = True
     crowd.routed[:] = routed
     use_avoidance = spec.avoidance if avoidance is None else avoidance
+    crowd.set_collision_agents(use_avoidance)     # agents that avoid each other: the search's collision term too
     avoid_state = AvoidanceState.zeros(n)
     fps = db.fps
     dt = 1.0 / fps

@@ -26,7 +26,8 @@ def database_path(db: str | None, progress: bool = True, **default_options) -> P
 SETTING_FLAGS = {"--inertialization": ("inertialization", "inertialization"), "--halflife": ("halflife", "halflife"),
                  "--search-interval": ("search_interval", "search_interval"), "--bias": ("bias", "bias"),
                  "--backend": ("search_backend", "backend"), "--responsiveness": ("responsiveness", "responsiveness"),
-                 "--quality": ("quality", "quality")}
+                 "--quality": ("quality", "quality"),
+                 "--collision-weight": ("collision_weight", "collision_weight")}
 
 
 def _schema_value(row):

@@ -37,6 +37,7 @@ from .playback import (Clips, Frames, Playhead, Root, new_pose, playback_serial,
                        transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
+from .collision_term import apply_collision_term, candidate_paths, collision_world
 from .search_sets import annotation_rules, search_set, shared
 from .settings import CharacterSettings
 from .stage_calls import StageCalls
@@ -175,6 +176,9 @@ class Crowd:
 
         # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents (obstacle_routes.py)
         self.obstacles, self.steered, self.routed = None, np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
+        # The collision term of the search (runtime/collision_term.py): with obstacles, and against the other
+        # agents when they avoid each other (set_collision_agents); `settled_last_tick` searches paid for it.
+        self.collide_agents, self.settled_last_tick = False, 0
         self.mode, self.model_path = crowd_mode(settings)
         self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
@@ -390,6 +394,21 @@ class Crowd:
         self.steered[:] = False
         if self.input_log is not None:
             self._logged("obstacles", obstacles_dict(obstacles))
+
+    def set_collision_agents(self, on: bool) -> None:
+        """Whether the search's collision term (runtime/collision_term.py) counts the other agents: for
+        crowds whose agents avoid each other (crowd files); obstacles count whenever set."""
+        self.collide_agents = bool(on)
+
+    def _collision_world(self):
+        """The tick's CollisionWorld, or None when the collision term has nothing to look at (no obstacles,
+        no agents counted) or every weight is 0: then the search is exactly as without the term."""
+        if (self.obstacles is None and not (self.collide_agents and self.n > 1)) \
+                or not self.packed[:, S.COLLISION_WEIGHT].any():
+            return None
+        vel = self.ctrl[:, [VX, VZ]]
+        return collision_world(self.obstacles, self.root_pos[:, [0, 2]], vel, self.traj_times,
+                               self.collide_agents and self.n > 1)
 
     def steer(self, before: np.ndarray, agents, dt: float) -> np.ndarray:
         """Steer the controllers of `agents` around the obstacles after their goals were set this tick;
@@ -642,6 +661,8 @@ class Crowd:
             if own.any():
                 best[own], cost[own], self.last_query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
                 groups = np.where(own, -1, groups)
+        world = self._collision_world()
+        self.settled_last_tick = 0
         for g in np.unique(groups[groups >= 0]):
             sel = np.flatnonzero(groups == g)
             ss, mask, bias, skip = self.groups[g]
@@ -666,6 +687,9 @@ class Crowd:
                 busy = np.flatnonzero(~idle)
                 best[sel[busy]], cost[sel[busy]] = ss.searcher.search_batch(
                     q[busy], current=self.frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
+            if world is not None:
+                self._collide(world, ss, sel, agents, q, idle, idle_mask if idle.any() else None, mask, wide, skip,
+                              bias, best, cost)
         jump = (best >= 0) & (best != self.frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
@@ -673,6 +697,22 @@ class Crowd:
             self.calls(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM else transition_stage,
                        movers, best[jump], self.db_arrays, self.stop_of, self.inert, self.play, self.packed,
                        self.scratch)
+
+    def _collide(self, world, ss, sel, agents, q, idle, idle_mask, mask, wide, skip, bias, best, cost) -> None:
+        """The collision term over one group's answers (best, cost at sel), in place: idle and walking
+        agents searched with their own masks and skips."""
+        paths, point_k, reach = shared(self.db, "collision_paths",
+                                       lambda: candidate_paths(self.raw_features, self.traj_layout))
+        for part, m, k in ((np.flatnonzero(idle), idle_mask, wide), (np.flatnonzero(~idle), mask, skip)):
+            if not len(part):
+                continue
+            at = sel[part]
+            b, c = best[at], cost[at]
+            ids = agents[at]
+            self.settled_last_tick += apply_collision_term(
+                ss.searcher, m, q[part], ids, self.frame[ids], k, bias, self.packed[ids, S.COLLISION_WEIGHT],
+                self.root_pos, self.root_yaw, world, paths, point_k, reach, b, c)
+            best[at], cost[at] = b, c
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose

@@ -45,6 +45,7 @@ class CharacterSettings:
     quality: float = _D["quality"]
     search_interval: float = _D["search_interval"]
     bias: float = _D["bias"]
+    collision_weight: float = _D["collision_weight"]
     lmm_bias: float = _D["lmm_bias"]
     lmm_push: float = _D["lmm_push"]
     lmm_drift: float = _D["lmm_drift"]

@@ -174,6 +174,13 @@ SETTINGS: tuple[Setting, ...] = (
        tune=Tune(0.04, 0.2, log=True), app=Control(_SEARCH, "interval", step=0.01), column="SEARCH_INTERVAL"),
     _f(C, "bias", 0.04, 0, 10, "", "continuing-pose bias, in normalized cost units",
        tune=Tune(0.0, 0.3), app=Control(_SEARCH, "current-frame bias", step=0.01), column="BIAS"),
+    # The collision term (runtime/collision_term.py): only with obstacles set, or in a crowd whose agents
+    # avoid each other (crowd files, the app's crowd); the default is measured in docs/OBSTACLES.md.
+    _f(C, "collision_weight", 1.0, 0, 100, "1/m",
+       "collision term in the search (obstacles, avoiding crowds): normalized cost per metre a candidate's "
+       "future trajectory comes inside 0.5 m of an obstacle or 0.6 m of another agent's predicted root "
+       "(0: off; docs/OBSTACLES.md)",
+       column="COLLISION_WEIGHT"),
     # Learned agents compare their projection with their stepped features, which already carry the
     # stepper's drift: the classic bias (then 0.08) kept them on it (jlpm22, 128-wide model: walk
     # responsiveness 0.72 s at 0.08 vs 0.53 at 0, classic 0.35; docs/LMM.md).

@@ -1,0 +1,291 @@
+"""A collision term in the search: a candidate frame pays for the collisions its future trajectory would
+run into, against static obstacles and the other agents of a crowd (docs/OBSTACLES.md, "The collision
+term"; cf. environment-aware motion matching, SIGGRAPH Asia 2025).
+
+A candidate frame's trajectory_position channels are its future ground positions (metres, in the frame's
+own root space, at the schema's trajectory offsets). Placed at the character's root and facing, exactly as
+the query places the desired trajectory, they are world points p_k at the horizons t_k. The candidate pays
+
+    penalty = weight * sum_k [ max(0, OBSTACLE_MARGIN - clearance(p_k))
+                               + sum over other agents j of max(0, AGENT_MARGIN - |p_k - q_j(t_k)|) ]
+
+(normalized cost units: weight per metre of intrusion), with clearance the signed distance to the nearest
+shape (obstacles.nearest) and q_j(t) = other agent j's root + t times its simulation velocity (constant
+velocity, as the avoidance predicts). The agent itself is left out. A search's answer is then the frame
+of least (feature cost + penalty) under the search's usual rule (common.py: skip, bias, ties, masks,
+annotations), exactly:
+
+- the penalty is >= 0, so when the ordinary search's answer pays nothing, no other frame can beat it
+  (every other frame's total is at least its feature cost, which already lost) and it stands;
+- otherwise one brute-force pass (`settle_search`) over the frames the search may enter finds the least
+  total, computing the penalty only for frames whose feature cost is below the best total so far (and
+  the current frame's total minus the bias: a frame costlier than that cannot take over from it); the
+  feature cost itself stops accumulating once past that bound (squares only add).
+
+`brute_with_penalty` is the plain reference the tests compare every back-end against.
+Conventions: metres, seconds; ground plane (x, z), Y up; yaw 0 faces +Z, positive yaw turns +Z toward +X.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from ..obstacles import Obstacles, nearest, no_obstacles
+from ..search.common import canonical_costs, decide
+
+# m kept between a candidate's future root and every shape: steering's 0.5 m (an agent's 0.3 m and the
+# 0.2 m a root may stray from its simulation, obstacles.STEER_RADIUS).
+OBSTACLE_MARGIN = 0.5
+# m kept between a candidate's future root and another agent's predicted root: two agents' 0.3 m
+# (avoidance.AvoidanceSettings.radius, what the avoidance keeps between simulations).
+AGENT_MARGIN = 0.6
+# Relative slack of the pruning bounds: a frame is skipped only when its cost is past the bound by more
+# than rounding could account for (skipping less is always exact).
+_SLACK = 1e-6
+
+
+class CollisionWorld(NamedTuple):
+    """What a tick's candidates may collide with.
+
+    obstacles: obstacles.Obstacles (empty: none); others: (n, K, 2) float64 predicted roots (x, z) of every
+    agent at the K trajectory horizons; order, sorted_x: agents by their current root x (a slab lookup of
+    the ones within reach; spread, m: the farthest any agent's prediction moves along x); use_agents:
+    agents count at all (a crowd whose agents avoid each other)."""
+
+    obstacles: Obstacles
+    others: np.ndarray
+    order: np.ndarray
+    sorted_x: np.ndarray
+    spread: float
+    use_agents: bool
+
+
+def candidate_paths(raw_features: np.ndarray, layout: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Every frame's future root positions from its raw features.
+
+    layout: matching.trajectory_layout's (D, 3) rows (feature column, point, component); components 0/1 are
+    the trajectory positions' x/z. Returns paths (N, P, 2) float64 (metres, the frame's root space: x
+    right, z forward), point_k (P,) int64 (the horizon index of each point) and reach (m: the farthest any
+    frame's trajectory goes from its root)."""
+    rows = layout[layout[:, 2] == 0]
+    paths = np.empty((raw_features.shape[0], len(rows), 2))
+    for p, (col, _, _) in enumerate(rows):
+        paths[:, p, 0] = raw_features[:, col]
+        paths[:, p, 1] = raw_features[:, col + 1]   # trajectory_layout writes z right after x
+    reach = float(np.sqrt((paths ** 2).sum(axis=2)).max()) if paths.size else 0.0
+    return np.ascontiguousarray(paths), np.ascontiguousarray(rows[:, 1], dtype=np.int64), reach
+
+
+def collision_world(obstacles: Obstacles | None, root_xz: np.ndarray, velocity_xz: np.ndarray, times: np.ndarray,
+                    use_agents: bool) -> CollisionWorld:
+    """The world of one tick: obstacles (None: none), every agent's root (n, 2) and simulation velocity
+    (n, 2) (m, m/s), the horizons `times` (K,) in seconds."""
+    root_xz = np.asarray(root_xz, dtype=np.float64)
+    others = root_xz[:, None, :] + np.asarray(velocity_xz, dtype=np.float64)[:, None, :] * np.asarray(times)[None, :, None]
+    order = np.argsort(root_xz[:, 0], kind="stable").astype(np.int64)
+    spread = float(np.abs(others[:, :, 0] - root_xz[:, None, 0]).max()) if others.size else 0.0
+    return CollisionWorld(obstacles if obstacles is not None else no_obstacles(), np.ascontiguousarray(others),
+                          order, np.ascontiguousarray(root_xz[order, 0]), spread, bool(use_agents))
+
+
+@numba.njit(cache=True)
+def _near_shapes(obs, x, z, reach):
+    """The shapes of obs within `reach` metres of (x, z): the only ones a candidate's points may come
+    OBSTACLE_MARGIN near (a layout may hold thousands)."""
+    centers, radii, lo, hi = obs
+    keep_c = np.zeros(radii.shape[0], dtype=np.bool_)
+    for c in range(radii.shape[0]):
+        keep_c[c] = math.hypot(x - centers[c, 0], z - centers[c, 1]) - radii[c] <= reach
+    keep_b = np.zeros(lo.shape[0], dtype=np.bool_)
+    for b in range(lo.shape[0]):
+        dx = max(lo[b, 0] - x, 0.0, x - hi[b, 0])
+        dz = max(lo[b, 1] - z, 0.0, z - hi[b, 1])
+        keep_b[b] = math.sqrt(dx * dx + dz * dz) <= reach
+    return (np.ascontiguousarray(centers[keep_c]), np.ascontiguousarray(radii[keep_c]),
+            np.ascontiguousarray(lo[keep_b]), np.ascontiguousarray(hi[keep_b]))
+
+
+@numba.njit(cache=True)
+def _near_agents(others, order, sorted_x, spread, me, x, z, reach):
+    """(M, K, 2) predicted roots of the agents other than `me` that may come within reach of (x, z):
+    a slab of the x-sorted current roots (widened by how far a prediction moves along x: `spread`), then
+    the full test on every horizon."""
+    a = np.searchsorted(sorted_x, x - reach - spread)
+    b = np.searchsorted(sorted_x, x + reach + spread, side="right")
+    keep = np.zeros(b - a, dtype=np.int64)
+    m = 0
+    for s in range(a, b):
+        j = order[s]
+        if j == me:
+            continue
+        for k in range(others.shape[1]):
+            if math.hypot(others[j, k, 0] - x, others[j, k, 1] - z) <= reach:
+                keep[m] = j
+                m += 1
+                break
+    # In index order, as the reference sums them: the penalty is the same number to the last bit.
+    keep = np.sort(keep[:m])
+    out = np.empty((m, others.shape[1], 2))
+    for s in range(m):
+        out[s] = others[keep[s]]
+    return out
+
+
+@numba.njit(cache=True)
+def penalty(paths, point_k, f, rx, rz, yaw, obs, agents):
+    """Intrusion (m, summed over the horizons) of frame f's future trajectory placed at the root (rx, rz)
+    facing `yaw`: into OBSTACLE_MARGIN of the shapes of obs and AGENT_MARGIN of the agents' predicted
+    roots (agents (M, K, 2)). Unweighted; 0 when it stays clear."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    total = 0.0
+    has_shapes = obs[1].shape[0] + obs[2].shape[0] > 0
+    for p in range(paths.shape[1]):
+        lx, lz = paths[f, p, 0], paths[f, p, 1]
+        # The inverse of query_agent's world -> root rotation.
+        wx = rx + lx * c + lz * s
+        wz = rz - lx * s + lz * c
+        if has_shapes:
+            d = nearest(obs, wx, wz)[0]
+            if d < OBSTACLE_MARGIN:
+                total += OBSTACLE_MARGIN - d
+        k = point_k[p]
+        for m in range(agents.shape[0]):
+            dx, dz = wx - agents[m, k, 0], wz - agents[m, k, 1]
+            d2 = dx * dx + dz * dz
+            if d2 < AGENT_MARGIN * AGENT_MARGIN:
+                total += AGENT_MARGIN - math.sqrt(d2)
+    return total
+
+
+@numba.njit(cache=True)
+def penalties(paths, point_k, rx, rz, yaw, obs, agents, out):
+    """penalty of every frame into out (N,) (the reference's and tests' full table)."""
+    for f in range(paths.shape[0]):
+        out[f] = penalty(paths, point_k, f, rx, rz, yaw, obs, agents)
+
+
+@numba.njit(cache=True)
+def settle_search(features, others, valid, frame_cost, q, current, skip, bias, base_frame, base_cost, paths,
+                  point_k, rx, rz, yaw, obs, agents, weight):
+    """The least (feature cost + weight * penalty) under the search rule (common.py), given the ordinary
+    search's answer (base_frame, base_cost) whose penalty is > 0. features (N, F) normalized float32;
+    others (N,) bool: the frames it may enter (before the skip window around `current`); valid (N,): the
+    searchable ones (the current frame counts only when valid); frame_cost (N,) float32 (annotations,
+    zeros without). Returns (frame, total cost)."""
+    nf = q.shape[0]
+    cur_ok = current >= 0 and valid[current]
+    cur_t = np.inf
+    bound = np.inf
+    if cur_ok:
+        acc = np.float32(0.0)
+        for j in range(nf):
+            d = features[current, j] - q[j]
+            acc += d * d
+        acc += frame_cost[current]
+        cur_t = np.float64(acc) + weight * penalty(paths, point_k, current, rx, rz, yaw, obs, agents)
+        # An other frame takes over only below cur_t - bias: costlier ones cannot change the answer.
+        bound = cur_t - bias + _SLACK * (1.0 + abs(cur_t))
+    best_f, best_t = -1, np.inf
+    if base_frame >= 0 and base_frame != current:
+        best_f = base_frame
+        best_t = np.float64(base_cost) + weight * penalty(paths, point_k, base_frame, rx, rz, yaw, obs, agents)
+    for f in range(features.shape[0]):
+        if not others[f] or (current >= 0 and abs(f - current) <= skip):
+            continue
+        lim = min(bound, best_t + _SLACK * (1.0 + abs(best_t)))
+        # Partial sums of squares only grow: past lim - frame_cost the frame's cost is past lim.
+        stop_at = lim - frame_cost[f]
+        acc = np.float32(0.0)
+        out = False
+        for j in range(nf):
+            d = features[f, j] - q[j]
+            acc += d * d
+            if acc > stop_at:
+                out = True
+                break
+        if out:
+            continue
+        acc += frame_cost[f]
+        t = np.float64(acc)
+        if t > lim:
+            continue
+        t += weight * penalty(paths, point_k, f, rx, rz, yaw, obs, agents)
+        if t < best_t or (t == best_t and f < best_f):
+            best_f, best_t = f, t
+    if cur_ok and (best_f < 0 or cur_t <= best_t + bias):
+        return current, cur_t
+    if best_f >= 0:
+        return best_f, best_t
+    return -1, np.inf
+
+
+def agent_surroundings(world: CollisionWorld, me: int, rx: float, rz: float, reach: float):
+    """(shapes, agents) agent `me` at root (rx, rz) may meet within `reach` metres of its own trajectories
+    (candidate_paths' reach): the shapes near it and the other agents' predicted roots near it."""
+    r = reach + OBSTACLE_MARGIN
+    shapes = _near_shapes(world.obstacles, rx, rz, r)
+    if world.use_agents and len(world.order) > 1:
+        agents = _near_agents(world.others, world.order, world.sorted_x, world.spread, me, rx, rz, reach + AGENT_MARGIN)
+    else:
+        agents = np.zeros((0, world.others.shape[1], 2))
+    return shapes, agents
+
+
+def apply_collision_term(searcher, mask, q, agents, currents, skip: int, bias: float, weights, roots, yaws,
+                         world: CollisionWorld, paths, point_k, reach: float, best, cost) -> int:
+    """The collision term over one search group's answers, in place: agents (B,) their indices in the
+    crowd, q (B, F) their normalized queries, currents (B,) their playing frames, weights (B,) their
+    collision weights (normalized cost per metre; 0: off), roots (n, 3) and yaws (n,) the crowd's; best,
+    cost (B,) the ordinary search's answers. mask: the group's (None, a prepared handle or bool array).
+    Returns how many searches had to settle (their answer paid a penalty)."""
+    valid, _ = searcher._mask_structure(mask)
+    enter = searcher.rules.enter
+    others = valid if enter is None else valid & enter
+    frame_cost = searcher.rules.cost
+    if frame_cost is None:
+        frame_cost = np.zeros(searcher.n_frames, dtype=np.float32)
+    settled = 0
+    for b in range(len(agents)):
+        w = float(weights[b])
+        if w <= 0.0 or best[b] < 0:
+            continue
+        i = int(agents[b])
+        rx, rz, yaw = float(roots[i, 0]), float(roots[i, 2]), float(yaws[i])
+        shapes, near = agent_surroundings(world, i, rx, rz, reach)
+        if shapes[1].shape[0] + shapes[2].shape[0] == 0 and near.shape[0] == 0:
+            continue
+        if penalty(paths, point_k, int(best[b]), rx, rz, yaw, shapes, near) == 0.0:
+            continue
+        settled += 1
+        best[b], cost[b] = settle_search(searcher.features, others, valid, frame_cost, q[b], int(currents[b]),
+                                         int(skip), float(bias), int(best[b]), float(cost[b]), paths, point_k,
+                                         rx, rz, yaw, shapes, near, w)
+    return settled
+
+
+def brute_with_penalty(searcher, mask, q, current: int, skip: int, bias: float, weight: float, paths, point_k,
+                       rx: float, rz: float, yaw: float, obs, agents) -> tuple[int, float]:
+    """The reference: every frame's feature cost (common.canonical_costs, plus annotations' frame cost) plus
+    weight * penalty, the least under the search rule. obs: obstacles.Obstacles; agents (M, K, 2)."""
+    valid, _ = searcher._mask_structure(mask)
+    enter = searcher.rules.enter
+    others = (valid if enter is None else valid & enter).copy()
+    cost32 = canonical_costs(np.ascontiguousarray(searcher.features.T), np.asarray(q, dtype=np.float32))
+    if searcher.rules.cost is not None:
+        cost32 = cost32 + searcher.rules.cost
+    pen = np.empty(searcher.n_frames)
+    penalties(paths, point_k, rx, rz, yaw, tuple(obs), np.asarray(agents, dtype=np.float64), pen)
+    total = cost32.astype(np.float64) + weight * pen
+    cur_ok, cur_t = False, float("inf")
+    if current >= 0:
+        others[max(0, current - skip):current + skip + 1] = False
+        cur_ok, cur_t = bool(valid[current]), float(total[current])
+    idx = np.flatnonzero(others)
+    best_f, best_t = -1, float("inf")
+    if len(idx):
+        k = int(np.argmin(total[idx]))
+        best_f, best_t = int(idx[k]), float(total[idx[k]])
+    return decide(current, cur_ok, cur_t, best_f, best_t, bias)
