@@ -21,6 +21,27 @@ def database_path(db: str | None, progress: bool = True, **default_options) -> P
     return build_default_database(progress=progress, **default_options)
 
 
+def database_paths(dbs, progress: bool = True, **default_options) -> list[Path]:
+    """The --db files (the flag given once or more: several files are joined into one runtime database,
+    database.join_databases, docs/cli.md), else the cached default database."""
+    if isinstance(dbs, (str, Path)):
+        dbs = [dbs]
+    if not dbs:
+        return [database_path(None, progress, **default_options)]
+    return [database_path(str(d), progress) for d in dbs]
+
+
+def load_cli_database(dbs, progress: bool = True, **default_options):
+    """The Database of the --db files (one, or several joined with a `db:NAME` tag per file's clips)."""
+    from ..database import load_databases
+    return load_databases(database_paths(dbs, progress, **default_options))
+
+
+DB_HELP = ("database file (default: build or reuse the cached default database); give --db again to join "
+           "several files of one skeleton and feature schema into one database whose clips are tagged "
+           "db:NAME by file name (locomotion.npz: db:locomotion), for database sets (docs/ANNOTATIONS.md)")
+
+
 # Character settings the command line sets directly: flag -> (schema row, attribute of args). Their types,
 # choices and bounds come from the settings schema, as for settings files and the app.
 SETTING_FLAGS = {"--inertialization": ("inertialization", "inertialization"), "--halflife": ("halflife", "halflife"),

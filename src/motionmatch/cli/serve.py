@@ -10,13 +10,13 @@ from ..app.assets import find_three
 from ..app.backend import character_for, runtime_backend
 from ..app.server import PORT_TRIES, make_app, run_app
 from ..app.state import MAX_SESSIONS
-from .options import add_crouch_args, crouch_settings, database_path
+from .options import DB_HELP, add_crouch_args, crouch_settings, database_paths
 
 log = logging.getLogger("motionmatch.app")
 
 
 def add_serve_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", help="database file (default: build or reuse the cached default database)")
+    parser.add_argument("--db", action="append", metavar="DB", help=DB_HELP)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000,
                         help=f"TCP port (default 8000; if busy, the next {PORT_TRIES - 1} are tried; 0 picks a free one)")
@@ -57,8 +57,9 @@ def run_serve(args) -> int:
     for flag in ("trackers", "crouch_tags"):
         if getattr(args, flag, None) and not getattr(args, "vr_model", None):
             raise ValueError(f"--{flag.replace('_', '-')} needs --vr-model VR.npz (the app's VR mode, docs/VR.md)")
-    path = database_path(args.db, mixed=not args.jlpm22_only)
-    db = database.load_database(path)
+    paths = database_paths(args.db, mixed=not args.jlpm22_only)
+    path = paths[0]             # the default body is cached beside the first file (one skeleton for all)
+    db = database.load_databases(paths)
     settings = None
     if getattr(args, "settings", None):
         from ..settings_file import load_settings

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from ..output_folder import staged_output
-from .options import (add_character_options, add_crouch_args, add_engine_options, crouch_settings, database_path,
-                      runtime_settings_from_args)
+from .options import (DB_HELP, add_character_options, add_crouch_args, add_engine_options, crouch_settings,
+                      database_path, load_cli_database, runtime_settings_from_args)
 
 
 def register(sub) -> None:
     p = sub.add_parser("synth", help="run a scenario (or a crowd) offline: BVH, metrics.json, a top-view PNG")
-    p.add_argument("--db", help="database file (default: build or reuse the cached default database)")
+    p.add_argument("--db", action="append", metavar="DB", help=DB_HELP)
     p.add_argument("--jlpm22-only", action="store_true",
                    help="without --db: the jlpm22-only default database instead of the mixed default")
     what = p.add_mutually_exclusive_group(required=True)
@@ -46,7 +46,6 @@ def register(sub) -> None:
 
 def run_synth(args) -> int:
     from ..batch_synth import write_scenario
-    from ..database import load_database
     if args.workers is not None and args.workers < 1:
         raise ValueError("--workers must be at least 1")
     if args.scenarios or (args.crowd and (len(args.crowd) > 1 or Path(args.crowd[0]).is_dir())):
@@ -67,7 +66,7 @@ def run_synth(args) -> int:
         raise FileNotFoundError(f"--scenario {scen}: no such file; expected a scenario JSON file "
                                 f"({{\"duration\": ..., \"inputs\": [...]}} or {{\"duration\": ..., \"path\": {{...}}}}, "
                                 f"see README 'Scenario files')")
-    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    db = load_cli_database(args.db, progress=not args.quiet, mixed=not args.jlpm22_only)
     rs = runtime_settings_from_args(args, db)
     metrics = write_scenario(db, scen, args.out, rs, progress=not (args.quiet or args.json),
                              retarget_to=args.retarget_to, retarget_map=args.mapping, gltf=args.gltf)
@@ -83,13 +82,12 @@ def run_synth(args) -> int:
 
 
 def run_synth_vr(args) -> int:
-    from ..database import load_database
     from ..vr.synth import synthesize_vr
     if not args.vr_model:
         raise ValueError("--trackers needs --vr-model VR.npz (train one with `motionmatch vr train`)")
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
-    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    db = load_cli_database(args.db, progress=not args.quiet, mixed=not args.jlpm22_only)
     character = runtime_settings_from_args(args, db).character
     if not args.settings:           # no settings file: the tracker-driven defaults (vr.driver)
         from ..vr.driver import VR_ADJUSTMENT_MAX_RATIO
@@ -108,12 +106,11 @@ def run_synth_vr(args) -> int:
 def run_synth_crowd(args) -> int:
     from ..batch_synth import write_crowd
     from ..crowd_synth import check_agent_tags, load_crowd
-    from ..database import load_database
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
     crowd = args.crowd[0]
     spec = load_crowd(crowd)           # a bad file fails before the database loads
-    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    db = load_cli_database(args.db, progress=not args.quiet, mixed=not args.jlpm22_only)
     check_agent_tags(db, spec, crowd)
     metrics = write_crowd(db, spec, args.out, runtime_settings_from_args(args, db).character,
                           progress=not (args.quiet or args.json))
@@ -135,7 +132,11 @@ def run_synth_batch(args) -> int:
     if kind == "crowd" and (args.retarget_to or args.gltf):
         raise ValueError(f"{'--retarget-to' if args.retarget_to else '--gltf'} works with --scenario(s) only")
     items = batch_items(kind, args.scenarios or args.crowd)     # bad paths fail before the database loads
-    db_path = database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only).resolve()
+    if args.db and len(args.db) > 1:
+        raise ValueError("several --db files join for one scenario or crowd at a time; a batch's workers open "
+                         "one database file (join them with `motionmatch synth` per file, or build one database)")
+    db_path = database_path(args.db[0] if args.db else None, progress=not args.quiet,
+                            mixed=not args.jlpm22_only).resolve()
     rs = runtime_settings_from_args(args, load_database(db_path))
     # Absolute paths: the workers' folder may not be this one (a cluster joined by --address).
     if rs.character.model:
@@ -157,14 +158,13 @@ def run_synth_batch(args) -> int:
 
 
 def run_synth_replay(args) -> int:
-    from ..database import load_database
     from ..replay import synthesize_replay
     from ..runtime.input_log import load_log
     for flag in ("retarget_to", "vr_model", "settings", "crouch_tags", "gltf"):
         if getattr(args, flag, None):
             raise ValueError(f"--{flag.replace('_', '-')} does not work with --replay: the log holds the settings")
     load_log(args.replay)               # a bad file fails before the database loads
-    db = load_database(database_path(args.db, progress=not args.quiet, mixed=not args.jlpm22_only))
+    db = load_cli_database(args.db, progress=not args.quiet, mixed=not args.jlpm22_only)
     with staged_output(args.out, stale=("agent_*.bvh", "motion.bvh")) as stage:
         summary = synthesize_replay(db, args.replay, stage, progress=not (args.quiet or args.json))
     if args.json:
