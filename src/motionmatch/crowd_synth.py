@@ -438,7 +438,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
            "global_positions": np.zeros((F, n, J, 3), np.float32), "root_pos": np.zeros((F, n, 3)),
            "sim_pos": np.zeros((F, n, 3)), "desired_vel": np.zeros((F, n, 3)), "root_yaw": np.zeros((F, n)),
            "sim_yaw": np.zeros((F, n)), "desired_yaw": np.zeros((F, n)), "search_us": np.full((F, n), np.nan),
-           "tick_us": np.zeros(F), "searches": np.zeros(F, np.int64), "frames": np.zeros((F, n), np.int64),
+           "tick_us": np.zeros(F), "searches": np.zeros(F, np.int64), "settled": np.zeros(F, np.int64), "frames": np.zeros((F, n), np.int64),
            "start_pos": crowd.root_positions.copy()}
     for k in tqdm(range(F), desc="crowd", unit="frame", disable=not progress, file=sys.stderr):
         t0 = time.perf_counter()
@@ -453,6 +453,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         crowd.step(move, run, strafe, look, dt)
         rec["tick_us"][k] = (time.perf_counter() - t0) * 1e6
         rec["searches"][k] = crowd.searches_last_tick
+        rec["settled"][k] = crowd.settled_last_tick
         rec["global_positions"][k] = crowd.global_positions
         rec["root_pos"][k] = crowd.root_positions
         rec["sim_pos"][k] = crowd.sim_positions
@@ -611,6 +612,9 @@ def synthesize_crowd(db, crowd, out_dir, settings=None, progress: bool = True) -
         "collisions": int(collisions),
         "tick_us": {"median": round(float(np.median(tick)), 1), "p99": round(float(np.percentile(tick, 99)), 1)},
         "searches_per_tick": round(float(rec["searches"].mean()), 3),
+        # Searches whose answer paid the collision term and were settled by its brute-force pass
+        # (runtime/collision_term.py); 0 without obstacles and avoidance, or with collision_weight 0.
+        "settled_per_tick": round(float(rec["settled"].mean()), 3),
         "goals_reached": goals_reached(rec, spec)[0],
         "goal_agents": goals_reached(rec, spec)[1],
         "agents": agents,

@@ -171,7 +171,8 @@ def penalties(paths, point_k, rx, rz, yaw, obs, agents, out):
 def settle_search(features, others, valid, frame_cost, q, current, skip, bias, base_frame, base_cost, paths,
                   point_k, rx, rz, yaw, obs, agents, weight):
     """The least (feature cost + weight * penalty) under the search rule (common.py), given the ordinary
-    search's answer (base_frame, base_cost) whose penalty is > 0. features (N, F) normalized float32;
+    search's answer (base_frame, base_cost) whose penalty is > 0, or its best other frame (a seed: -1 for
+    none); the current frame is priced here. features (N, F) normalized float32;
     others (N,) bool: the frames it may enter (before the skip window around `current`); valid (N,): the
     searchable ones (the current frame counts only when valid); frame_cost (N,) float32 (annotations,
     zeros without). Returns (frame, total cost)."""
@@ -260,8 +261,13 @@ def apply_collision_term(searcher, mask, q, agents, currents, skip: int, bias: f
         if penalty(paths, point_k, int(best[b]), rx, rz, yaw, shapes, near) == 0.0:
             continue
         settled += 1
+        seed, seed_cost = int(best[b]), float(cost[b])
+        if seed == int(currents[b]):
+            # The playing frame won (bias): seed the pass with the best other frame instead (bias -inf
+            # returns it), whose total bounds the pass far tighter than none.
+            seed, seed_cost = searcher.search(q[b], current=int(currents[b]), skip=int(skip), bias=-np.inf, mask=mask)
         best[b], cost[b] = settle_search(searcher.features, others, valid, frame_cost, q[b], int(currents[b]),
-                                         int(skip), float(bias), int(best[b]), float(cost[b]), paths, point_k,
+                                         int(skip), float(bias), seed, seed_cost, paths, point_k,
                                          rx, rz, yaw, shapes, near, w)
     return settled
 
