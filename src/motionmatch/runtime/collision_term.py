@@ -28,12 +28,15 @@ Conventions: metres, seconds; ground plane (x, z), Y up; yaw 0 faces +Z, positiv
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from ..obstacles import Obstacles, nearest, no_obstacles
+from ..search._simd import tile64_costs_into
+from ..search.brute import BruteIndex
 from ..search.common import canonical_costs, decide
 
 # m kept between a candidate's future root and every shape: steering's 0.5 m (an agent's 0.3 m and the
@@ -161,6 +164,34 @@ def penalty(paths, point_k, f, rx, rz, yaw, obs, agents):
 
 
 @numba.njit(cache=True)
+def total_below(paths, point_k, f, rx, rz, yaw, obs, agents, cost, weight, best):
+    """cost + weight * penalty of frame f, or inf as soon as the partial sum passes `best` (the same
+    additions in the same order as `penalty`, so a partial sum past it means the whole one is too)."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    total = 0.0
+    has_shapes = obs[1].shape[0] + obs[2].shape[0] > 0
+    for p in range(paths.shape[1]):
+        lx, lz = paths[f, p, 0], paths[f, p, 1]
+        wx = rx + lx * c + lz * s
+        wz = rz - lx * s + lz * c
+        if has_shapes:
+            d = nearest(obs, wx, wz)[0]
+            if d < OBSTACLE_MARGIN:
+                total += OBSTACLE_MARGIN - d
+                if cost + weight * total > best:
+                    return np.inf
+        k = point_k[p]
+        for m in range(agents.shape[0]):
+            dx, dz = wx - agents[m, k, 0], wz - agents[m, k, 1]
+            d2 = dx * dx + dz * dz
+            if d2 < AGENT_MARGIN * AGENT_MARGIN:
+                total += AGENT_MARGIN - math.sqrt(d2)
+                if cost + weight * total > best:
+                    return np.inf
+    return cost + weight * total
+
+
+@numba.njit(cache=True)
 def penalties(paths, point_k, rx, rz, yaw, obs, agents, out):
     """penalty of every frame into out (N,) (the reference's and tests' full table)."""
     for f in range(paths.shape[0]):
@@ -168,53 +199,81 @@ def penalties(paths, point_k, rx, rz, yaw, obs, agents, out):
 
 
 @numba.njit(cache=True)
-def settle_search(features, others, valid, frame_cost, q, current, skip, bias, base_frame, base_cost, paths,
-                  point_k, rx, rz, yaw, obs, agents, weight):
+def _sift_down(c, f, r, m):
+    """Restore the min-heap order of (c, f)[:m] below position r (keys: cost, then frame)."""
+    while True:
+        a = 2 * r + 1
+        if a >= m:
+            return
+        b = a + 1
+        if b < m and (c[b] < c[a] or (c[b] == c[a] and f[b] < f[a])):
+            a = b
+        if c[a] < c[r] or (c[a] == c[r] and f[a] < f[r]):
+            c[a], c[r] = c[r], c[a]
+            f[a], f[r] = f[r], f[a]
+            r = a
+        else:
+            return
+
+
+@numba.njit(cache=True)
+def settle_search(features, valid, frame_cost, tiles, tile_frames, tile_cost, work, q, current, skip, bias,
+                  base_frame, base_cost, paths, point_k, rx, rz, yaw, obs, agents, weight):
     """The least (feature cost + weight * penalty) under the search rule (common.py), given the ordinary
     search's answer (base_frame, base_cost) whose penalty is > 0, or its best other frame (a seed: -1 for
-    none); the current frame is priced here. features (N, F) normalized float32;
-    others (N,) bool: the frames it may enter (before the skip window around `current`); valid (N,): the
-    searchable ones (the current frame counts only when valid); frame_cost (N,) float32 (annotations,
-    zeros without). Returns (frame, total cost)."""
+    none); the current frame is priced here. features (N, F) normalized float32; valid (N,): the searchable
+    frames (the current frame counts only when valid); frame_cost (N,) float32 (annotations, zeros
+    without); tiles, tile_frames, tile_cost: search.brute.BruteIndex's of the frames it may enter (before
+    the skip window around `current`; tile_cost zeros without annotations); work: scratch (int64, float64)
+    arrays with a slot per tiled row. Returns (frame, total cost)."""
     nf = q.shape[0]
     cur_ok = current >= 0 and valid[current]
     cur_t = np.inf
     bound = np.inf
     if cur_ok:
-        acc = np.float32(0.0)
+        own = np.float32(0.0)
         for j in range(nf):
             d = features[current, j] - q[j]
-            acc += d * d
-        acc += frame_cost[current]
-        cur_t = np.float64(acc) + weight * penalty(paths, point_k, current, rx, rz, yaw, obs, agents)
+            own += d * d
+        own += frame_cost[current]
+        cur_t = np.float64(own) + weight * penalty(paths, point_k, current, rx, rz, yaw, obs, agents)
         # An other frame takes over only below cur_t - bias: costlier ones cannot change the answer.
         bound = cur_t - bias + _SLACK * (1.0 + abs(cur_t))
     best_f, best_t = -1, np.inf
     if base_frame >= 0 and base_frame != current:
         best_f = base_frame
         best_t = np.float64(base_cost) + weight * penalty(paths, point_k, base_frame, rx, rz, yaw, obs, agents)
-    for f in range(features.shape[0]):
-        if not others[f] or (current >= 0 and abs(f - current) <= skip):
-            continue
-        lim = min(bound, best_t + _SLACK * (1.0 + abs(best_t)))
-        # Partial sums of squares only grow: past lim - frame_cost the frame's cost is past lim.
-        stop_at = lim - frame_cost[f]
-        acc = np.float32(0.0)
-        out = False
-        for j in range(nf):
-            d = features[f, j] - q[j]
-            acc += d * d
-            if acc > stop_at:
-                out = True
-                break
-        if out:
-            continue
-        acc += frame_cost[f]
-        t = np.float64(acc)
-        if t > lim:
-            continue
-        t += weight * penalty(paths, point_k, f, rx, rz, yaw, obs, agents)
-        if t < best_t or (t == best_t and f < best_f):
+    # Pass 1: the feature cost of every frame it may enter, 64 rows at a time with the brute back-end's SIMD
+    # kernel (bit-identical to the canonical sum), those under the bound kept.
+    lim = min(bound, best_t + _SLACK * (1.0 + abs(best_t)))
+    kept_f, kept_c = work      # room for every frame, allocated once per mask (_tiles): not per search
+    acc = np.empty(64, dtype=np.float32)
+    m = 0
+    for s0 in range(0, tiles.shape[0], 4):          # BruteIndex pads to a multiple of 4 tiles
+        tile64_costs_into(tiles, s0, q, acc)
+        for k in range(64):
+            f = tile_frames[s0 + k // 16, k % 16]
+            if f < 0 or (current >= 0 and abs(f - current) <= skip):
+                continue                            # a padding lane, or the skip window
+            c = np.float64(acc[k] + tile_cost[s0 + k // 16, k % 16])
+            if c <= lim:
+                kept_f[m] = f
+                kept_c[m] = c
+                m += 1
+    # Pass 2: penalties in increasing feature cost, until the cost alone passes the best total (every later
+    # frame's total is at least its cost): the penalty is priced for a few frames, not thousands. A binary
+    # heap: usually a few pops settle it, where sorting every kept frame cost more than the pass itself.
+    for r in range(m // 2 - 1, -1, -1):
+        _sift_down(kept_c, kept_f, r, m)
+    while m > 0:
+        c, f = kept_c[0], kept_f[0]
+        if c > best_t:
+            break
+        m -= 1
+        kept_c[0], kept_f[0] = kept_c[m], kept_f[m]
+        _sift_down(kept_c, kept_f, 0, m)
+        t = total_below(paths, point_k, f, rx, rz, yaw, obs, agents, c, weight, best_t)
+        if t < best_t or (t == best_t and f < best_f):      # ties: the lower frame, as every search
             best_f, best_t = f, t
     if cur_ok and (best_f < 0 or cur_t <= best_t + bias):
         return current, cur_t
@@ -223,16 +282,83 @@ def settle_search(features, others, valid, frame_cost, q, current, skip, bias, b
     return -1, np.inf
 
 
-def agent_surroundings(world: CollisionWorld, me: int, rx: float, rz: float, reach: float):
+@numba.njit(cache=True)
+def _surroundings(obs, others, order, sorted_x, spread, use_agents, me, rx, rz, reach):
     """(shapes, agents) agent `me` at root (rx, rz) may meet within `reach` metres of its own trajectories
     (candidate_paths' reach): the shapes near it and the other agents' predicted roots near it."""
-    r = reach + OBSTACLE_MARGIN
-    shapes = _near_shapes(world.obstacles, rx, rz, r)
-    if world.use_agents and len(world.order) > 1:
-        agents = _near_agents(world.others, world.order, world.sorted_x, world.spread, me, rx, rz, reach + AGENT_MARGIN)
+    shapes = _near_shapes(obs, rx, rz, reach + OBSTACLE_MARGIN)
+    if use_agents and order.shape[0] > 1:
+        agents = _near_agents(others, order, sorted_x, spread, me, rx, rz, reach + AGENT_MARGIN)
     else:
-        agents = np.zeros((0, world.others.shape[1], 2))
+        agents = np.zeros((0, others.shape[1], 2))
     return shapes, agents
+
+
+def agent_surroundings(world: CollisionWorld, me: int, rx: float, rz: float, reach: float):
+    """_surroundings of agent `me` in a CollisionWorld."""
+    return _surroundings(tuple(world.obstacles), world.others, world.order, world.sorted_x, world.spread,
+                         world.use_agents, me, rx, rz, reach)
+
+
+@numba.njit(cache=True)
+def _answer_penalties(paths, point_k, reach, best, ids, weights, roots, yaws, obs, others, order, sorted_x, spread,
+                      use_agents, out):
+    """out[b]: the penalty (unweighted, m) of answer best[b] of agent ids[b]; 0 when its weight is 0 or it
+    has no answer."""
+    for b in range(ids.shape[0]):
+        out[b] = 0.0
+        if weights[b] <= 0.0 or best[b] < 0:
+            continue
+        i = ids[b]
+        shapes, near = _surroundings(obs, others, order, sorted_x, spread, use_agents, i, roots[i, 0], roots[i, 2],
+                                     reach)
+        if shapes[1].shape[0] + shapes[2].shape[0] + near.shape[0] > 0:
+            out[b] = penalty(paths, point_k, best[b], roots[i, 0], roots[i, 2], yaws[i], shapes, near)
+
+
+@numba.njit(cache=True)
+def _settle_all(features, valid, frame_cost, tiles, tile_frames, tile_cost, work, q, currents, skip, bias, todo, seeds,
+                seed_costs, paths,
+                point_k, reach, ids, weights, roots, yaws, obs, others, order, sorted_x, spread, use_agents, best,
+                cost):
+    """settle_search for the rows `todo` of a group, into best and cost."""
+    for t in range(todo.shape[0]):
+        b = todo[t]
+        i = ids[b]
+        rx, rz = roots[i, 0], roots[i, 2]
+        shapes, near = _surroundings(obs, others, order, sorted_x, spread, use_agents, i, rx, rz, reach)
+        best[b], cost[b] = settle_search(features, valid, frame_cost, tiles, tile_frames, tile_cost, work, q[b],
+                                         currents[b], skip, bias,
+                                         seeds[t], seed_costs[t], paths, point_k, rx, rz, yaws[i], shapes, near,
+                                         weights[b])
+
+
+_TILES: OrderedDict = OrderedDict()       # (searcher, mask) -> tiles; bounded like a searcher's structures
+_TILES_KEPT = 16
+
+
+def _tiles(searcher, mask):
+    """(valid, frame_cost, (tiles, tile_frames, tile_cost, work)) of a searcher's mask: the brute back-end's tiles
+    of the frames a search may enter (the searcher's own when its back-end is brute, else built once and
+    kept), frame_cost and tile_cost zeros without annotations, and settle_search's scratch."""
+    valid, index = searcher._mask_structure(mask)
+    key = (id(searcher), id(valid))
+    hit = _TILES.get(key)
+    if hit is None or hit[0] is not valid or hit[1] is not searcher:    # ids are reused after collection
+        cost = searcher.rules.cost
+        if not isinstance(index, BruteIndex) or cost is None:
+            enter = searcher.rules.enter
+            index = BruteIndex(searcher.features, valid if enter is None else valid & enter,
+                               np.zeros(searcher.n_frames, np.float32) if cost is None else cost)
+        rows = index.tile_frames.size
+        hit = (valid, searcher, index.frame_cost, (index.tiles, index.tile_frames, index.tile_cost,
+                                                   (np.empty(rows, np.int64), np.empty(rows))))
+        _TILES[key] = hit
+        if len(_TILES) > _TILES_KEPT:
+            _TILES.popitem(last=False)
+    else:
+        _TILES.move_to_end(key)
+    return hit[0], hit[2], hit[3]
 
 
 def apply_collision_term(searcher, mask, q, agents, currents, skip: int, bias: float, weights, roots, yaws,
@@ -241,35 +367,37 @@ def apply_collision_term(searcher, mask, q, agents, currents, skip: int, bias: f
     crowd, q (B, F) their normalized queries, currents (B,) their playing frames, weights (B,) their
     collision weights (normalized cost per metre; 0: off), roots (n, 3) and yaws (n,) the crowd's; best,
     cost (B,) the ordinary search's answers. mask: the group's (None, a prepared handle or bool array).
-    Returns how many searches had to settle (their answer paid a penalty)."""
-    valid, _ = searcher._mask_structure(mask)
-    enter = searcher.rules.enter
-    others = valid if enter is None else valid & enter
-    frame_cost = searcher.rules.cost
-    if frame_cost is None:
-        frame_cost = np.zeros(searcher.n_frames, dtype=np.float32)
-    settled = 0
-    for b in range(len(agents)):
-        w = float(weights[b])
-        if w <= 0.0 or best[b] < 0:
-            continue
-        i = int(agents[b])
-        rx, rz, yaw = float(roots[i, 0]), float(roots[i, 2]), float(yaws[i])
-        shapes, near = agent_surroundings(world, i, rx, rz, reach)
-        if shapes[1].shape[0] + shapes[2].shape[0] == 0 and near.shape[0] == 0:
-            continue
-        if penalty(paths, point_k, int(best[b]), rx, rz, yaw, shapes, near) == 0.0:
-            continue
-        settled += 1
-        seed, seed_cost = int(best[b]), float(cost[b])
-        if seed == int(currents[b]):
-            # The playing frame won (bias): seed the pass with the best other frame instead (bias -inf
-            # returns it), whose total bounds the pass far tighter than none.
-            seed, seed_cost = searcher.search(q[b], current=int(currents[b]), skip=int(skip), bias=-np.inf, mask=mask)
-        best[b], cost[b] = settle_search(searcher.features, others, valid, frame_cost, q[b], int(currents[b]),
-                                         int(skip), float(bias), seed, seed_cost, paths, point_k,
-                                         rx, rz, yaw, shapes, near, w)
-    return settled
+    Returns how many searches had to settle (their answer paid a penalty).
+    Two compiled calls per group (the answers' penalties, then the passes) and at most one batch search:
+    per-agent calls into compiled code cost more than the work itself."""
+    ids = np.ascontiguousarray(agents, dtype=np.int64)
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    best_i = np.ascontiguousarray(best, dtype=np.int64)
+    w = (tuple(world.obstacles), world.others, world.order, world.sorted_x, world.spread, world.use_agents)
+    pen = np.empty(len(ids))
+    _answer_penalties(paths, point_k, reach, best_i, ids, weights, roots, yaws, *w, pen)
+    todo = np.flatnonzero(pen > 0.0)
+    if not len(todo):
+        return 0
+    valid, frame_cost, tiles = _tiles(searcher, mask)
+    cur = np.ascontiguousarray(currents, dtype=np.int64)
+    seeds, seed_costs = best_i[todo].copy(), np.asarray(cost, dtype=np.float64)[todo].copy()
+    # Where the playing frame won (bias), seed the pass with the best other frame instead (bias -inf returns
+    # it): its total bounds the pass from the start, where none would price frames until the bound tightens.
+    stay = np.flatnonzero(seeds == cur[todo])
+    if len(stay) > 3:
+        seeds[stay], seed_costs[stay] = searcher.search_batch(q[todo[stay]], current=cur[todo[stay]], skip=int(skip),
+                                                              bias=-np.inf, mask=mask)
+    else:       # a few: on this thread (a batch hands off to the thread pool)
+        for k in stay:
+            seeds[k], seed_costs[k] = searcher.search(q[todo[k]], current=int(cur[todo[k]]), skip=int(skip),
+                                                      bias=-np.inf, mask=mask)
+    qq = np.ascontiguousarray(q, dtype=np.float32)
+    out_best, out_cost = best_i.copy(), np.asarray(cost, dtype=np.float64).copy()
+    _settle_all(searcher.features, valid, frame_cost, *tiles, qq, cur, int(skip), float(bias), todo, seeds,
+                seed_costs, paths, point_k, reach, ids, weights, roots, yaws, *w, out_best, out_cost)
+    best[:], cost[:] = out_best, out_cost
+    return len(todo)
 
 
 def brute_with_penalty(searcher, mask, q, current: int, skip: int, bias: float, weight: float, paths, point_k,
