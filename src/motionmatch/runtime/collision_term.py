@@ -17,10 +17,10 @@ annotations), exactly:
 
 - the penalty is >= 0, so when the ordinary search's answer pays nothing, no other frame can beat it
   (every other frame's total is at least its feature cost, which already lost) and it stands;
-- otherwise one brute-force pass (`settle_search`) over the frames the search may enter finds the least
-  total, computing the penalty only for frames whose feature cost is below the best total so far (and
-  the current frame's total minus the bias: a frame costlier than that cannot take over from it); the
-  feature cost itself stops accumulating once past that bound (squares only add).
+- otherwise one brute-force pass (`settle_search`, the brute back-end's SIMD tiles) over the frames the
+  search may enter keeps those whose feature cost is below the best other frame's total (the seed) and
+  the current frame's total minus the bias (a frame costlier than that cannot take over from it), then
+  prices their penalties cheapest first until a feature cost alone passes the best total.
 
 `brute_with_penalty` is the plain reference the tests compare every back-end against.
 Conventions: metres, seconds; ground plane (x, z), Y up; yaw 0 faces +Z, positive yaw turns +Z toward +X.
@@ -292,12 +292,6 @@ def _surroundings(obs, others, order, sorted_x, spread, use_agents, me, rx, rz, 
     else:
         agents = np.zeros((0, others.shape[1], 2))
     return shapes, agents
-
-
-def agent_surroundings(world: CollisionWorld, me: int, rx: float, rz: float, reach: float):
-    """_surroundings of agent `me` in a CollisionWorld."""
-    return _surroundings(tuple(world.obstacles), world.others, world.order, world.sorted_x, world.spread,
-                         world.use_agents, me, rx, rz, reach)
 
 
 @numba.njit(cache=True)
