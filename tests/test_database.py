@@ -125,7 +125,7 @@ def test_demo_builds_the_default_database_and_serves_it(jlpm_dir, tmp_path, monk
     monkeypatch.setattr(server, "run_serve", lambda ns: seen.setdefault("ns", ns) and 0)
     assert main(["demo", "--port", "8123"]) == 0
     ns = seen["ns"]
-    assert Path(ns.db).exists() and ns.port == 8123 and ns.host == "127.0.0.1"
+    assert len(ns.db) == 1 and Path(ns.db[0]).exists() and ns.port == 8123 and ns.host == "127.0.0.1"
     assert hasattr(ns, "node_modules")
     assert "frames:" in capsys.readouterr().out
     assert main(["demo", "--no-serve"]) == 0       # cached: no rebuild, summary printed

@@ -98,7 +98,9 @@ def test_ghost_poses(walked, jlpm_db):
     assert np.isfinite(raw).all() and np.isfinite(before_ti).all()
     # Same body in the same place (within a body length), but touch-ups and inertialization change it.
     assert np.abs(raw[0, [0, 2]] - out[0, [0, 2]]).max() < 1e-6     # the output is float32
-    assert -1e-6 < raw[0, 1] - out[0, 1] < 0.05     # only the hips drop (a leg out of reach) lowers the root
+    # The hips' height touch-up moves the root up or down (keeping the played legs' extension), at most MAX_LIFT
+    # plus MAX_DROP (a leg out of reach); here, turning into a run, it is a few millimetres either way.
+    assert abs(raw[0, 1] - out[0, 1]) < 0.02
     assert np.linalg.norm(raw.mean(0) - out.mean(0)) < 0.5
     toes = [jlpm_db.roles["left_toe"], jlpm_db.roles["right_toe"]]
     ch = Character(jlpm_db, CharacterSettings())

@@ -23,7 +23,7 @@ def database_path(db: str | None, progress: bool = True, **default_options) -> P
 
 def database_paths(dbs, progress: bool = True, **default_options) -> list[Path]:
     """The --db files (the flag given once or more: several files are joined into one runtime database,
-    database.join_databases, docs/cli.md), else the cached default database."""
+    database_join.join_databases, docs/cli.md), else the cached default database."""
     if isinstance(dbs, (str, Path)):
         dbs = [dbs]
     if not dbs:
@@ -33,7 +33,7 @@ def database_paths(dbs, progress: bool = True, **default_options) -> list[Path]:
 
 def load_cli_database(dbs, progress: bool = True, **default_options):
     """The Database of the --db files (one, or several joined with a `db:NAME` tag per file's clips)."""
-    from ..database import load_databases
+    from ..database_join import load_databases
     return load_databases(database_paths(dbs, progress, **default_options))
 
 

@@ -46,7 +46,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 
 def run_serve(args) -> int:
     """`motionmatch serve`: load (or build) the database, serve the page, print the URL."""
-    from .. import database
+    from ..database_join import load_databases
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     if find_three(args.node_modules) is None:
         print("motionmatch: three.js not found: run `make node_modules` (npm ci) in the project root, "
@@ -59,7 +59,7 @@ def run_serve(args) -> int:
             raise ValueError(f"--{flag.replace('_', '-')} needs --vr-model VR.npz (the app's VR mode, docs/VR.md)")
     paths = database_paths(args.db, mixed=not args.jlpm22_only)
     path = paths[0]             # the default body is cached beside the first file (one skeleton for all)
-    db = database.load_databases(paths)
+    db = load_databases(paths)
     settings = None
     if getattr(args, "settings", None):
         from ..settings_file import load_settings
