@@ -16,7 +16,8 @@ import pytest
 from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
 from motionmatch.app.crowd_mode import setup_crowd
-from motionmatch.app.crowd_stream import bytes_per_frame, decode_frame, world_frame
+from motionmatch.app.crowd_stream import (bytes_per_frame, decode_frame, pack_rotations, unpack_rotations,
+                                          world_frame)
 from motionmatch.app.crowd_world import crowd_world, step_world
 from motionmatch.app.session import FRAME_HEADER
 from motionmatch.runtime.controller import ControllerSettings
@@ -44,6 +45,30 @@ def test_stream_is_compact_and_keeps_the_pose(jlpm_db):
     assert np.degrees(2 * np.arccos(np.clip(dot, 0.0, 1.0))).max() < 0.2
     # Less than a third of the bytes of float32 joint positions alone:
     assert bytes_per_frame(2000, J) < 0.42 * 2000 * J * 12
+
+
+def test_smallest_three_codes_follow_the_format():
+    """crowd_stream's format, stated independently: bits 30-31 the index of the largest |component| (the first
+    of equal ones), made positive and dropped; the other three in order at 10 bits over [-1/sqrt 2, 1/sqrt 2],
+    rounded half to even; NaN components count as 0 and a zero quaternion as no rotation."""
+    rng = np.random.default_rng(7)
+    q = rng.normal(size=(500, 4))
+    q[0], q[1], q[2], q[3] = (1, 0, 0, 0), (0, 0, 0, -2), (0.5, -0.5, 0.5, 0.5), (0, 0, 0, 0)
+    q[4] = (np.nan, 0.0, 3.0, 0.0)
+    codes = pack_rotations(q)
+    assert codes.dtype == np.uint32 and codes.shape == (500,)
+    scale = 511.5 * np.sqrt(2.0)
+    for row, code in zip(q, codes):
+        v = np.nan_to_num(row, nan=0.0)
+        v = np.array([1.0, 0.0, 0.0, 0.0]) if np.abs(v).sum() < 1e-9 else v / np.linalg.norm(v)
+        big = int(np.argmax(np.abs(v)))
+        v = -v if v[big] < 0 else v
+        fields = [int(np.clip(np.rint(c * scale + 511.5), 0, 1023)) for k, c in enumerate(v) if k != big]
+        assert int(code) == (big << 30) | (fields[0] << 20) | (fields[1] << 10) | fields[2]
+    assert int(codes[0]) == int(codes[3]) == (512 << 20) | (512 << 10) | 512      # rint(511.5) = 512
+    back = unpack_rotations(codes[5:])
+    unit = q[5:] / np.linalg.norm(q[5:], axis=1, keepdims=True)
+    assert np.degrees(2 * np.arccos(np.clip(np.abs((back * unit).sum(-1)), 0.0, 1.0))).max() < 0.2
 
 
 def test_agents_roam_to_new_goals_and_keep_clear_of_a_user(jlpm_db):

@@ -122,6 +122,29 @@ def _walk_between(hold):
     return pos[0], float(np.linalg.norm(pos[1:] - start[1:], axis=1).max())
 
 
+def test_parallel_avoidance_chooses_the_same_velocities():
+    """avoid(parallel=True) shares the agents out among numba's threads: the same velocities, bit for bit, as
+    on the calling thread (a crowd's poses do not depend on its thread count), with obstacles and holders."""
+    from motionmatch.obstacles import parse_obstacles
+    rng = np.random.default_rng(4)
+    n = 400
+    pos = rng.uniform(-12.0, 12.0, (n, 2))
+    vel = rng.normal(0.0, 0.8, (n, 2))
+    pref = rng.normal(0.0, 1.0, (n, 2))
+    top = rng.uniform(1.0, 3.5, n)
+    hold = np.where(rng.random(n) < 0.2, 0.35, 0.0)
+    walls = parse_obstacles([{"center": [0.0, 0.0], "radius": 1.5}, {"min": [4.0, -6.0], "max": [5.0, 6.0]}])
+    got = {}
+    for parallel in (False, True):
+        state = AvoidanceState(vel.copy())
+        got[parallel] = [avoid(state, pos, vel, pref, top, obstacles=walls, hold=hold, parallel=parallel).copy()]
+        got[parallel].append(avoid(state, pos + 0.01, vel, pref, top, parallel=parallel).copy())
+    for serial, threaded in zip(got[False], got[True]):
+        assert np.array_equal(serial, threaded)
+    # Not a trivial answer: the crowd is dense enough that most agents deviate from what they prefer.
+    assert (np.linalg.norm(got[False][0] - pref, axis=1) > 1e-6).mean() > 0.5
+
+
 def test_agents_holding_their_goals_stand_and_are_walked_between():
     # Goals 0.9 m apart: others may pass 0.3375 m from an agent standing on its goal.
     spacing = goal_spacing(np.array([[0.0, -0.45], [0.0, 0.45], [5.0, 0.0], [9.0, 9.0]]), [True, True, True, False])

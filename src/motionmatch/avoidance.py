@@ -92,16 +92,17 @@ class Penalties(NamedTuple):
 
 
 @nb.njit(cache=True)
-def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs, hold, out):
+def _choose_range(lo, hi, pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs, hold, out):
+    """The chosen velocity of agents lo..hi-1 into out. The serial and the parallel choice both run this one
+    compiled loop, so a choice does not depend on the thread count (runtime/touchups.py's _output_range)."""
     radius, horizon, w_col, w_smooth = pen.radius, pen.horizon, pen.collision, pen.smoothness
     w_sep, w_side, obs_radius, w_obs = pen.separation, pen.side, pen.obstacle_radius, pen.obstacle
-    n = pos.shape[0]
     K = neighbours.shape[1]
     r = 2.0 * radius
     r2 = r * r
     n_cand = 3 + cand_dirs.shape[0] * fractions.shape[0]
     near = np.empty(K, dtype=np.int64)
-    for i in range(n):
+    for i in range(lo, hi):
         # Neighbours that could be met within the horizon at any candidate velocity (the reciprocal
         # relative velocity 2 v - v_i - v_j is at most 2 top + |v_i| + |v_j|); the others cost nothing.
         vi = math.hypot(vel[i, 0], vel[i, 1])
@@ -184,6 +185,26 @@ def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, p
         out[i, 1] = bz
 
 
+# The parallel choice's agents go to _choose_range in this many equal chunks (a compiled constant, so the
+# kernel stays cacheable; numba shares the chunks out among its threads).
+CHUNKS = 64
+
+
+@nb.njit(cache=True)
+def _choose(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs, hold, out):
+    _choose_range(0, pos.shape[0], pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs,
+                  hold, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def _choose_parallel(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fractions, pen, obs, hold, out):
+    n = pos.shape[0]
+    chunks = max(min(n, CHUNKS), 1)
+    for c in nb.prange(chunks):
+        _choose_range(c * n // chunks, (c + 1) * n // chunks, pos, vel, pref, prev, max_speed, neighbours,
+                      cand_dirs, fractions, pen, obs, hold, out)
+
+
 _NONE = no_obstacles()
 
 
@@ -202,11 +223,13 @@ def neighbour_table(positions: np.ndarray, max_neighbours: int, distance: float)
 
 def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, preferred: np.ndarray,
           max_speeds: np.ndarray, settings: AvoidanceSettings | None = None,
-          obstacles: Obstacles | None = None, hold: np.ndarray | None = None) -> np.ndarray:
+          obstacles: Obstacles | None = None, hold: np.ndarray | None = None, parallel: bool = False) -> np.ndarray:
     """Velocities (n, 2) m/s close to `preferred` (n, 2) that keep agents apart (and `radius` m away from
     static obstacles, when given), given the agents' positions (n, 2) m, current velocities (n, 2) m/s
     and top speeds (n,) m/s; updates `state`. hold (n,) m: agents holding their place (> 0, the distance
-    between roots others may pass them at) stand and do not evade; 0 or None: none."""
+    between roots others may pass them at) stand and do not evade; 0 or None: none. parallel: choose on
+    all numba threads (the same velocities; callers follow their crowd's thread choice, runtime/threads.py,
+    so a busy core makes this serial too)."""
     s = settings or AvoidanceSettings()
     pos = np.ascontiguousarray(positions, dtype=np.float64)
     n = len(pos)
@@ -215,14 +238,15 @@ def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, 
         return out
     ang = np.arange(s.directions) * (2.0 * np.pi / s.directions)
     dirs = np.stack([np.sin(ang), np.cos(ang)], axis=1)
-    _choose(pos, np.ascontiguousarray(velocities, dtype=np.float64), np.ascontiguousarray(preferred, dtype=np.float64),
-            state.chosen, np.ascontiguousarray(max_speeds, dtype=np.float64),
-            neighbour_table(pos, s.max_neighbours, s.neighbour_distance), dirs,
-            np.asarray(s.speed_fractions, dtype=np.float64),
-            Penalties(float(s.radius), float(s.horizon), float(s.collision_weight), float(s.smoothness),
-                      float(s.separation_weight), float(s.side_bias), float(s.obstacle_radius),
-                      float(s.obstacle_weight)),
-            _NONE if obstacles is None else obstacles,
-            np.zeros(n) if hold is None else np.ascontiguousarray(hold, dtype=np.float64), out)
+    choose = _choose_parallel if parallel else _choose
+    choose(pos, np.ascontiguousarray(velocities, dtype=np.float64), np.ascontiguousarray(preferred, dtype=np.float64),
+           state.chosen, np.ascontiguousarray(max_speeds, dtype=np.float64),
+           neighbour_table(pos, s.max_neighbours, s.neighbour_distance), dirs,
+           np.asarray(s.speed_fractions, dtype=np.float64),
+           Penalties(float(s.radius), float(s.horizon), float(s.collision_weight), float(s.smoothness),
+                     float(s.separation_weight), float(s.side_bias), float(s.obstacle_radius),
+                     float(s.obstacle_weight)),
+           _NONE if obstacles is None else obstacles,
+           np.zeros(n) if hold is None else np.ascontiguousarray(hold, dtype=np.float64), out)
     state.chosen[:] = out
     return out

@@ -357,11 +357,13 @@ def holding_distances(state: DriverState, sim_positions: np.ndarray, move: np.nd
 
 def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities, cs: ControllerSettings,
                  settings: AvoidanceSettings | None = None, obstacles: Obstacles | None = None,
-                 routed: np.ndarray | None = None, hold: np.ndarray | None = None) -> np.ndarray:
+                 routed: np.ndarray | None = None, hold: np.ndarray | None = None,
+                 parallel: bool = False) -> np.ndarray:
     """Move sticks (n, 2) adjusted by local avoidance (of each other and of `obstacles`), from the
     agents' sticks and run flags and the simulation positions and velocities (n, 3). routed (n,) bool:
     agents following routes (obstacle_routes.py), whose sticks already lead round the obstacles. hold
-    (n,) m: arrived agents, which stand, and how close others may pass them (avoidance.avoid)."""
+    (n,) m: arrived agents, which stand, and how close others may pass them (avoidance.avoid). parallel:
+    on all numba threads (the same sticks)."""
     pref = stick_to_velocity(move, run, cs)
     top = np.where(run, cs.run_forward_speed, cs.walk_forward_speed)
     pos = np.ascontiguousarray(sim_positions[:, [0, 2]])
@@ -372,7 +374,7 @@ def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities
         # lookahead would turn an agent away from a route that bends within it).
         free = np.ones(len(pref), dtype=bool) if routed is None else ~routed
         pref[free] = steer_velocities(obstacles, pos[free], pref[free])
-    vel = avoid(state, pos, sim_velocities[:, [0, 2]], pref, top, settings, obstacles, hold)
+    vel = avoid(state, pos, sim_velocities[:, [0, 2]], pref, top, settings, obstacles, hold, parallel)
     return velocity_to_stick(vel, run, cs)
 
 
@@ -448,8 +450,9 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
             hold, aside = holding_distances(drivers, sim, move, avoid_state.chosen, dt)
             step = np.isfinite(aside[:, 0])
             move[step] = velocity_to_stick(aside[step], run[step], cs)
+            # On the threads the crowd's last tick measured faster (runtime/threads.py): a busy core makes both serial.
             move = avoid_sticks(avoid_state, move, run, sim, crowd.sim_velocities, cs, avoidance_settings, obstacles,
-                                routed, hold)
+                                routed, hold, crowd.threads_last_tick > 1)
         crowd.step(move, run, strafe, look, dt)
         rec["tick_us"][k] = (time.perf_counter() - t0) * 1e6
         rec["searches"][k] = crowd.searches_last_tick

@@ -14,24 +14,53 @@ agent, 110 for the 23 joints of the default database, against 12 J = 276 for flo
 """
 from __future__ import annotations
 
+import math
 import struct
 
+import numba
 import numpy as np
 
 HEADER = struct.Struct("<IfHH")
 _SCALE = 511.5 * np.sqrt(2.0)       # a component in [-1/sqrt 2, 1/sqrt 2] -> [0, 1023]
 
 
+@numba.njit(cache=True)
+def _pack_into(q, out):
+    """pack_rotations of q (m, 4) into out (m,) uint32: one pass, no temporaries (the numpy version of the
+    same steps took 7-9 ms a frame for 2,000 agents of 23 joints, as long as their crowd tick)."""
+    c = np.empty(4)
+    top = np.finfo(np.float64).max
+    for k in range(q.shape[0]):
+        # np.nan_to_num (NaN 0, infinities the largest finite), then no rotation for a zero quaternion.
+        for j in range(4):
+            e = q[k, j]
+            c[j] = 0.0 if e != e else min(max(e, -top), top)
+        if abs(c[0]) + abs(c[1]) + abs(c[2]) + abs(c[3]) < 1e-9:
+            c[0], c[1], c[2], c[3] = 1.0, 0.0, 0.0, 0.0
+        norm = max(math.sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2] + c[3] * c[3]), 1e-12)
+        big = 0                      # the first largest magnitude, as np.argmax
+        for j in range(4):
+            c[j] = c[j] / norm
+            if abs(c[j]) > abs(c[big]):
+                big = j
+        sign = -1.0 if c[big] < 0.0 else 1.0
+        code = np.uint32(big) << np.uint32(30)
+        shift = 20
+        for j in range(4):
+            if j != big:
+                e = min(max(np.rint(c[j] * sign * _SCALE + 511.5), 0.0), 1023.0)
+                code |= np.uint32(e) << np.uint32(shift)
+                shift -= 10
+        out[k] = code
+
+
 def pack_rotations(q: np.ndarray) -> np.ndarray:
-    """(..., 4) unit quaternions (w, x, y, z) as uint32 smallest-three codes (...)."""
+    """(..., 4) unit quaternions (w, x, y, z) as uint32 smallest-three codes (...); NaN components count as
+    0 and a zero quaternion as no rotation."""
     q = np.asarray(q, dtype=np.float64)
-    q = q / np.maximum(np.linalg.norm(q, axis=-1, keepdims=True), 1e-12)
-    big = np.argmax(np.abs(q), axis=-1)
-    q = q * np.where(np.take_along_axis(q, big[..., None], -1) < 0.0, -1.0, 1.0)
-    keep = np.array([[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]])[big]          # (..., 3) the other three
-    rest = np.take_along_axis(q, keep, -1)
-    code = np.clip(np.rint(rest * _SCALE + 511.5), 0, 1023).astype(np.uint32)
-    return (big.astype(np.uint32) << 30) | (code[..., 0] << 20) | (code[..., 1] << 10) | code[..., 2]
+    out = np.empty(q.shape[:-1], dtype=np.uint32)
+    _pack_into(np.ascontiguousarray(q.reshape(-1, 4)), out.reshape(-1))
+    return out
 
 
 def unpack_rotations(codes: np.ndarray) -> np.ndarray:
@@ -54,10 +83,8 @@ def encode_frame(seq: int, time: float, roots: np.ndarray, hips: np.ndarray, rot
     roots = np.nan_to_num(np.asarray(roots, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
     off = np.nan_to_num((np.asarray(hips, dtype=np.float64) - roots) * 1000.0, nan=0.0, posinf=0.0, neginf=0.0)
     off = np.clip(np.rint(off), -32767, 32767).astype("<i2")
-    rot = np.nan_to_num(np.asarray(rotations, dtype=np.float64), nan=0.0)
-    rot[np.abs(rot).sum(-1) < 1e-9] = (1.0, 0.0, 0.0, 0.0)
     return (HEADER.pack(seq & 0xFFFFFFFF, time, n, J) + roots.astype("<f4").tobytes()
-            + pack_rotations(rot).astype("<u4").tobytes() + off.tobytes())
+            + pack_rotations(rotations).astype("<u4").tobytes() + off.tobytes())
 
 
 def decode_frame(data: bytes) -> dict:

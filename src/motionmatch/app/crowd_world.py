@@ -97,7 +97,8 @@ def step_world(world: CrowdWorld, users_xz: np.ndarray, users_vel: np.ndarray, d
     top = np.concatenate([np.where(run, cs.run_forward_speed, cs.walk_forward_speed),
                           np.maximum(np.linalg.norm(users_vel, axis=1), 0.1)])
     state = AvoidanceState(np.vstack([world.avoidance.chosen, users_vel]))
-    chosen = avoid(state, pos, vel, pref, top)[:n]
+    # On the threads the crowd's last tick measured faster (runtime/threads.py): a busy core makes both serial.
+    chosen = avoid(state, pos, vel, pref, top, parallel=c.threads_last_tick > 1)[:n]
     world.avoidance.chosen[:] = chosen
     c.step(velocity_to_stick(chosen, run, cs), run, strafe, look, dt)
     world.time += dt
