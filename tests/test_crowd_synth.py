@@ -145,6 +145,28 @@ def test_parallel_avoidance_chooses_the_same_velocities():
     assert (np.linalg.norm(got[False][0] - pref, axis=1) > 1e-6).mean() > 0.5
 
 
+def test_the_neighbour_grid_finds_the_k_d_trees_neighbours():
+    """avoidance.neighbour_table (a uniform grid) against scipy's k-d tree: the same nearest others closer than
+    the distance, nearest first, on a crowd with a far cluster (cells wider than the distance) and a small one;
+    equal distances come in index order; agents with no finite position have none and are nobody's."""
+    from scipy.spatial import cKDTree
+    from motionmatch.avoidance import neighbour_table
+    rng = np.random.default_rng(2)
+    for n, half in ((1500, 60.0), (40, 3.0)):
+        pos = rng.uniform(-half, half, (n, 2))
+        pos[: n // 10] += 4000.0
+        dist, idx = cKDTree(pos).query(pos, k=11, distance_upper_bound=6.0)
+        want = np.where(np.isfinite(dist[:, 1:]), idx[:, 1:], -1)
+        got = neighbour_table(pos, 10, 6.0)
+        assert got.shape == (n, 10) and np.array_equal(got, want)
+        assert np.array_equal(neighbour_table(pos, 10, 6.0, parallel=True), got)
+        assert (got >= 0).sum() > n          # not an empty table
+    square = np.array([[0.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0], [np.nan, 0.0], [0.0, 6.0]])
+    table = neighbour_table(square, 10, 6.0)
+    assert table[0].tolist() == [1, 2, 3, 4, -1, -1]           # 6.0 m away is not closer than 6.0
+    assert table[5].tolist() == [-1] * 6 and not (table == 5).any()
+
+
 def test_agents_holding_their_goals_stand_and_are_walked_between():
     # Goals 0.9 m apart: others may pass 0.3375 m from an agent standing on its goal.
     spacing = goal_spacing(np.array([[0.0, -0.45], [0.0, 0.45], [5.0, 0.0], [9.0, 9.0]]), [True, True, True, False])

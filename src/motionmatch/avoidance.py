@@ -9,7 +9,7 @@ where the time to collision with each neighbour assumes reciprocity (van den Ber
 Velocity Obstacles for real-time multi-agent navigation", 2008): agent i moving at v meets neighbour j
 as if their relative velocity were 2 v - v_i - v_j, so two agents each take half of the evasion and do
 not oscillate. Neighbours already closer than two radii push apart instead. Only the nearest
-`max_neighbours` within `neighbour_distance` count; a k-d tree finds them, so 1,000+ agents stay cheap.
+`max_neighbours` within `neighbour_distance` count; a uniform grid finds them, so 1,000+ agents stay cheap.
 
 Static obstacles (obstacles.py) add a collision term of their own: `obstacle_weight / time_to_hit(v)`,
 the time until the agent, moving at v, comes within `radius` of a shape (no reciprocity: a wall does not
@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 import numba as nb
 import numpy as np
-from scipy.spatial import cKDTree
 
 from .obstacles import Obstacles, nearest, no_obstacles, time_to_hit
 
@@ -208,17 +207,101 @@ def _choose_parallel(pos, vel, pref, prev, max_speed, neighbours, cand_dirs, fra
 _NONE = no_obstacles()
 
 
-def neighbour_table(positions: np.ndarray, max_neighbours: int, distance: float) -> np.ndarray:
-    """(n, k) int64 indices of each agent's nearest other agents within `distance` metres (nearest
-    first), -1 padded. positions: (n, 2)."""
-    n = len(positions)
+# Cells of the neighbour grid per agent at most (a crowd spread far apart gets cells wider than the neighbour
+# distance instead of a grid mostly empty).
+GRID_CELLS_PER_AGENT = 4
+
+
+@nb.njit(cache=True)
+def _grid(pos, cell, x0, z0, nx, nz):
+    """Agents sorted by grid cell (counting sort): (order (n,), starts (nx * nz + 1,)); agents whose position
+    is not finite are left out."""
+    n = pos.shape[0]
+    key = np.full(n, -1, dtype=np.int64)
+    counts = np.zeros(nx * nz + 1, dtype=np.int64)
+    for i in range(n):
+        if np.isfinite(pos[i, 0]) and np.isfinite(pos[i, 1]):
+            cx = min(int((pos[i, 0] - x0) / cell), nx - 1)
+            cz = min(int((pos[i, 1] - z0) / cell), nz - 1)
+            key[i] = cz * nx + cx
+            counts[key[i] + 1] += 1
+    for c in range(nx * nz):
+        counts[c + 1] += counts[c]
+    order = np.empty(counts[nx * nz], dtype=np.int64)
+    fill = counts[:-1].copy()
+    for i in range(n):
+        if key[i] >= 0:
+            order[fill[key[i]]] = i
+            fill[key[i]] += 1
+    return order, counts
+
+
+@nb.njit(cache=True)
+def _nearest_range(lo, hi, pos, order, starts, cell, x0, z0, nx, nz, d2max, out):
+    """Rows lo..hi-1 of the neighbour table: each agent's nearest others closer than sqrt(d2max), nearest first
+    (equal distances: the lower index first), from the 3 x 3 cells around it (cells are at least the distance
+    wide)."""
+    k = out.shape[1]
+    best = np.empty(k)
+    for i in range(lo, hi):
+        out[i, :] = -1
+        if not (np.isfinite(pos[i, 0]) and np.isfinite(pos[i, 1])):
+            continue
+        cx = min(int((pos[i, 0] - x0) / cell), nx - 1)
+        cz = min(int((pos[i, 1] - z0) / cell), nz - 1)
+        m = 0
+        for gz in range(max(cz - 1, 0), min(cz + 2, nz)):
+            for gx in range(max(cx - 1, 0), min(cx + 2, nx)):
+                c = gz * nx + gx
+                for t in range(starts[c], starts[c + 1]):
+                    j = order[t]
+                    if j == i:
+                        continue
+                    dx, dz = pos[j, 0] - pos[i, 0], pos[j, 1] - pos[i, 1]
+                    d2 = dx * dx + dz * dz
+                    if d2 >= d2max or (m == k and (d2 > best[k - 1] or (d2 == best[k - 1] and j > out[i, k - 1]))):
+                        continue
+                    # Insert (d2, j) into the sorted first m (dropping the last when full).
+                    p = min(m, k - 1)
+                    while p > 0 and (best[p - 1] > d2 or (best[p - 1] == d2 and out[i, p - 1] > j)):
+                        best[p], out[i, p] = best[p - 1], out[i, p - 1]
+                        p -= 1
+                    best[p], out[i, p] = d2, j
+                    m = min(m + 1, k)
+
+
+@nb.njit(cache=True)
+def _nearest(pos, order, starts, cell, x0, z0, nx, nz, d2max, out):
+    _nearest_range(0, pos.shape[0], pos, order, starts, cell, x0, z0, nx, nz, d2max, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def _nearest_parallel(pos, order, starts, cell, x0, z0, nx, nz, d2max, out):
+    n = pos.shape[0]
+    chunks = max(min(n, CHUNKS), 1)
+    for c in nb.prange(chunks):
+        _nearest_range(c * n // chunks, (c + 1) * n // chunks, pos, order, starts, cell, x0, z0, nx, nz, d2max, out)
+
+
+def neighbour_table(positions: np.ndarray, max_neighbours: int, distance: float, parallel: bool = False) -> np.ndarray:
+    """(n, k) int64 indices of each agent's nearest other agents closer than `distance` metres (nearest
+    first; equal distances: the lower index first), -1 padded. positions: (n, 2). A uniform grid of cells
+    at least `distance` wide; parallel: rows on all numba threads (the same table)."""
+    pos = np.ascontiguousarray(positions, dtype=np.float64)
+    n = len(pos)
     k = min(max_neighbours, n - 1)
     if k <= 0:
         return np.full((n, 1), -1, dtype=np.int64)
-    dist, idx = cKDTree(positions).query(positions, k=k + 1, distance_upper_bound=distance)
-    idx = idx[:, 1:].astype(np.int64)          # column 0 is the agent itself
-    idx[~np.isfinite(dist[:, 1:])] = -1
-    return np.ascontiguousarray(idx)
+    ok = np.isfinite(pos).all(axis=1)
+    lo = pos[ok].min(axis=0) if ok.any() else np.zeros(2)
+    span = (pos[ok].max(axis=0) if ok.any() else np.zeros(2)) - lo
+    cell = max(float(distance), float(span.max()) / math.sqrt(GRID_CELLS_PER_AGENT * n), 1e-6)
+    nx, nz = (int(w / cell) + 1 for w in span)
+    order, starts = _grid(pos, cell, float(lo[0]), float(lo[1]), nx, nz)
+    out = np.empty((n, k), dtype=np.int64)
+    (_nearest_parallel if parallel else _nearest)(pos, order, starts, cell, float(lo[0]), float(lo[1]), nx, nz,
+                                                  float(distance) ** 2, out)
+    return out
 
 
 def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, preferred: np.ndarray,
@@ -241,7 +324,7 @@ def avoid(state: AvoidanceState, positions: np.ndarray, velocities: np.ndarray, 
     choose = _choose_parallel if parallel else _choose
     choose(pos, np.ascontiguousarray(velocities, dtype=np.float64), np.ascontiguousarray(preferred, dtype=np.float64),
            state.chosen, np.ascontiguousarray(max_speeds, dtype=np.float64),
-           neighbour_table(pos, s.max_neighbours, s.neighbour_distance), dirs,
+           neighbour_table(pos, s.max_neighbours, s.neighbour_distance, parallel), dirs,
            np.asarray(s.speed_fractions, dtype=np.float64),
            Penalties(float(s.radius), float(s.horizon), float(s.collision_weight), float(s.smoothness),
                      float(s.separation_weight), float(s.side_bias), float(s.obstacle_radius),
