@@ -71,6 +71,22 @@ def test_smallest_three_codes_follow_the_format():
     assert np.degrees(2 * np.arccos(np.clip(np.abs((back * unit).sum(-1)), 0.0, 1.0))).max() < 0.2
 
 
+def test_the_crowd_clock_makes_up_a_short_delay_and_skips_a_long_one():
+    from motionmatch.app.crowd_process import next_tick
+    from motionmatch.app.state import DT
+    assert next_tick(10.0, 10.0 + 0.5 * DT) == (10.0 + DT, 0)              # on time: wait for the next slot
+    assert next_tick(10.0, 10.0 + 1.5 * DT) == (10.0 + DT, 0)              # half a tick late: at once, no skip
+    t, skipped = next_tick(10.0, 10.0 + 4.5 * DT)                          # a stall of 4.5 ticks
+    assert t == 10.0 + 4.5 * DT and skipped == 3     # slots 1-4 passed, one runs now; no burst to catch up
+    # Ticks of 1.15 and 0.8 periods in turn average under one: the schedule keeps 60 Hz with nothing skipped.
+    scheduled, now, skipped = 0.0, 0.0, 0
+    for k in range(600):
+        now = max(now, scheduled) + (0.8 if k % 2 else 1.15) * DT
+        scheduled, missed = next_tick(scheduled, now)
+        skipped += missed
+    assert skipped == 0 and abs(now - 600 * DT) < 1.5 * DT
+
+
 def test_agents_roam_to_new_goals_and_keep_clear_of_a_user(jlpm_db):
     world = crowd_world(jlpm_db, 12, seed=2)
     user = np.array([[0.0, 0.0]])
