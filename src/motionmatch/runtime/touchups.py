@@ -120,11 +120,11 @@ SLOPE_BLEND_HALFLIFE = 0.05
 
 
 @numba.njit(cache=True)
-def place_pose(i, local, root_pos, half_yaw, angle, hips, spine, rig, out):
+def place_pose(i, local, root_pos, half_yaw, angle, hips, spine, rig, out, scratch):
     """Character i's displayed pose in one call (into Display `out`, float64): its local pose (Pose)
     with the root placed at root_pos[i] with the yaw rotation (cos half_yaw, 0, sin half_yaw, 0), the
     orientation warp by `angle` split into (hips, spine) when it is not 0 (as warp_pose_orientation),
-    then forward kinematics."""
+    then forward kinematics. scratch: (2, J, 4) for the warp's input rotations and its world rotations."""
     local_pos, local_rot = local.pos[i], local.rot[i]
     lp, lr, gp, gr = out.local_pos[i], out.local_rot[i], out.pos[i], out.rot[i]
     qw, qy = math.cos(half_yaw), math.sin(half_yaw)
@@ -133,12 +133,12 @@ def place_pose(i, local, root_pos, half_yaw, angle, hips, spine, rig, out):
             lp[j, k] = local_pos[j, k]
     lp[0, 0], lp[0, 1], lp[0, 2] = root_pos[i, 0], root_pos[i, 1], root_pos[i, 2]
     if angle != 0.0:
-        src = np.empty_like(lr)
+        src = scratch[0]
         for j in range(local_rot.shape[0]):
             for k in range(4):
                 src[j, k] = local_rot[j, k]
         src[0, 0], src[0, 1], src[0, 2], src[0, 3] = qw, 0.0, qy, 0.0
-        twist_pose(src, rig.parents, rig.pelvis, rig.upper_legs, rig.chain, angle, hips, spine, lr)
+        twist_pose(src, rig.parents, rig.pelvis, rig.upper_legs, rig.chain, angle, hips, spine, lr, scratch[1])
     else:
         for j in range(local_rot.shape[0]):
             for k in range(4):
@@ -271,11 +271,12 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide
 
 
 @numba.njit(cache=True, inline="always")   # into _output_range: a call passes every array of its records
-def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
+def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch):
     """The displayed pose of character i into Display `out` (local and world, float64) from its shown
     local pose (playback.Pose `local`), Root and Playhead (stride, warp angle, contacts); feet: Feet
-    (touch-up state); relock_speed: foot_lock_update's (0 for database contacts). Records are flat
-    (numba's parallel loops cannot take a record inside a record)."""
+    (touch-up state); relock_speed: foot_lock_update's (0 for database contacts); scratch: _output_range's
+    arrays, reused from agent to agent (an allocation per agent cost a malloc and a reference count each).
+    Records are flat (numba's parallel loops cannot take a record inside a record)."""
     root_pos, root_yaw, root_vel = root
     stride, contacts = play.stride, play.contacts
     heights_state, locks, locked = feet
@@ -304,7 +305,8 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
     # (what they cannot give back shows as the facing lagging toward the travel).
     half = 0.5 * (yaw + angle) if angle != 0.0 else 0.5 * yaw
     hips, spine = twist_split(-angle, s[S.W_HIP_LIMIT], s[S.W_SPINE_LIMIT])
-    place_pose(i, local, root_pos, half, -angle, hips, spine, rig, out)
+    rot_scratch, targets, per_leg = scratch
+    place_pose(i, local, root_pos, half, -angle, hips, spine, rig, out, rot_scratch)
     if has_terrain and s[S.W_SPINE_PITCH] != 0.0:
         # Spine pitch bending: the upper body leans with the ground's slope, smoothed like the root's height.
         lim = s[S.W_SPINE_PITCH_MAX]
@@ -328,11 +330,11 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
         tyaw = math.atan2(vx, vz)
         ty_, tz_ = math.sin(tyaw), math.cos(tyaw)
     cx, cz = root_pos[i, 0], root_pos[i, 2]
-    targets = np.empty((2, 3))
-    grounds = np.zeros(2)
-    lengths = np.empty(2)       # the played hip-to-ankle distances
-    reaches = np.empty(2)       # the longest hip-to-ankle distances the IK gives each leg
-    floors = np.empty(2)        # the lowest ankle target that keeps the played toe above the ground
+    grounds = per_leg[0]
+    grounds[0] = grounds[1] = 0.0
+    lengths = per_leg[1]        # the played hip-to-ankle distances
+    reaches = per_leg[2]        # the longest hip-to-ankle distances the IK gives each leg
+    floors = per_leg[3]         # the lowest ankle target that keeps the played toe above the ground
     kk = damper_factor(SLOPE_BLEND_HALFLIFE, dt) if dt > 0 else 1.0
     lift = weight = 0.0
     for leg in range(2):
@@ -456,8 +458,9 @@ def _output_range(agents, lo, hi, dt, local, root, play, settings, rig, terrain,
     """_output_and_copy for agents[lo:hi]. Both stages run their agents through this one compiled loop, so a
     pose does not depend on the thread count (output_agent inlined into a parallel loop body compiled
     differently)."""
+    scratch = (np.empty((2, out.local_rot.shape[1], 4)), np.empty((2, 3)), np.empty((4, 2)))
     for a in range(lo, hi):
-        _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
+        _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -489,8 +492,8 @@ def output_serial(agents, dt, local, root, play, settings, rig, terrain, feet, o
 
 # Inlined into _output_range, as output_agent: a call passes every array of its records by value.
 @numba.njit(cache=True, inline="always")
-def _output_and_copy(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
-    output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
+def _output_and_copy(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch):
+    output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch)
     gp, gr = out.pos[i], out.rot[i]
     out_positions, out_rotations = out.positions, out.rotations
     for j in range(gp.shape[0]):

@@ -121,13 +121,13 @@ def twist_split(angle, hip_limit, spine_limit):
 
 
 @numba.njit(cache=True)
-def twist_pose(lr, parents, pelvis, upper_legs, chain, angle, hips, spine, out):
+def twist_pose(lr, parents, pelvis, upper_legs, chain, angle, hips, spine, out, g):
     """The orientation warp on local rotations lr (J, 4) into out: joint 0 turns by `angle` about the
     world vertical (the legs with it); the pelvis turns back by `hips` while the upper legs turn
     forward by the same (so the legs stay on the travel); the spine chain turns back by `spine` in equal
-    shares. With hips + spine == angle the chest keeps its world rotation. pelvis < 0: no hip share."""
+    shares. With hips + spine == angle the chest keeps its world rotation. pelvis < 0: no hip share.
+    g: (J, 4) scratch (the world rotations; the crowd's output stage reuses one per chunk of agents)."""
     J = lr.shape[0]
-    g = np.empty((J, 4))
     for j in range(J):
         for k in range(4):
             out[j, k] = lr[j, k]
@@ -198,7 +198,8 @@ def warp_pose_orientation(local_rot, roles, parents, angle_rad: float, rig: Pose
     if out is None:
         out = np.empty_like(lr)
     hips, spine = twist_split(float(angle_rad), float(hip_limit_rad), float(spine_limit_rad))
-    twist_pose(lr, rig.parents, rig.pelvis, rig.upper_legs, rig.chain, float(angle_rad), hips, spine, out)
+    twist_pose(lr, rig.parents, rig.pelvis, rig.upper_legs, rig.chain, float(angle_rad), hips, spine, out,
+               np.empty_like(lr))
     return out
 
 
