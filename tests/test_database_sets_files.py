@@ -109,3 +109,24 @@ def test_cli_synth_joins_repeated_db_flags(files, tmp_path):
     assert main(["synth", "--db", str(files[0]), "--db", str(files[1]), "--scenario", str(scen),
                  "--out", str(tmp_path / "out"), "--quiet"]) == 0
     assert (tmp_path / "out" / "motion.bvh").is_file()
+
+
+def test_a_batch_joins_repeated_db_flags_as_a_single_run_does(files, tmp_path):
+    """`synth --scenarios DIR --db A --db B`: every scenario's folder is what `synth --scenario` writes with the
+    same two files (here, without workers: the items run in this process through cluster.worker_database)."""
+    import json
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "in_actions.json").write_text(
+        '{"duration": 1.5, "sets": {"a": {"tags": "db:actions"}}, '
+        '"inputs": [{"t": 0.0, "move": [0, 0.8]}, {"t": 0.0, "set": "a"}]}')
+    (scenarios / "walk.json").write_text('{"duration": 1.0, "inputs": [{"t": 0.0, "move": [0.5, 0.5]}]}')
+    dbs = ["--db", str(files[0]), "--db", str(files[1])]
+    assert main(["synth", *dbs, "--scenarios", str(scenarios), "--out", str(tmp_path / "batch"), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "batch" / "batch.json").read_text())
+    assert summary["done"] == 2 and summary["failed"] == 0
+    for name in ("in_actions", "walk"):
+        single = tmp_path / f"single_{name}"
+        assert main(["synth", *dbs, "--scenario", str(scenarios / f"{name}.json"), "--out", str(single),
+                     "--quiet"]) == 0
+        assert (tmp_path / "batch" / name / "motion.bvh").read_bytes() == (single / "motion.bvh").read_bytes()

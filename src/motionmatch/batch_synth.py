@@ -96,9 +96,10 @@ def write_crowd(db, spec, out, character, progress: bool = False) -> dict:
         return synthesize_crowd(db, spec, stage, character, progress=progress)
 
 
-def run_item(item: Item, db_path: str, out: str, settings, options: dict) -> dict:
+def run_item(item: Item, db_path, out: str, settings, options: dict) -> dict:
     """One item into out/item.name, on an engine worker or here (the database opened once per process,
-    memory-mapped). settings: RuntimeSettings (copied: a run sets the tag filter); options:
+    memory-mapped; db_path: one file or a list of files joined, cluster.worker_database). settings:
+    RuntimeSettings (copied: a run sets the tag filter); options:
     write_scenario's retarget_to, retarget_map, gltf. Returns {"metrics", "seconds", "pid"}."""
     from .cluster import worker_database
     t0 = time.perf_counter()
@@ -120,7 +121,8 @@ def run_item(item: Item, db_path: str, out: str, settings, options: dict) -> dic
 def run_batch(items: list[Item], db_path, out, settings, options: dict | None = None, workers: int | None = None,
               address: str | None = None, progress: bool = True) -> dict:
     """Synthesize every item into out/NAME (see the module docstring): on the engine with `workers` (a
-    local cluster) or `address`, else here one after another. Returns the summary batch.json holds:
+    local cluster) or `address`, else here one after another. db_path: a database file or a list of files
+    joined as one (repeated `--db`). Returns the summary batch.json holds:
     {"items": [{"name", "kind", "path", "status": "done"|"failed", "seconds" | "error"}], "done",
     "failed", "workers", "seconds" (wall clock, engine start included), "items_per_minute"}; metrics of
     the done items in "metrics" {name: metrics} (not in batch.json: each folder has its metrics.json)."""
@@ -133,6 +135,7 @@ def run_batch(items: list[Item], db_path, out, settings, options: dict | None = 
     marker.write_text("a batch is running (or was stopped): until batch.json appears and this file goes, some "
                       "folders may be missing or hold an earlier run's outputs\n")
     options = options or {}
+    db_path = str(db_path) if isinstance(db_path, (str, Path)) else [str(p) for p in db_path]
     rows: dict[str, dict] = {}
     metrics: dict[str, dict] = {}
     t0 = time.perf_counter()
@@ -159,7 +162,7 @@ def run_batch(items: list[Item], db_path, out, settings, options: dict | None = 
             from .cluster import open_client, worker_count
             with open_client(workers, address) as client:
                 n_workers = worker_count(client)
-                futures = {client.submit(run_item, it, str(db_path), str(out), settings, options, pure=False): it
+                futures = {client.submit(run_item, it, db_path, str(out), settings, options, pure=False): it
                            for it in items}
                 for fut in as_completed(futures):
                     try:
@@ -169,7 +172,7 @@ def run_batch(items: list[Item], db_path, out, settings, options: dict | None = 
         else:
             for it in items:
                 try:
-                    record(it, run_item(it, str(db_path), str(out), settings, options))
+                    record(it, run_item(it, db_path, str(out), settings, options))
                 except Exception as e:  # noqa: BLE001 - as above
                     record(it, error=e)
     finally:

@@ -48,13 +48,14 @@ def _numba_threads_plugin():
 
 def worker_database(path):
     """The database at `path`, loaded (memory-mapped) once per process and reused while the file
-    is unchanged."""
-    from .database import load_database
-    p = Path(path).resolve()
-    key = (str(p), p.stat().st_mtime_ns)
+    is unchanged. A list of paths: those files joined as one (database_join.load_databases, as a
+    repeated `--db` joins them), reused while none of them changes."""
+    from .database_join import load_databases
+    paths = [Path(p).resolve() for p in ([path] if isinstance(path, (str, Path)) else path)]
+    key = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
     if key not in _databases:
         _databases.clear()
-        _databases[key] = load_database(p)
+        _databases[key] = load_databases(paths)
     return _databases[key]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..output_folder import staged_output
 from .options import (DB_HELP, add_character_options, add_crouch_args, add_engine_options, crouch_settings,
-                      database_path, load_cli_database, runtime_settings_from_args)
+                      database_paths, load_cli_database, runtime_settings_from_args)
 
 
 def register(sub) -> None:
@@ -124,7 +124,7 @@ def run_synth_crowd(args) -> int:
 
 def run_synth_batch(args) -> int:
     from ..batch_synth import batch_items, run_batch
-    from ..database import load_database
+    from ..database_join import load_databases
     kind = "scenario" if args.scenarios else "crowd"
     for flag in ("vr_model", "crouch_tags"):
         if getattr(args, flag, None):
@@ -132,19 +132,17 @@ def run_synth_batch(args) -> int:
     if kind == "crowd" and (args.retarget_to or args.gltf):
         raise ValueError(f"{'--retarget-to' if args.retarget_to else '--gltf'} works with --scenario(s) only")
     items = batch_items(kind, args.scenarios or args.crowd)     # bad paths fail before the database loads
-    if args.db and len(args.db) > 1:
-        raise ValueError("several --db files join for one scenario or crowd at a time; a batch's workers open "
-                         "one database file (join them with `motionmatch synth` per file, or build one database)")
-    db_path = database_path(args.db[0] if args.db else None, progress=not args.quiet,
-                            mixed=not args.jlpm22_only).resolve()
-    rs = runtime_settings_from_args(args, load_database(db_path))
-    # Absolute paths: the workers' folder may not be this one (a cluster joined by --address).
+    # Several files are joined on each worker as here (cluster.worker_database).
+    db_paths = [p.resolve() for p in database_paths(args.db, progress=not args.quiet, mixed=not args.jlpm22_only)]
+    rs = runtime_settings_from_args(args, load_databases(db_paths))
+    # Absolute paths, these and the databases': the workers' folder may not be this one (a cluster joined by
+    # --address).
     if rs.character.model:
         rs.character.model = str(Path(rs.character.model).resolve())
     options = ({"retarget_to": args.retarget_to and str(Path(args.retarget_to).resolve()),
                 "retarget_map": args.mapping and str(Path(args.mapping).resolve()), "gltf": args.gltf}
                if kind == "scenario" else {})
-    summary = run_batch(items, db_path, args.out, rs, options, args.workers, args.address,
+    summary = run_batch(items, db_paths, args.out, rs, options, args.workers, args.address,
                         progress=not (args.quiet or args.json))
     if args.json:
         print(json.dumps(summary))
