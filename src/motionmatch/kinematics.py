@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, fastmath=False)
+@numba.njit(cache=True, error_model="numpy", fastmath=False)
 def _fk_kernel(lpos, lrot, parents, gpos, grot):
     F, J = lpos.shape[0], lpos.shape[1]
     for f in range(F):
@@ -55,7 +55,7 @@ def forward_kinematics(local_pos: np.ndarray, local_rot: np.ndarray, parents) ->
     return gp.reshape(lead + (J, 3)), gr.reshape(lead + (J, 4))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _fk_joint(lpos, lrot, parents, gpos, grot, j):
     """Joint j's world transform from its parent's (fk_pose_into's arithmetic)."""
     p = parents[j]
@@ -80,7 +80,7 @@ def _fk_joint(lpos, lrot, parents, gpos, grot, j):
     gpos[j, 2] = gpos[p, 2] + vz + aw * tz + (ax * ty - ay * tx)
 
 
-@numba.njit(cache=True, fastmath=False)
+@numba.njit(cache=True, error_model="numpy", fastmath=False)
 def fk_pose_into(lpos, lrot, parents, gpos, grot):
     """Forward kinematics of one pose (J, 3) / (J, 4) into preallocated gpos / grot (float64).
 
@@ -91,7 +91,7 @@ def fk_pose_into(lpos, lrot, parents, gpos, grot):
         _fk_joint(lpos, lrot, parents, gpos, grot, j)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def fk_subtrees_into(lpos, lrot, parents, gpos, grot, tops):
     """fk_pose_into for the joints `tops` (int array) and their descendants only, the others' gpos / grot
     being already those of this pose: after a change of the legs' local rotations, a third of the

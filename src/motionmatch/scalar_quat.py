@@ -7,17 +7,17 @@ import math
 import numba
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def norm3(x, y, z):
     return math.sqrt(x * x + y * y + z * z)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def cross3(ax, ay, az, bx, by, bz):
     return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def qmul(aw, ax, ay, az, bw, bx, by, bz):
     """Hamilton product a * b."""
     return (aw * bw - ax * bx - ay * by - az * bz,
@@ -26,7 +26,7 @@ def qmul(aw, ax, ay, az, bw, bx, by, bz):
             aw * bz + ax * by - ay * bx + az * bw)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def qrot(w, x, y, z, vx, vy, vz):
     """Rotate (vx, vy, vz) by the unit quaternion (w, x, y, z)."""
     tx = 2.0 * (y * vz - z * vy)
@@ -37,7 +37,7 @@ def qrot(w, x, y, z, vx, vy, vz):
             vz + w * tz + (x * ty - y * tx))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def qexp(rx, ry, rz):
     """Rotation vector (axis * angle, radians) to a unit quaternion."""
     n = math.sqrt(rx * rx + ry * ry + rz * rz)
@@ -56,7 +56,7 @@ _S1, _S2, _S3, _S4, _S5, _S6, _S7 = (-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0
                                      1.0 / 6227020800.0, -1.0 / 1307674368000.0)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def qexp_series(rx, ry, rz):
     """qexp for the many small rotations of a per-joint loop: below 1 radian the half angle's cosine and
     sine come from their Taylor series in its square (no square root, no sine or cosine call; the first
@@ -71,7 +71,7 @@ def qexp_series(rx, ry, rz):
     return c, rx * s, ry * s, rz * s
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def qlog(w, x, y, z):
     """Unit quaternion to a rotation vector (radians), the short way round."""
     if w < 0.0:
@@ -83,7 +83,7 @@ def qlog(w, x, y, z):
     return x * k, y * k, z * k
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def qfrom_matrix(m00, m01, m02, m10, m11, m12, m20, m21, m22):
     """Rotation matrix (row by row) to a unit quaternion, w >= 0 (Shepperd's method: branch on the
     largest diagonal term, so no division by a small number)."""

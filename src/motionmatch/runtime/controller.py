@@ -30,7 +30,7 @@ PX, PY, PZ, VX, VZ, AX, AZ, YAW, YAW_RATE, GAIT, GAIT_RATE, GOAL_VX, GOAL_VZ, GO
 STATE_COLUMNS = 16
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def wrap_angle(a):
     """Wrap radians to [-pi, pi)."""
     return (a + math.pi) % _TWO_PI - math.pi
@@ -85,7 +85,7 @@ class ControllerSettings:
         return row
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _stick_response(x, z, dead_zone, exponent):
     m = math.hypot(x, z)
     if m <= dead_zone:
@@ -99,7 +99,7 @@ def stick_response(x: float, z: float, dead_zone: float, exponent: float = 1.0) 
     return _stick_response(float(x), float(z), float(dead_zone), float(exponent))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, held_yaw, cs):
     """(goal vx, goal vz, goal yaw, moving) for one input; cs: ControllerSettings.packed(). Sticks
     longer than 1 (gamepads report the square, up to 1.41) count as full deflection."""
@@ -148,7 +148,7 @@ def desired_goals(inp: GamepadInput, held_yaw: float, settings: ControllerSettin
     return vx, vz, yaw, bool(moving)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def advance_state(st, i, dt, rot_halflife, gait_halflife):
     """Advance row i of the state table by dt seconds toward its goals (exact closed forms, in place)."""
     hl = st[i, HALFLIFE]
@@ -162,7 +162,7 @@ def advance_state(st, i, dt, rot_halflife, gait_halflife):
     st[i, GAIT] = min(max(gait, 0.0), 1.0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _gamepad_agent(st, i, mx, mz, has_look, lx, lz, run, strafe, dt, cs):
     vx, vz, yaw, moving = _gamepad_goals(mx, mz, has_look, lx, lz, run, strafe, st[i, GOAL_YAW], cs)
     halflife = cs[C_VELOCITY_HALFLIFE] if moving or cs[C_STOP_HALFLIFE] < 0.0 else cs[C_STOP_HALFLIFE]
@@ -171,7 +171,7 @@ def _gamepad_agent(st, i, mx, mz, has_look, lx, lz, run, strafe, dt, cs):
     advance_state(st, i, dt, cs[C_ROTATION_HALFLIFE], cs[C_GAIT_HALFLIFE])
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, error_model="numpy", parallel=True)
 def gamepad_step(st, move, run, strafe, look, dt, cs):
     """Every row of the state table: goals from its input, then advance dt seconds.
 
@@ -183,7 +183,7 @@ def gamepad_step(st, move, run, strafe, look, dt, cs):
         _gamepad_agent(st, i, move[i, 0], move[i, 1], has_look, lx, lz, run[i], strafe[i], dt, cs)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def gamepad_serial(st, move, run, strafe, look, dt, cs):
     """gamepad_step on the calling thread (small crowds: no thread hand-off)."""
     for i in range(st.shape[0]):
@@ -192,7 +192,7 @@ def gamepad_serial(st, move, run, strafe, look, dt, cs):
         _gamepad_agent(st, i, move[i, 0], move[i, 1], has_look, lx, lz, run[i], strafe[i], dt, cs)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def predict_state(st, i, offsets, fps, rot_halflife, out_pos, out_rot):
     """Future positions (K, 3) and yaw rotations (K, 4) of row i at offsets / fps seconds ahead under
     constant goals (the closed-form springs), into out_pos / out_rot."""

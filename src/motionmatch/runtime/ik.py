@@ -24,7 +24,7 @@ from ..rotations import quat_inv, quat_mul
 from ..scalar_quat import cross3 as _cross, norm3 as _norm3, qfrom_matrix, qmul as _qmul, qrot as _qrot
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _qbetween_unit(ux, uy, uz, vx, vy, vz):
     """Shortest rotation taking unit u to unit v."""
     cx, cy, cz = _cross(ux, uy, uz, vx, vy, vz)
@@ -40,7 +40,7 @@ def _qbetween_unit(ux, uy, uz, vx, vy, vz):
     return w / n, cx / n, cy / n, cz / n
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _frame_rotation(ux, uy, uz, nx, ny, nz, px, py, pz, mx, my, mz):
     """Rotation taking the orthonormal pair (u, n) onto the orthonormal pair (p, m)."""
     wx, wy, wz = _cross(ux, uy, uz, nx, ny, nz)
@@ -52,7 +52,7 @@ def _frame_rotation(ux, uy, uz, nx, ny, nz, px, py, pz, mx, my, mz):
         pz * ux + mz * nx + qz * wx, pz * uy + mz * ny + qz * wy, pz * uz + mz * nz + qz * wz)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _two_joint_ik_core(a, b, c, t, pole, a_gr, b_gr, buffer, keep=False):
     """_two_joint_ik_kernel on tuples (no arrays: nothing to allocate or reference-count per leg); returns
     (hip world rotation, knee world rotation, reached end), tuples of 4, 4 and 3. keep: a limb posed straighter
@@ -123,7 +123,7 @@ def _two_joint_ik_core(a, b, c, t, pole, a_gr, b_gr, buffer, keep=False):
     return out_a, out_b, (endx, endy, endz)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _two_joint_ik_kernel(a, b, c, t, pole, a_gr, b_gr, buffer, out_a, out_b, out_c):
     qa, qb, end = _two_joint_ik_core((a[0], a[1], a[2]), (b[0], b[1], b[2]), (c[0], c[1], c[2]), (t[0], t[1], t[2]),
                                      (pole[0], pole[1], pole[2]), (a_gr[0], a_gr[1], a_gr[2], a_gr[3]),
@@ -156,7 +156,7 @@ def two_joint_ik(a, b, c, target, a_grot, b_grot, pole=None, buffer: float = 0.0
     return out_a, out_b, out_c
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _toe_fix_kernel(foot, foot_gr, toe, ground, out_q, out_toe):
     vx, vy, vz = toe[0] - foot[0], toe[1] - foot[1], toe[2] - foot[2]
     for k in range(4):
@@ -198,13 +198,13 @@ def toe_ground_fix(foot_pos, foot_grot, toe_pos, ground_height: float):
     return out_q, out_toe
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _inv_mul_into(p, q, out):
     """out = p^-1 * q for unit quaternions."""
     out[0], out[1], out[2], out[3] = _qmul(p[0], -p[1], -p[2], -p[3], q[0], q[1], q[2], q[3])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _globals_to_locals_kernel(grot, parents, local):
     for j in range(grot.shape[0]):
         p = parents[j]
@@ -281,7 +281,7 @@ def apply_leg_ik(gpos: np.ndarray, grot: np.ndarray, parents, roles: dict, left_
 # Both legs and the pose's forward kinematics in one compiled call (the character's frame loop)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, local, buffer=0.01, keep=False):
     """_solve_leg with a toe joint, compiled: the same arithmetic, local rotations written in place.
     leg: (upper leg, lower leg, foot, toe) joints; tgt (3,) the ankle target. Points and rotations are
@@ -314,7 +314,7 @@ def _solve_leg_kernel(gpos, grot, parents, leg, tgt, has_ground, toe_ground, loc
                                                                    fw, fx, fy, fz)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def legs_pose(lpos, lrot, gpos, grot, parents, legs, targets, ground_mask, grounds, drop, buffer=0.01, keep=False):
     """Both legs toward their ankle targets (2, 3) and the pose's forward kinematics (apply_leg_ik_in_place);
     bit k of ground_mask: leg k's toe is kept above grounds[k] (m); buffer: the IK's reach limit (a share of the

@@ -54,7 +54,7 @@ def new_offsets(n: int, num_joints: int) -> Offsets:
                    np.zeros((n, J, 10)), np.zeros((n, J, 10)), np.zeros(n))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def transition_offsets(off_p, off_v, off_r, off_w, src_p, src_v, src_r, src_w, dst_p, dst_v, dst_r, dst_w):
     """New offsets = (what was shown: src + current offsets) - dst, in place."""
     for j in range(off_p.shape[0]):
@@ -75,7 +75,7 @@ def transition_offsets(off_p, off_v, off_r, off_w, src_p, src_v, src_r, src_w, d
         off_w[j, 0], off_w[j, 1], off_w[j, 2] = wx - rx, wy - ry, wz - rz
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def quintic_setup(off, off_vel, blend_time, params):
     """Bollo's coefficients per joint from vector offsets: params[j] = (dir x3, x0, v0, a0, A, B, C, t1)."""
     for j in range(off.shape[0]):
@@ -104,7 +104,7 @@ def quintic_setup(off, off_vel, blend_time, params):
         params[j, 6], params[j, 7], params[j, 8], params[j, 9] = A, B, C, t1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def quintic_eval(params, t, off, off_vel):
     for j in range(params.shape[0]):
         t1 = params[j, 9]
@@ -121,7 +121,7 @@ def quintic_eval(params, t, off, off_vel):
             off_vel[j, k] = v * params[j, k]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def spring_decay(off, off_vel, y, dt):
     """Decay (J, 3) offsets and their velocities in place (springs.decay_exact, half damping y)."""
     for j in range(off.shape[0]):
@@ -129,7 +129,7 @@ def spring_decay(off, off_vel, y, dt):
             off[j, k], off_vel[j, k] = decay_exact(off[j, k], off_vel[j, k], y, dt)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
     """The shown pose (out_*) from the animation's (dst_*) and the offsets (off_*), per joint (J, 3 or 4)."""
     for j in range(off_p.shape[0]):
@@ -145,7 +145,7 @@ def apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p,
         out_w[j, 0], out_w[j, 1], out_w[j, 2] = off_w[j, 0] + rx, off_w[j, 1] + ry, off_w[j, 2] + rz
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def start(off, i, method, halflife, blend_time, src, dst):
     """A transition of character i: its offsets (Offsets) take over the difference between src, the
     pose it was playing, and dst, the new one (row i of two playback.Pose records, both as they would
@@ -177,7 +177,7 @@ def start(off, i, method, halflife, blend_time, src, dst):
     off.time[i] = 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def step(off, i, method, halflife, blend_time, dt, anim, out):
     """Character i's offsets dt seconds on, applied to its animation pose `anim` into `out` (row i of
     two playback.Pose records). method and times as in `start`."""

@@ -79,14 +79,14 @@ class Root(NamedTuple):
     vel: np.ndarray            # (n, 3) m/s
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def remainder_2pi(x):
     """math.remainder(x, 2 pi): x wrapped to [-pi, pi] (exact for |x| < 3 pi, all the runtime needs)."""
     n = math.floor(x / _TWO_PI + 0.5)
     return x - n * _TWO_PI
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def advance_frame(frame, frac, rate, stop):
     """Play `rate` frames forward from frame + frac without passing the clip's last frame (stop
     exclusive); returns (frame, frac)."""
@@ -99,7 +99,7 @@ def advance_frame(frame, frac, rate, stop):
     return frame, frac
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def frame_pose(frames, i, rate, out_p, out_r, out_v, out_w):
     """Frame i (of Frames) as float64 with the root as its own-frame motion (position 0, identity
     rotation, root_vel / root_angvel velocities), velocities scaled by `rate` when it is not 1."""
@@ -117,7 +117,7 @@ def frame_pose(frames, i, rate, out_p, out_r, out_v, out_w):
     own_frame_root(out_p, out_r, out_v, out_w, rate)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def own_frame_root(out_p, out_r, out_v, out_w, rate):
     """The root as motion in its own frame (position 0, identity rotation; its velocities already set)
     and every velocity scaled by the play rate."""
@@ -131,7 +131,7 @@ def own_frame_root(out_p, out_r, out_v, out_w, rate):
                 out_w[j, k] *= rate
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def slerp_frames(positions, rotations, i, j, t, out_p, out_r):
     """Pose between frames i and j at t (0..1): positions lerped, rotations slerped, into out_p / out_r."""
     J = positions.shape[1]
@@ -155,7 +155,7 @@ def slerp_frames(positions, rotations, i, j, t, out_p, out_r):
         out_r[a, 0], out_r[a, 1], out_r[a, 2], out_r[a, 3] = qw / n, qx / n, qy / n, qz / n
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def lerp_frames(values, i, j, t, out):
     """Per-frame values (N, J, 3) lerped between frames i and j at t into out (J, 3)."""
     # Indexed, not raveled: a ravel is a reshape call and a view per array, per agent and tick.
@@ -165,7 +165,7 @@ def lerp_frames(values, i, j, t, out):
             out[a, k] = v0 + (values[j, a, k] - v0) * t
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def anim_pose(frames, f, rate, stop, out_p, out_r, out_v, out_w):
     """Local pose at (fractional) frame f (of Frames) of a clip ending at `stop` (exclusive), root as
     own-frame motion, velocities scaled by the play rate; into out_* (float64)."""
@@ -190,7 +190,7 @@ def anim_pose(frames, f, rate, stop, out_p, out_r, out_v, out_w):
     own_frame_root(out_p, out_r, out_v, out_w, rate)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def transition_agent(i, to, frames, stop_of, inert, play, s, scratch):
     """Jump character i to frame `to` of `frames`: the offsets (inertialization.Offsets) take over the
     difference between the pose it was playing and the new one (both as they would play now, into
@@ -205,7 +205,7 @@ def transition_agent(i, to, frames, stop_of, inert, play, s, scratch):
     play.frac[i] = 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def transition_stage(agents, targets, frames, stop_of, inert, play, settings, scratch):
     """transition_agent for each agents[k] -> targets[k] (a few per tick: on the calling thread)."""
     frames, stop_of, inert, play, settings, scratch = borrow((frames, stop_of, inert, play, settings, scratch))
@@ -214,14 +214,14 @@ def transition_stage(agents, targets, frames, stop_of, inert, play, settings, sc
         transition_agent(i, targets[k], frames, stop_of, inert, play, settings[i], scratch)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, error_model="numpy", parallel=True)
 def _transition_parallel(agents, targets, frames, stop_of, inert, play, settings, src, dst):
     for k in numba.prange(agents.shape[0]):
         i = agents[k]
         transition_agent(i, targets[k], frames, stop_of, inert, play, settings[i], (src, dst))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def transition_parallel(agents, targets, frames, stop_of, inert, play, settings, scratch):
     """transition_stage in parallel, for the many transitions of a large crowd's tick (agents distinct:
     each writes its own rows only)."""
@@ -230,7 +230,7 @@ def transition_parallel(agents, targets, frames, stop_of, inert, play, settings,
     _transition_parallel(agents, targets, frames, stop_of, inert, play, settings, src, dst)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _synchronize(i, ctrl, root_pos, root_yaw, wt, s, speed, yaw_rate, dt, rx, rz):
     """Adjustment of the character toward the simulation (limited by the root's own speed, so a
     standing character is never dragged) and clamping of the simulation to a radius around it.
@@ -274,7 +274,7 @@ SPEEDING_UP = 0.05
 
 # Inlined into _playback_range: a call passes each array of its records by value (some 40 here), which cost
 # more than a tenth of the agent's playback.
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """One tick of playback for character i: play rate and stride, advance, sample, inertialize,
     integrate the root and synchronize it with the simulation, orientation twist. frames: Frames and
@@ -344,7 +344,7 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
 CHUNKS = 64
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _playback_range(lo, hi, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """playback_agent for characters lo .. hi - 1. Both stages run their agents through this one compiled
     loop, so a pose does not depend on the thread count (playback_agent inlined into a parallel loop
@@ -353,7 +353,7 @@ def _playback_range(lo, hi, dt, frames, clips, ctrl, wt, settings, play, inert, 
         playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, error_model="numpy", parallel=True)
 def _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     n = play.frame.shape[0]
     chunks = max(min(n, CHUNKS), 1)
@@ -362,7 +362,7 @@ def _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local
                         local, root, anim)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def playback_stage(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """playback_agent for every character, in parallel. The records are borrowed (runtime/borrow.py) by
     this caller of the parallel loop: numba's parallel loops cannot borrow records themselves."""
@@ -371,7 +371,7 @@ def playback_stage(dt, frames, clips, ctrl, wt, settings, play, inert, local, ro
     _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def playback_serial(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """playback_agent for every character on the calling thread (small crowds: no thread hand-off)."""
     frames, clips, ctrl, wt, settings, play, inert, local, root, anim = borrow(

@@ -33,21 +33,21 @@ LN2 = math.log(2.0)
 HALF_DECAY_YT = 1.6783469900166608
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def half_damping(halflife):
     """Half the damping (1/s) of a critically damped spring with the given halflife (s): the y of
     the closed forms below (halflife_to_damping(halflife) * 0.5, eps 1e-5)."""
     return (4.0 * LN2) / (halflife + 1e-5) * 0.5
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def damper_factor(halflife, dt):
     """The share (0..1) of its distance to the goal an exponential damper (no velocity) closes in dt
     seconds: the distance halves every `halflife` seconds. damper(x, goal) = x + (goal - x) * this."""
     return 1.0 - 0.5 ** (dt / halflife)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def spring_exact(x, v, goal, halflife, dt):
     """Critically damped spring pulling x (velocity v) to goal; (x, v) after dt seconds. The compiled
     scalar form every runtime stage uses (same arithmetic as simple_spring_damper_exact)."""
@@ -58,7 +58,7 @@ def spring_exact(x, v, goal, halflife, dt):
     return e * (j0 + j1 * dt) + goal, e * (v - j1 * y * dt)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def spring_moving_goal_exact(x, v, goal, goal_vel, halflife, dt):
     """spring_exact toward a goal moving at goal_vel (units per second): the offset from the goal
     decays as spring_exact's does, so a goal on a steady ramp is followed without the lag of a fixed
@@ -70,7 +70,7 @@ def spring_moving_goal_exact(x, v, goal, goal_vel, halflife, dt):
     return e * (j0 + j1 * dt) + goal + goal_vel * dt, e * ((v - goal_vel) - j1 * y * dt) + goal_vel
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def decay_exact(x, v, y, dt):
     """Critically damped decay of an offset x (velocity v) to zero with half damping y (see
     half_damping); (x, v) after dt seconds."""
@@ -79,7 +79,7 @@ def decay_exact(x, v, y, dt):
     return e * (x + j1 * dt), e * (v - j1 * y * dt)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def character_spring(x, v, a, v_goal, halflife, dt):
     """Character spring on velocity: v tends to v_goal critically damped, x integrates it exactly;
     (x, v, a) after dt seconds (metres, m/s, m/s^2 or any consistent units)."""

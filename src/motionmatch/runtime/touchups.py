@@ -119,7 +119,7 @@ class Display(NamedTuple):
 SLOPE_BLEND_HALFLIFE = 0.05
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def place_pose(i, local, root_pos, half_yaw, angle, hips, spine, rig, out, scratch):
     """Character i's displayed pose in one call (into Display `out`, float64): its local pose (Pose)
     with the root placed at root_pos[i] with the yaw rotation (cos half_yaw, 0, sin half_yaw, 0), the
@@ -147,7 +147,7 @@ def place_pose(i, local, root_pos, half_yaw, angle, hips, spine, rig, out, scrat
     fk_pose_into(lp, lr, rig.parents, gp, gr)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def ground_rise(heights, ox, oz, cell, x, z, vx, vz):
     """Rate (m/s) at which the ground under (x, z) rises for a root moving at (vx, vz) m/s: the speed
     times the mean slope along the travel over RISE_REACH either side."""
@@ -160,7 +160,7 @@ def ground_rise(heights, ox, oz, cell, x, z, vx, vz):
     return speed * (up - down) / (2.0 * RISE_REACH)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def leg_lift(hx, hy, hz, ax, ay, az, tx, ty, tz):
     """Height (m, up positive) the hip at (hx, hy, hz) moves for the leg to keep its hip-to-ankle length
     (to the animated ankle at (ax, ay, az)) with the ankle at the target (tx, ty, tz): 0 on an untouched
@@ -172,7 +172,7 @@ def leg_lift(hx, hy, hz, ax, ay, az, tx, ty, tz):
     return ty + math.sqrt(max(length2 - horiz2, 0.0)) - hy
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def beyond_reach(x, y, z, reach):
     """True when an ankle target at (x, y, z) m from the hip is out of a leg's reach (m) by more than LOCK_HANG
     with the hips MAX_DROP lower."""
@@ -180,7 +180,7 @@ def beyond_reach(x, y, z, reach):
     return horiz >= reach * reach or -y - math.sqrt(reach * reach - horiz) > MAX_DROP + LOCK_HANG
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def keep_swing_length(hx, hy, hz, tx, ty, tz, length, floor):
     """Ankle target height (m) for a foot that is not planted: ty, or lower, down to `floor`, so the ankle is
     at least `length` (the played hip-to-ankle distance) from the hip at (hx, hy, hz). The hips come down for
@@ -192,7 +192,7 @@ def keep_swing_length(hx, hy, hz, tx, ty, tz, length, floor):
     return min(ty, max(hy - math.sqrt(length * length - horiz2), floor))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def swing_give(hx, hy, hz, tx, tz, length, floor):
     """How far (m, >= 0) the hip at (hx, hy, hz) can come down with the swinging leg still reaching `length` (its
     played hip-to-ankle distance) from an ankle target at (tx, tz) no lower than `floor` (keep_swing_length)."""
@@ -200,7 +200,7 @@ def swing_give(hx, hy, hz, tx, tz, length, floor):
     return max(hy - floor - math.sqrt(max(length * length - horiz2, 0.0)), 0.0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def slope_warp_into(q, nx, ny, nz, weight, max_angle):
     """Tilt the foot world rotation q (4,) in place toward the ground normal (see warping.slope_warp)."""
     s = math.hypot(nx, nz)
@@ -217,7 +217,7 @@ def slope_warp_into(q, nx, ny, nz, weight, max_angle):
     q[3] = tw * z + tx * y + tz * w
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide_halflife, relock_speed=0.0):
     """One foot's lock (fl: its FOOT_LOCK record): the target (x, y, z) for the animated toe at
     (ax, ay, az). On contact the foot locks: the displayed foot keeps the velocity it arrives with,
@@ -270,7 +270,7 @@ def foot_lock_update(fl, contact, ax, ay, az, dt, unlock_radius, halflife, glide
     return ax + fl.offset[0], ay + fl.offset[1], az + fl.offset[2]
 
 
-@numba.njit(cache=True, inline="always")   # into _output_range: a call passes every array of its records
+@numba.njit(cache=True, error_model="numpy", inline="always")   # into _output_range: a call passes every array of its records
 def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch):
     """The displayed pose of character i into Display `out` (local and world, float64) from its shown
     local pose (playback.Pose `local`), Root and Playhead (stride, warp angle, contacts); feet: Feet
@@ -453,7 +453,7 @@ def output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, re
 CHUNKS = 64
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _output_range(agents, lo, hi, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """_output_and_copy for agents[lo:hi]. Both stages run their agents through this one compiled loop, so a
     pose does not depend on the thread count (output_agent inlined into a parallel loop body compiled
@@ -463,7 +463,7 @@ def _output_range(agents, lo, hi, dt, local, root, play, settings, rig, terrain,
         _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, error_model="numpy", parallel=True)
 def _output_parallel(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     n = agents.shape[0]
     chunks = max(min(n, CHUNKS), 1)
@@ -472,7 +472,7 @@ def _output_parallel(agents, dt, local, root, play, settings, rig, terrain, feet
                       feet, out, relock_speed)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def output_stage(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """output_agent for each of `agents` in parallel; world joint positions / rotations also into the
     float32 outputs (out.positions, out.rotations). Records borrowed (runtime/borrow.py) by this caller
@@ -482,7 +482,7 @@ def output_stage(agents, dt, local, root, play, settings, rig, terrain, feet, ou
     _output_parallel(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def output_serial(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
     """output_stage on the calling thread (small crowds: no thread hand-off)."""
     agents, local, root, play, settings, rig, terrain, feet, out = borrow(
@@ -491,7 +491,7 @@ def output_serial(agents, dt, local, root, play, settings, rig, terrain, feet, o
 
 
 # Inlined into _output_range, as output_agent: a call passes every array of its records by value.
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _output_and_copy(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch):
     output_agent(i, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch)
     gp, gr = out.pos[i], out.rot[i]

@@ -96,7 +96,7 @@ def _ancestors(j: int, parents) -> np.ndarray:
     return np.array(out[::-1], dtype=np.int64)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _yaw_in_parent(gw, gx, gy, gz, theta, bw, bx, by, bz):
     """Local rotation b premultiplied by a turn of theta about the world vertical, expressed in the
     frame of a parent whose world rotation is g (conjugation): the joint's world rotation turns by theta."""
@@ -110,7 +110,7 @@ def _yaw_in_parent(gw, gx, gy, gz, theta, bw, bx, by, bz):
             qw * by - qx * bz + qy * bw + qz * bx, qw * bz + qx * by - qy * bx + qz * bw)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def twist_split(angle, hip_limit, spine_limit):
     """(hips, spine): how much of a lower-body turn `angle` (radians) the hip joints and the spine
     give back so the upper body keeps its facing. The hip joints take what they can (up to hip_limit,
@@ -120,7 +120,7 @@ def twist_split(angle, hip_limit, spine_limit):
     return hips, clamp(angle - hips, -spine_limit, spine_limit)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def twist_pose(lr, parents, pelvis, upper_legs, chain, angle, hips, spine, out, g):
     """The orientation warp on local rotations lr (J, 4) into out: joint 0 turns by `angle` about the
     world vertical (the legs with it); the pelvis turns back by `hips` while the upper legs turn
@@ -279,17 +279,17 @@ def has_side_steps(raw_features, layout, fps: float) -> bool:
     return bool((ok & (ang >= lo) & (ang <= hi)).sum() >= need and (ok & (ang <= -lo) & (ang >= -hi)).sum() >= need)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def wrap(a):
     return (a + math.pi) % _TWO_PI - math.pi
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def clamp(x, lo, hi):
     return lo if x < lo else hi if x > hi else x
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def ramp(x, lo, hi):
     """0 below lo, 1 above hi, smoothstep between."""
     if x <= lo:
@@ -300,7 +300,7 @@ def ramp(x, lo, hi):
     return t * t * (3.0 - 2.0 * t)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def orientation_offsets(facing_yaw, travel_yaw, limit, backward, side=False):
     """(query yaw, warp) for one trajectory point (radians): the query asks for the facing turned toward
     the travel direction (or, in backward mode, toward its opposite; in side-step mode, toward the
@@ -315,7 +315,7 @@ def orientation_offsets(facing_yaw, travel_yaw, limit, backward, side=False):
     return wrap(facing_yaw - w), w
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz, enabled, limit, backward_angle,
                      min_travel, side_angle=math.pi, side_backward_angle=math.pi):
     """Decide for row i of the warp table, from the controller's goals (facing yaw, velocity) and state,
@@ -351,7 +351,7 @@ def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz,
         wt[i, ROOT_GOAL_YAW] = sim_yaw
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def orientation_query_rotations(wt, i, pos, rot, ox, oz, times, limit, min_travel):
     """Trajectory rotations (K, 4) for row i's query, rewritten in place: each point's facing turns
     toward the way the prediction pos (K, 3) goes since the previous point (from the simulation at
@@ -375,7 +375,7 @@ def orientation_query_rotations(wt, i, pos, rot, ox, oz, times, limit, min_trave
         rot[k, 0], rot[k, 1], rot[k, 2], rot[k, 3] = math.cos(h), 0.0, math.sin(h), 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def orientation_update(wt, i, sim_yaw, root_yaw, speed, dt, limit, min_travel, halflife):
     """Advance row i's twist toward sim_yaw - root_yaw (limited, faded out below min_travel of the
     simulation's speed) over dt s; returns the angle (radians, positive turns the upper body from the
@@ -386,7 +386,7 @@ def orientation_update(wt, i, sim_yaw, root_yaw, speed, dt, limit, min_travel, h
     return wt[i, ANGLE]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def playback_rate(desired_speed, anim_speed, lo, hi, share):
     """Play rate (x real time) bringing the animation's speed toward the desired one, within [lo, hi].
     share (0..1): the part of the speed ratio, in log, the rate takes. 1 when either speed is below
@@ -397,7 +397,7 @@ def playback_rate(desired_speed, anim_speed, lo, hi, share):
     return clamp(ratio ** share if share != 1.0 else ratio, lo, hi)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def stride_scale(desired_speed, anim_speed, rate, lo, hi):
     """Stride scale for what the play rate leaves of the speed ratio, within [lo, hi]."""
     if desired_speed < 0.1 or anim_speed < 0.1:
@@ -405,7 +405,7 @@ def stride_scale(desired_speed, anim_speed, rate, lo, hi):
     return clamp(desired_speed / (anim_speed * rate), lo, hi)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def speed_update(wt, i, desired_speed, rate_speed, anim_speed, dt, play_rate, rate_bounds, stride, stride_bounds,
                  halflife, lengthen_halflife=-1.0):
     """Row i's (rate, stride scale) after dt s, springing toward playback_rate of rate_speed and stride_scale
@@ -432,7 +432,7 @@ BACKWARD_SPEED_HALFLIFE = 0.02
 BACKWARD_STEP_EVENING = 1.5
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def stride_reference(wt, i, clip_speed, frame_vx, frame_vz, halflife, stride_min, stride_max):
     """(animation speed m/s, halflife s, stride bounds) that speed_update should use for row i: the
     clip's average speed and the settings, or while the orientation warp travels backward on a clip
@@ -447,7 +447,7 @@ def stride_reference(wt, i, clip_speed, frame_vx, frame_vz, halflife, stride_min
     return clip_speed, halflife, stride_min, stride_max
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def query_scale(desired_speed, floor, play_rate, rate_min, stride, stride_min):
     """Factor (>= 1) for the query's trajectory displacements: a request slower than `floor` asks the
     matcher for that speed (real walking, not shuffling) as far as rate and stride can slow it back."""
