@@ -318,7 +318,7 @@ def _tiles(searcher, mask):
     """(valid, frame_cost, (tiles, tile_frames, tile_cost, work)) of a searcher's mask: the brute back-end's tiles
     of the frames a search may enter (the searcher's own when its back-end is brute, else built once and
     kept), frame_cost and tile_cost zeros without annotations, and settle_search's scratch."""
-    valid, index = searcher._mask_structure(mask)
+    valid, index = searcher.mask_structure(mask)
     key = (id(searcher), id(valid))
     hit = _TILES.get(key)
     if hit is None or hit[0] is not valid or hit[1] is not searcher:    # ids are reused after collection
@@ -381,7 +381,7 @@ def brute_with_penalty(searcher, mask, q, current: int, skip: int, bias: float, 
                        rx: float, rz: float, yaw: float, obs, agents) -> tuple[int, float]:
     """The reference: every frame's feature cost (common.canonical_costs, plus annotations' frame cost) plus
     weight * penalty, the least under the search rule. obs: obstacles.Obstacles; agents (M, K, 2)."""
-    valid, _ = searcher._mask_structure(mask)
+    valid, _ = searcher.mask_structure(mask)
     enter = searcher.rules.enter
     others = (valid if enter is None else valid & enter).copy()
     cost32 = canonical_costs(np.ascontiguousarray(searcher.features.T), np.asarray(q, dtype=np.float32))

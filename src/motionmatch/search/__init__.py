@@ -139,7 +139,7 @@ class Searcher:
         valid, index = self._structure(mask)
         return PreparedMask(valid, index)
 
-    def _mask_structure(self, mask):
+    def mask_structure(self, mask):
         """(valid, index) for a search call's mask: None (the set_mask one), a bool array or a prepared handle."""
         if mask is None:
             return self._valid, self._index
@@ -165,7 +165,7 @@ class Searcher:
         if not -1 <= current < self.n_frames:
             raise ValueError(f"current frame {current} outside [-1, {self.n_frames})")
         skip, bias = self._check_options(skip, bias)
-        valid, index = self._mask_structure(mask)
+        valid, index = self.mask_structure(mask)
         frame, cost = index.search(self.features, valid, q, current, skip, bias)
         if frame == -2:
             raise ValueError("query holds a non-finite value")
@@ -188,7 +188,7 @@ class Searcher:
         if len(cur) and (cur.min() < -1 or cur.max() >= self.n_frames):
             raise ValueError(f"current frames must lie in [-1, {self.n_frames})")
         skip, bias = self._check_options(skip, bias)
-        valid, index = self._mask_structure(mask)
+        valid, index = self.mask_structure(mask)
         frames = np.empty(len(q), dtype=np.int64)
         costs = np.empty(len(q), dtype=np.float64)
         index.search_batch(self.features, valid, q, cur, skip, bias, frames, costs)
