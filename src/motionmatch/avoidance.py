@@ -292,9 +292,9 @@ def neighbour_table(positions: np.ndarray, max_neighbours: int, distance: float,
     k = min(max_neighbours, n - 1)
     if k <= 0:
         return np.full((n, 1), -1, dtype=np.int64)
-    ok = np.isfinite(pos).all(axis=1)
-    lo = pos[ok].min(axis=0) if ok.any() else np.zeros(2)
-    span = (pos[ok].max(axis=0) if ok.any() else np.zeros(2)) - lo
+    finite = pos[np.isfinite(pos).all(axis=1)]
+    lo = finite.min(axis=0) if len(finite) else np.zeros(2)
+    span = finite.max(axis=0) - lo if len(finite) else np.zeros(2)
     cell = max(float(distance), float(span.max()) / math.sqrt(GRID_CELLS_PER_AGENT * n), 1e-6)
     nx, nz = (int(w / cell) + 1 for w in span)
     order, starts = _grid(pos, cell, float(lo[0]), float(lo[1]), nx, nz)
