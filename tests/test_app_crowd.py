@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -15,11 +16,13 @@ import pytest
 
 from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
+from motionmatch.app import crowd_mode
 from motionmatch.app.crowd_mode import setup_crowd
 from motionmatch.app.crowd_stream import (bytes_per_frame, decode_frame, pack_rotations, unpack_rotations,
                                           world_frame)
 from motionmatch.app.crowd_world import crowd_world, step_world
 from motionmatch.app.session import FRAME_HEADER
+from motionmatch.app.state import STATE
 from motionmatch.runtime.controller import ControllerSettings
 from test_app import ServerThread, _browser_tools
 
@@ -123,6 +126,41 @@ def test_roaming_agents_never_stall(jlpm_db):
             # agents move 1-8 m (an arrival waits at most 2 s of the 6).
             assert moved.min() > 0.5, (k / 60, moved.round(2))
             last = now.copy()
+
+
+class _AnsweringProcess:
+    """A crowd process whose answer is always there (its pipe never drained), so the relay task's wait
+    for the answer is usually over at the moment it is cancelled."""
+
+    def __init__(self):
+        self.conn, self.other = socket.socketpair()
+        self.other.send(b"x")
+
+    def poll(self):
+        return None
+
+    def request(self, *args):
+        return True
+
+
+def test_the_relay_task_stops_when_cancelled_as_an_answer_arrives():
+    """The server's shutdown cancels the task relaying the crowd's frames and waits for it. Waiting for
+    the answer with asyncio.wait_for, a cancel that came as the answer arrived was swallowed on Python
+    3.11 and the shutdown hung (a CI failure: the test server's stop timed out); with this stand-in
+    process, no cancel at all stopped it. Every cancel must stop the task."""
+    class NoSessions:
+        sessions = {}
+
+    async def trials(n):
+        rng = np.random.default_rng(0)
+        for _ in range(n):
+            app = {crowd_mode.CROWD: crowd_mode.CrowdViewers(process=_AnsweringProcess()), STATE: NoSessions()}
+            task = asyncio.create_task(crowd_mode.relay_frames(app))
+            await asyncio.sleep(rng.uniform(0, 0.003))
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=1.0)
+            assert task in done and task.cancelled(), "the relay task went on after its cancel"
+    asyncio.run(trials(100))
 
 
 @pytest.fixture(scope="module")

@@ -110,7 +110,7 @@ def broadcast(world: CrowdViewers, data: bytes, now: float | None = None) -> Non
         world.sending[ws] = asyncio.ensure_future(_send(world, ws, data))
 
 
-async def _run_world(app) -> None:
+async def relay_frames(app) -> None:
     """The server's side of the crowd: hand the latest frame to the viewers, then ask the crowd process
     for the next tick with the users' positions. The loop wakes when the answer arrives (at most 1/60 s
     later): polling on its own 60 Hz clock instead, an answer that came just after a poll waited a whole
@@ -128,9 +128,12 @@ async def _run_world(app) -> None:
             active = bool(world.viewers) or bool(app[STATE].sessions)
             proc.request(*_users(app), active, active and wants_frame(world))
             answered.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that comes as the
+            # answer arrives, and the server's shutdown waited for this task for ever (a CI failure).
             try:
-                await asyncio.wait_for(answered.wait(), DT)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(DT):
+                    await answered.wait()
+            except TimeoutError:
                 pass
     finally:
         loop.remove_reader(proc.conn.fileno())
@@ -206,7 +209,7 @@ def setup_crowd(app: web.Application, db_path, n: int, seed: int = 0, slow_s: fl
 
     async def start(app):
         app[CROWD].since = time.monotonic()
-        app[CROWD_TASK] = asyncio.create_task(_run_world(app))
+        app[CROWD_TASK] = asyncio.create_task(relay_frames(app))
         app[CROWD_TASK].add_done_callback(report_failure)
 
     async def close_viewers(app):

@@ -157,8 +157,12 @@ class CrowdProcess:
             self.conn.send(("stop",))
         except (OSError, ValueError):
             pass
-        self.proc.join(5.0)
+        # The process answers "stop" between two ticks; one that does not is terminated, then killed.
+        self.proc.join(2.0)
         if self.proc.is_alive():
             self.proc.terminate()
-            self.proc.join(5.0)
+            self.proc.join(2.0)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
         self.conn.close()
