@@ -469,7 +469,7 @@ def tree_of(x, starts, stops, end_exclude=0, mask=None):
     s = Searcher(x, starts, stops, backend="aabb", end_exclude=end_exclude)
     if mask is not None:
         s.set_mask(mask)
-    others, first, count, node_lo, node_hi, node_kids, node_count = s._index._arrays[:1] + s._index._arrays[4:]
+    others, first, count, node_lo, node_hi, node_kids, node_count = s.index_arrays[:1] + s.index_arrays[4:]
     return s, others, first, count, node_lo, node_hi, node_kids, node_count
 
 

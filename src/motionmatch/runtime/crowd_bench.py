@@ -47,7 +47,7 @@ def database_bytes(crowd: Crowd) -> int:
             seen[id(v)] = v.nbytes
         elif hasattr(v, "searcher"):                       # a SearchSet
             collect(v.features)
-            collect(getattr(v.searcher._index, "_arrays", ()))
+            collect(v.searcher.index_arrays)
             collect(v.searcher.searchable)
 
     collect(tuple(crowd.db_arrays) + (crowd.raw_features, crowd.contacts_db, crowd.range_of, crowd.stop_of,

@@ -27,6 +27,7 @@ class _NumpyIndex:
 
     def __init__(self, features_t: np.ndarray, others: np.ndarray, frame_cost: np.ndarray | None):
         self.features_t, self.others, self.frame_cost = features_t, others, frame_cost
+        self.arrays = (features_t, others, frame_cost)
 
     def search(self, features, valid, q, current, skip, bias):
         if not np.isfinite(q).all():
@@ -117,6 +118,11 @@ class Searcher:
         """
         self._valid, self._index = self._structure(mask)
         self.mask = None if mask is None else np.asarray(mask, dtype=bool)
+
+    @property
+    def index_arrays(self) -> tuple:
+        """The arrays of the current mask's index (what it adds to the features in memory; None: absent)."""
+        return self._index.arrays
 
     @property
     def searchable(self) -> np.ndarray:

@@ -689,11 +689,11 @@ class AabbIndex:
         else:
             frame_cost = np.ascontiguousarray(frame_cost, np.float32)
             costs = (frame_cost,) + min_costs(tree[2], tree[3], first, count, frame_cost)
-        self._arrays = (others,) + costs + (first, count) + tree
+        self.arrays = (others,) + costs + (first, count) + tree     # the kernels' arguments, in order
 
     def search(self, features, valid, q, current, skip, bias):
-        return aabb_kernel(features, valid, *self._arrays, q, current, skip, bias, self.rtol, self.n_seed)
+        return aabb_kernel(features, valid, *self.arrays, q, current, skip, bias, self.rtol, self.n_seed)
 
     def search_batch(self, features, valid, queries, currents, skip, bias, out_frames, out_costs):
-        aabb_batch_kernel(features, valid, *self._arrays, queries, currents, skip, bias, self.rtol,
+        aabb_batch_kernel(features, valid, *self.arrays, queries, currents, skip, bias, self.rtol,
                           self.n_seed, out_frames, out_costs)

@@ -135,6 +135,11 @@ class BruteIndex:
             self.tile_cost = np.where(self.tile_frames >= 0, self.frame_cost[np.maximum(self.tile_frames, 0)],
                                       np.float32(0.0)).astype(np.float32)
 
+    @property
+    def arrays(self) -> tuple:
+        """The index's arrays (None where there is no frame cost)."""
+        return self.tiles, self.tile_frames, self.tile_cost, self.frame_cost
+
     def search(self, features, valid, q, current, skip, bias):
         return brute_kernel(features, valid, self.tiles, self.tile_frames, self.tile_cost, self.frame_cost, q,
                             current, skip, bias)
