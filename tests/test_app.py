@@ -56,7 +56,7 @@ class ServerThread:
             await self.runner.setup()
             site = web.TCPSite(self.runner, "127.0.0.1", 0)
             await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+            self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
 
         def run():
             asyncio.set_event_loop(self.loop)

@@ -135,7 +135,7 @@ def run_app(app: web.Application, host: str, port: int) -> int:
                                      f"pick a free port with --port N (or PORT=N make demo)") from None
                 print(f"motionmatch: port {port + k} is busy ({exc.strerror}); trying {port + k + 1}",
                       file=sys.stderr, flush=True)
-        lines, warning = announcement(host, site._server.sockets[0].getsockname()[1])
+        lines, warning = announcement(host, runner.addresses[0][1])     # the port bound (0: any free one)
         print("\n".join(lines), flush=True)
         if warning:
             print(warning, file=sys.stderr, flush=True)
