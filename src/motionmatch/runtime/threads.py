@@ -7,7 +7,10 @@ load figure (the load average lags by a minute; the cores' share changes from on
 decides well, so the chooser times the ticks themselves: it runs the faster of one thread and all
 threads (the median of each one's recent ticks) and now and then tries the other for a single tick.
 A losing try doubles the wait before the next (up to `max_interval` ticks), so under a lasting
-contention it costs one slow tick in hundreds; a winning try switches at once.
+contention it costs one slow tick in hundreds; a winning try switches at once. Ties go to one thread:
+all threads must beat one thread's median by `margin` to take over, one thread only has to match
+all threads' (a crowd's tick is never to be slower than on one thread; with the margin both ways, a
+100-agent crowd beside a busy core stayed on two threads 12 % slower than one).
 
 OpenMP's idle worker threads spin for a while waiting for work (libgomp's default), which on a busy
 machine takes the core from the very thread they wait for; `motionmatch/__init__.py` asks them to sleep
@@ -32,9 +35,9 @@ class ThreadChooser:
 
     threads: the parallel candidate (default max_threads()); fixed: always use `threads` (no tries).
     window: recent ticks kept per candidate; burst: ticks of one try (their median is compared, so one
-    tick delayed by another process decides nothing); margin: a try must beat the current median by
-    this fraction to switch (no flapping between two equal choices); interval, max_interval: ticks
-    between tries (min, max).
+    tick delayed by another process decides nothing); margin: a try of all threads must beat one
+    thread's median by this fraction to switch (no flapping between two equal choices), a try of one
+    thread only has to be no slower; interval, max_interval: ticks between tries (min, max).
     """
 
     def __init__(self, threads: int | None = None, fixed: bool = False, window: int = 9, burst: int = 3,
@@ -90,7 +93,8 @@ class ThreadChooser:
         self.tried = []
         self.since_try = 0
         mine = self.samples[self.current]
-        if len(mine) < 3 or tried < (1.0 - self.margin) * float(np.median(mine)):
+        margin = 0.0 if threads == 1 else self.margin
+        if len(mine) < 3 or tried <= (1.0 - margin) * float(np.median(mine)):
             # The try won: switch now and try the other again soon; the winner's older ticks (earlier
             # tries, perhaps under another load) no longer speak for it.
             self.samples[threads] = [tried]
