@@ -5,6 +5,7 @@ import pytest
 
 from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
+from motionmatch.runtime.playback import shown_velocities
 
 FPS = 60.0
 STICK = [(0.0, 1.0)] * 120 + [(1.0, 0.0)] * 90 + [(0.0, -1.0)] * 90 + [(0.0, 0.0)] * 60 + [(-1.0, 0.3)] * 120
@@ -20,7 +21,7 @@ def switch_steps(db, method):
     for k, move in enumerate(STICK):
         ch.step(GamepadInput(move=move, run=k > 300))
         pos.append(ch.crowd.local.pos[0][1:].copy())
-        vel.append(ch.crowd.local.vel[0][1:].copy())
+        vel.append(shown_velocities(*ch.crowd.pose_source(), ch.crowd.inert, 0)[0][1:])
         switched.append(ch.crowd.searches_last_tick > 0 and bool(ch.crowd.jumped[0]))
     pos, vel = np.array(pos), np.array(vel)
     k = np.flatnonzero(switched)

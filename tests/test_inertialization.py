@@ -40,7 +40,8 @@ class RuntimeOffsets:
 
     def update(self, p, v, r, w, dt):
         out = as_pose(np.zeros((J, 3)), np.zeros((J, 4)), np.zeros((J, 3)), np.zeros((J, 3)))
-        step(self.off, 0, self.method, self.halflife, self.blend_time, float(dt), as_pose(p, r, v, w), out)
+        anim = tuple(np.array(a, dtype=np.float64) for a in (p, r, v, w))
+        step(self.off, 0, self.method, self.halflife, self.blend_time, float(dt), anim, out)
         return out.pos[0], out.vel[0], out.rot[0], out.angvel[0]
 
 

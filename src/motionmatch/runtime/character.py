@@ -12,6 +12,7 @@ from ..kinematics import forward_kinematics
 from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput
 from .crowd import Crowd
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
+from .playback import animation_pose
 from . import settings as S
 from .settings import CharacterSettings  # noqa: F401  (callers import it from here)
 
@@ -275,7 +276,8 @@ class Character:
 
     def pose_before_inertialization(self) -> np.ndarray:
         """(J, 3) world joint positions of the raw database pose playing now, placed at the root."""
-        return self._placed(self.crowd.anim.pos[0], self.crowd.anim.rot[0])
+        anim = animation_pose(*self.crowd.pose_source(), 0)
+        return self._placed(anim.pos[0], anim.rot[0])
 
     def pose_before_touchups(self) -> np.ndarray:
         """(J, 3) world joint positions after inertialization, before warping, foot locking and IK."""

@@ -33,8 +33,8 @@ from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
                        lively_holds, plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
                        trajectory_layout)
-from .playback import (Clips, Frames, Playhead, Root, new_pose, playback_serial, playback_stage, transition_parallel,
-                       transition_stage)
+from .playback import (Clips, Frames, Playhead, Root, new_pose, new_shown_pose, playback_serial, playback_stage,
+                       transition_parallel, transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
 from .collision_term import apply_collision_term, candidate_paths, collision_world
@@ -143,8 +143,7 @@ class Crowd:
         self.play = Playhead(self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle, self.contacts)
         self.root = Root(self.root_pos, self.root_yaw, self.root_vel)
         self.inert = new_offsets(n, J)
-        self.local = new_pose(n, J)       # the shown (inertialized) pose
-        self.anim = new_pose(n, J)        # the animation's pose
+        self.local = new_shown_pose(n, J)     # the shown (inertialized) pose
         self.scratch = (new_pose(n, J), new_pose(n, J))     # a transition's source and destination poses
         self.heights_state = np.zeros((n, HEIGHT_COLUMNS))
         self.locks = np.zeros((n, 2), dtype=FOOT_LOCK)
@@ -443,7 +442,7 @@ class Crowd:
             frames, row = self.learned.pose, i     # its own pose row
         local = self.local
         local.pos[i], local.rot[i] = frames.positions[row], frames.rotations[row]
-        local.vel[i], local.angvel[i] = frames.vel[row], frames.angvel[row]
+        local.vel[i], local.angvel[i] = frames.vel[row, :1], frames.angvel[row, :1]
         for a in self.inert:
             a[i] = 0.0
         self.search_state[i] = 0.0
@@ -539,14 +538,13 @@ class Crowd:
         t1 = time.perf_counter()
         # The pose source: the next database frame, or the learned agents' stepped and decompressed pose.
         if L is None:
-            frames, clips, play = self.db_arrays, self.clips, self.play
             timescale_stage(dt, self.ctrl, self.warp, self.packed, self.frame, *self.future_speeds, self.rate,
                             self.stride)
         else:
             learned.advance(L, self.rate, dt)
-            frames, clips, play = L.pose, self.learned_clips, self.learned_play
+        frames, clips, play = self.pose_source()
         self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, self.ctrl, self.warp,
-                   self.packed, play, self.inert, self.local, self.root, self.anim)
+                   self.packed, play, self.inert, self.local, self.root)
         t2 = time.perf_counter()
         self._output(dt, self.everyone)
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
@@ -779,20 +777,11 @@ class Crowd:
         v[:, 0], v[:, 2] = self.ctrl[:, GOAL_VX], self.ctrl[:, GOAL_VZ]
         return v
 
-    def state_bytes(self) -> int:
-        """Bytes held by the crowd's per-character arrays (not the shared per-database ones)."""
-        seen = {}
-
-        def collect(v):
-            if isinstance(v, tuple):
-                for x in v:
-                    collect(x)
-            elif isinstance(v, np.ndarray) and v.ndim and len(v) == self.n:
-                seen[id(v)] = v.nbytes     # records share the crowd's arrays: each counted once
-
-        for v in vars(self).values():
-            collect(v)
-        return int(sum(seen.values()))
+    def pose_source(self) -> tuple[Frames, Clips, Playhead]:
+        """What playback samples: the database's frames, or the learned agents' own pose rows."""
+        if self.learned is None:
+            return self.db_arrays, self.clips, self.play
+        return self.learned.pose, self.learned_clips, self.learned_play
 
     def local_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Agent i's output local pose (J, 3) / (J, 4), joint 0 the character root in the world (for BVH)."""

@@ -34,6 +34,22 @@ def random_goal_sticks(positions: np.ndarray, goals: np.ndarray, rng, half: floa
     return d / np.maximum(dist, 1e-9)[:, None]
 
 
+def state_bytes(crowd: Crowd) -> int:
+    """Bytes held by the crowd's per-character arrays (not the shared per-database ones)."""
+    seen = {}
+
+    def collect(v):
+        if isinstance(v, tuple):
+            for x in v:
+                collect(x)
+        elif isinstance(v, np.ndarray) and v.ndim and len(v) == crowd.n:
+            seen[id(v)] = v.nbytes     # records share the crowd's arrays: each counted once
+
+    for v in vars(crowd).values():
+        collect(v)
+    return int(sum(seen.values()))
+
+
 def database_bytes(crowd: Crowd) -> int:
     """Bytes of the per-database arrays a crowd reads (poses, velocities, features, contacts, the
     per-database runtime arrays, every searcher's normalized features and index): shared by all agents."""
@@ -105,7 +121,7 @@ def bench_crowd(db, sizes, seconds: float = 3.0, seed: int = 0, warmup_s: float 
                         "searches_per_tick": round(float(np.mean(searches)), 3),
                         "stage_share": share,
                         "parallel_tick_share": round(float(np.mean(multi)), 3),
-                        "bytes_per_character": crowd.state_bytes() // n,
+                        "bytes_per_character": state_bytes(crowd) // n,
                         "database_bytes_per_frame": round(database_bytes(crowd) / db.num_frames, 1)})
     return results
 

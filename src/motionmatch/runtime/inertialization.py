@@ -131,18 +131,22 @@ def spring_decay(off, off_vel, y, dt):
 
 @numba.njit(cache=True, error_model="numpy")
 def apply_offsets(off_p, off_v, off_r, off_w, dst_p, dst_v, dst_r, dst_w, out_p, out_v, out_r, out_w):
-    """The shown pose (out_*) from the animation's (dst_*) and the offsets (off_*), per joint (J, 3 or 4)."""
+    """The shown pose (out_*) from the animation's (dst_*) and the offsets (off_*), per joint (J, 3 or 4);
+    the velocities of the first len(out_v) joints only (a shown pose keeps the root's alone)."""
+    nv = out_v.shape[0]
     for j in range(off_p.shape[0]):
         for k in range(3):
             out_p[j, k] = dst_p[j, k] + off_p[j, k]
-            out_v[j, k] = dst_v[j, k] + off_v[j, k]
         # Every joint of every agent, every tick: the series spares a sine, a cosine and a square root per joint.
         ow, ox, oy, oz = qexp_series(off_r[j, 0], off_r[j, 1], off_r[j, 2])
         qw, qx, qy, qz = _qmul(ow, ox, oy, oz, dst_r[j, 0], dst_r[j, 1], dst_r[j, 2], dst_r[j, 3])
         inv = 1.0 / math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
         out_r[j, 0], out_r[j, 1], out_r[j, 2], out_r[j, 3] = qw * inv, qx * inv, qy * inv, qz * inv
-        rx, ry, rz = _qrot(ow, ox, oy, oz, dst_w[j, 0], dst_w[j, 1], dst_w[j, 2])
-        out_w[j, 0], out_w[j, 1], out_w[j, 2] = off_w[j, 0] + rx, off_w[j, 1] + ry, off_w[j, 2] + rz
+        if j < nv:
+            for k in range(3):
+                out_v[j, k] = dst_v[j, k] + off_v[j, k]
+            rx, ry, rz = _qrot(ow, ox, oy, oz, dst_w[j, 0], dst_w[j, 1], dst_w[j, 2])
+            out_w[j, 0], out_w[j, 1], out_w[j, 2] = off_w[j, 0] + rx, off_w[j, 1] + ry, off_w[j, 2] + rz
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -177,17 +181,27 @@ def start(off, i, method, halflife, blend_time, src, dst):
     off.time[i] = 0.0
 
 
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def needs_joint_velocities(method):
+    """Whether `step` reads the animation's velocities of every joint (dead blending's offsets follow
+    them), not only the root's (the other methods decay the offsets' velocities by themselves)."""
+    return method == DEAD_BLENDING
+
+
 @numba.njit(cache=True, error_model="numpy")
 def step(off, i, method, halflife, blend_time, dt, anim, out):
-    """Character i's offsets dt seconds on, applied to its animation pose `anim` into `out` (row i of
-    two playback.Pose records). method and times as in `start`."""
+    """Character i's offsets dt seconds on, applied to its animation pose anim = (positions, rotations,
+    velocities, angular velocities) (J, 3 or 4) into row i of the playback.Pose `out` (velocities of
+    as many joints as it keeps: needs_joint_velocities says when anim must have them all). method and
+    times as in `start`."""
     op, ov, orr, ow = off.pos[i], off.vel[i], off.rot[i], off.angvel[i]
-    ap, ar, av, aw = anim.pos[i], anim.rot[i], anim.vel[i], anim.angvel[i]
+    ap, ar, av, aw = anim
     if method == OFF:
+        nv = out.vel.shape[1]
         out.pos[i] = ap
-        out.vel[i] = av
+        out.vel[i] = av[:nv]
         out.rot[i] = ar
-        out.angvel[i] = aw
+        out.angvel[i] = aw[:nv]
         return
     if method == SPRING:
         y = half_damping(halflife)

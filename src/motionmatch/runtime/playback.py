@@ -51,13 +51,21 @@ class Pose(NamedTuple):
 
     pos: np.ndarray            # (n, J, 3)
     rot: np.ndarray            # (n, J, 4)
-    vel: np.ndarray            # (n, J, 3)
-    angvel: np.ndarray         # (n, J, 3)
+    vel: np.ndarray            # (n, J, 3), or (n, 1, 3): the root's alone (a shown pose, new_shown_pose)
+    angvel: np.ndarray         # the same
 
 
 def new_pose(n: int, num_joints: int) -> Pose:
     J = num_joints
     return Pose(np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 3)))
+
+
+def new_shown_pose(n: int, num_joints: int) -> Pose:
+    """The shown pose of n characters: every joint's position and rotation, the root's velocities only.
+    Nothing reads the other joints' shown velocities every tick (a transition samples its own), and
+    computing them was 7 % of a 10,000-agent tick; `shown_velocities` gives them on demand."""
+    J = num_joints
+    return Pose(np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, 1, 3)), np.zeros((n, 1, 3)))
 
 
 class Playhead(NamedTuple):
@@ -100,32 +108,35 @@ def advance_frame(frame, frac, rate, stop):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def frame_pose(frames, i, rate, out_p, out_r, out_v, out_w):
+def frame_pose(frames, i, rate, out_p, out_r, out_v, out_w, joints_vel):
     """Frame i (of Frames) as float64 with the root as its own-frame motion (position 0, identity
-    rotation, root_vel / root_angvel velocities), velocities scaled by `rate` when it is not 1."""
+    rotation, root_vel / root_angvel velocities), velocities scaled by `rate` when it is not 1; the
+    velocities of joints 1 .. joints_vel - 1 only (1: the root's alone)."""
     positions, rotations, vel, angvel, root_vel, root_angvel = frames
     for j in range(positions.shape[1]):
         for k in range(3):
             out_p[j, k] = positions[i, j, k]
-            out_v[j, k] = vel[i, j, k]
-            out_w[j, k] = angvel[i, j, k]
         for k in range(4):
             out_r[j, k] = rotations[i, j, k]
+    for j in range(1, joints_vel):
+        for k in range(3):
+            out_v[j, k] = vel[i, j, k]
+            out_w[j, k] = angvel[i, j, k]
     for k in range(3):
         out_v[0, k] = root_vel[i, k]
         out_w[0, k] = root_angvel[i, k]
-    own_frame_root(out_p, out_r, out_v, out_w, rate)
+    own_frame_root(out_p, out_r, out_v, out_w, rate, joints_vel)
 
 
 @numba.njit(cache=True, error_model="numpy")
-def own_frame_root(out_p, out_r, out_v, out_w, rate):
+def own_frame_root(out_p, out_r, out_v, out_w, rate, joints_vel):
     """The root as motion in its own frame (position 0, identity rotation; its velocities already set)
-    and every velocity scaled by the play rate."""
+    and the velocities of the first joints_vel joints scaled by the play rate."""
     for k in range(3):
         out_p[0, k] = 0.0
     out_r[0, 0], out_r[0, 1], out_r[0, 2], out_r[0, 3] = 1.0, 0.0, 0.0, 0.0
     if rate != 1.0:
-        for j in range(out_v.shape[0]):
+        for j in range(joints_vel):
             for k in range(3):
                 out_v[j, k] *= rate
                 out_w[j, k] *= rate
@@ -156,23 +167,25 @@ def slerp_frames(positions, rotations, i, j, t, out_p, out_r):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def lerp_frames(values, i, j, t, out):
-    """Per-frame values (N, J, 3) lerped between frames i and j at t into out (J, 3)."""
+def lerp_frames(values, i, j, t, out, first=0):
+    """Per-frame values (N, J, 3) lerped between frames i and j at t into out (J, 3), joints from `first` on."""
     # Indexed, not raveled: a ravel is a reshape call and a view per array, per agent and tick.
-    for a in range(values.shape[1]):
+    for a in range(first, values.shape[1]):
         for k in range(values.shape[2]):
             v0 = values[i, a, k]
             out[a, k] = v0 + (values[j, a, k] - v0) * t
 
 
 @numba.njit(cache=True, error_model="numpy")
-def anim_pose(frames, f, rate, stop, out_p, out_r, out_v, out_w):
+def anim_pose(frames, f, rate, stop, out_p, out_r, out_v, out_w, joint_vel=True):
     """Local pose at (fractional) frame f (of Frames) of a clip ending at `stop` (exclusive), root as
-    own-frame motion, velocities scaled by the play rate; into out_* (float64)."""
+    own-frame motion, velocities scaled by the play rate; into out_* (float64). joint_vel False: the
+    root's velocities alone (out_v, out_w keep the other joints' rows as they were)."""
     positions, rotations, vel, angvel, root_vel, root_angvel = frames
+    joints_vel = positions.shape[1] if joint_vel else 1
     i = int(f)
     if f == i:
-        frame_pose(frames, i, rate, out_p, out_r, out_v, out_w)
+        frame_pose(frames, i, rate, out_p, out_r, out_v, out_w, joints_vel)
         return
     i = int(math.floor(f))
     t = f - i
@@ -182,12 +195,34 @@ def anim_pose(frames, f, rate, stop, out_p, out_r, out_v, out_w):
     else:
         j = i + 1
     slerp_frames(positions, rotations, i, j, t, out_p, out_r)
-    lerp_frames(vel, i, j, t, out_v)
-    lerp_frames(angvel, i, j, t, out_w)
+    if joint_vel:
+        lerp_frames(vel, i, j, t, out_v, 1)
+        lerp_frames(angvel, i, j, t, out_w, 1)
     for k in range(3):
         out_v[0, k] = root_vel[i, k] + (root_vel[j, k] - root_vel[i, k]) * t
         out_w[0, k] = root_angvel[i, k] + (root_angvel[j, k] - root_angvel[i, k]) * t
-    own_frame_root(out_p, out_r, out_v, out_w, rate)
+    own_frame_root(out_p, out_r, out_v, out_w, rate, joints_vel)
+
+
+def animation_pose(frames: Frames, clips: Clips, play: Playhead, i: int) -> Pose:
+    """Character i's animation pose this tick, before inertialization (as playback sampled it): a Pose
+    of one row, every joint's velocities included, root as own-frame motion."""
+    out = new_pose(1, frames.positions.shape[1])
+    f = int(play.frame[i])
+    anim_pose(frames, f + float(play.frac[i]), float(play.rate[i]), int(clips.stop[f]), out.pos[0], out.rot[0],
+              out.vel[0], out.angvel[0])
+    return out
+
+
+def shown_velocities(frames: Frames, clips: Clips, play: Playhead, inert, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Character i's shown local velocities and angular velocities this tick, (J, 3) each, m/s and rad/s
+    (the shown pose keeps the root's alone: computed on demand from its animation pose and its running
+    offsets, inert: inertialization.Offsets, as the tick applied them)."""
+    a = animation_pose(frames, clips, play, i)
+    p, r, v, w = np.empty_like(a.pos[0]), np.empty_like(a.rot[0]), np.empty_like(a.vel[0]), np.empty_like(a.vel[0])
+    inertialization.apply_offsets(inert.pos[i], inert.vel[i], inert.rot[i], inert.angvel[i], a.pos[0], a.vel[0],
+                                  a.rot[0], a.angvel[0], p, v, r, w)
+    return v, w
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -278,8 +313,9 @@ SPEEDING_UP = 0.05
 def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
     """One tick of playback for character i: play rate and stride, advance, sample, inertialize,
     integrate the root and synchronize it with the simulation, orientation twist. frames: Frames and
-    clips: Clips of the pose source; play: Playhead; inert: inertialization.Offsets; local, anim: Pose
-    (shown, animation); root: Root."""
+    clips: Clips of the pose source; play: Playhead; inert: inertialization.Offsets; local: Pose, the
+    shown one (new_shown_pose); root: Root; anim: scratch for the animation's pose (positions,
+    rotations, velocities, angular velocities) (J, 3 or 4)."""
     s = settings[i]
     frame, frac, rate, stride = play.frame, play.frac, play.rate, play.stride
     root_v = frames.root_vel
@@ -314,9 +350,10 @@ def playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local,
         rate[i] = fixed
     stop = clips.stop[frame[i]]
     frame[i], frac[i] = advance_frame(frame[i], frac[i], rate[i], stop)
-    anim_pose(frames, frame[i] + frac[i], rate[i], stop, anim.pos[i], anim.rot[i], anim.vel[i],
-              anim.angvel[i])
-    inertialization.step(inert, i, int(s[S.INERTIALIZATION]), s[S.HALFLIFE], s[S.BLEND_TIME], dt, anim, local)
+    method = int(s[S.INERTIALIZATION])
+    anim_pose(frames, frame[i] + frac[i], rate[i], stop, anim[0], anim[1], anim[2], anim[3],
+              inertialization.needs_joint_velocities(method))
+    inertialization.step(inert, i, method, s[S.HALFLIFE], s[S.BLEND_TIME], dt, anim, local)
     lv, lw = local.vel, local.angvel
     root_pos, root_yaw, root_vel = root
 
@@ -345,35 +382,39 @@ CHUNKS = 64
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _playback_range(lo, hi, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
+def _playback_range(lo, hi, dt, frames, clips, ctrl, wt, settings, play, inert, local, root):
     """playback_agent for characters lo .. hi - 1. Both stages run their agents through this one compiled
     loop, so a pose does not depend on the thread count (playback_agent inlined into a parallel loop
     body compiled differently: joints 5e-6 m apart after 150 ticks)."""
+    # The animation's pose is used within the agent's tick only: one scratch pose, warm in the cache, not a row
+    # per agent (a 10,000-agent crowd's rows were 24 MB written and read back every tick).
+    J = local.pos.shape[1]
+    anim = (np.empty((J, 3)), np.empty((J, 4)), np.empty((J, 3)), np.empty((J, 3)))
     for i in range(lo, hi):
         playback_agent(i, dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
 
 
 @numba.njit(cache=True, error_model="numpy", parallel=True)
-def _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
+def _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root):
     n = play.frame.shape[0]
     chunks = max(min(n, CHUNKS), 1)
     for c in numba.prange(chunks):
         _playback_range(c * n // chunks, (c + 1) * n // chunks, dt, frames, clips, ctrl, wt, settings, play, inert,
-                        local, root, anim)
+                        local, root)
 
 
 @numba.njit(cache=True, error_model="numpy")
-def playback_stage(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
+def playback_stage(dt, frames, clips, ctrl, wt, settings, play, inert, local, root):
     """playback_agent for every character, in parallel. The records are borrowed (runtime/borrow.py) by
     this caller of the parallel loop: numba's parallel loops cannot borrow records themselves."""
-    frames, clips, ctrl, wt, settings, play, inert, local, root, anim = borrow(
-        (frames, clips, ctrl, wt, settings, play, inert, local, root, anim))
-    _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
+    frames, clips, ctrl, wt, settings, play, inert, local, root = borrow(
+        (frames, clips, ctrl, wt, settings, play, inert, local, root))
+    _playback_parallel(dt, frames, clips, ctrl, wt, settings, play, inert, local, root)
 
 
 @numba.njit(cache=True, error_model="numpy")
-def playback_serial(dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim):
+def playback_serial(dt, frames, clips, ctrl, wt, settings, play, inert, local, root):
     """playback_agent for every character on the calling thread (small crowds: no thread hand-off)."""
-    frames, clips, ctrl, wt, settings, play, inert, local, root, anim = borrow(
-        (frames, clips, ctrl, wt, settings, play, inert, local, root, anim))
-    _playback_range(0, play.frame.shape[0], dt, frames, clips, ctrl, wt, settings, play, inert, local, root, anim)
+    frames, clips, ctrl, wt, settings, play, inert, local, root = borrow(
+        (frames, clips, ctrl, wt, settings, play, inert, local, root))
+    _playback_range(0, play.frame.shape[0], dt, frames, clips, ctrl, wt, settings, play, inert, local, root)
