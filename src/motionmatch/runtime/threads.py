@@ -7,7 +7,12 @@ load figure (the load average lags by a minute; the cores' share changes from on
 decides well, so the chooser times the ticks themselves: it runs the faster of one thread and all
 threads (the median of each one's recent ticks) and now and then tries the other for a single tick.
 A losing try doubles the wait before the next (up to `max_interval` ticks), so under a lasting
-contention it costs one slow tick in hundreds; a winning try switches at once. Ties go to one thread:
+contention it costs one slow tick in hundreds; a winning try switches at once. A try that loses by far
+(`decisive`: a 10,000-agent crowd's one-thread tick is 1.9x its two-thread one) waits `max_interval`
+at once: each try is a tick the player sees slower (a dropped frame at 60 Hz), and the doubling from
+`interval` made 6 of them in the first half minute (and 3 in a 2 s measurement, its p99). The wait
+ends early when the running choice's median slows to the last try's time: contention arriving shows
+there first, so it is still caught within a few ticks. Ties go to one thread:
 all threads must beat one thread's median by `margin` to take over, one thread only has to match
 all threads' (a crowd's tick is never to be slower than on one thread; with the margin both ways, a
 100-agent crowd beside a busy core stayed on two threads 12 % slower than one).
@@ -37,21 +42,23 @@ class ThreadChooser:
     window: recent ticks kept per candidate; burst: ticks of one try (their median is compared, so one
     tick delayed by another process decides nothing); margin: a try of all threads must beat one
     thread's median by this fraction to switch (no flapping between two equal choices), a try of one
-    thread only has to be no slower; interval, max_interval: ticks between tries (min, max).
+    thread only has to be no slower; interval, max_interval: ticks between tries (min, max); decisive:
+    a try this many times slower than the running choice's median waits max_interval at once.
     """
 
     def __init__(self, threads: int | None = None, fixed: bool = False, window: int = 9, burst: int = 3,
-                 margin: float = 0.1, interval: int = 30, max_interval: int = 960):
+                 margin: float = 0.1, interval: int = 30, max_interval: int = 960, decisive: float = 1.5):
         top = max_threads()
         self.threads = max(1, min(int(threads or top), top))
         self.fixed = bool(fixed) or self.threads == 1
         self.window, self.burst, self.margin = int(window), int(burst), float(margin)
-        self.interval, self.max_interval = int(interval), int(max_interval)
+        self.interval, self.max_interval, self.decisive = int(interval), int(max_interval), float(decisive)
         self.samples = {1: [], self.threads: []}
         self.current = self.threads
         self.wait = self.interval
         self.since_try = 0
         self.tried = []             # tick times of the running try
+        self.last_try = float("inf")  # the median of the last losing try, s
 
     @classmethod
     def of_setting(cls, threads="auto", small: bool = False) -> "ThreadChooser":
@@ -84,6 +91,8 @@ class ThreadChooser:
             if len(s) > self.window:
                 del s[0]
             self.since_try += 1
+            if len(s) >= self.burst and float(np.median(s[-self.burst:])) >= self.last_try:
+                self.since_try = self.wait      # as slow as the other measured: try it next tick
             return
         self.tried.append(seconds)
         if len(self.tried) < self.burst:
@@ -100,8 +109,11 @@ class ThreadChooser:
             self.samples[threads] = [tried]
             self.current = threads
             self.wait = self.interval
+            self.last_try = float("inf")
         else:
-            self.wait = min(2 * self.wait, self.max_interval)
+            far = tried >= self.decisive * float(np.median(mine))
+            self.wait = self.max_interval if far else min(2 * self.wait, self.max_interval)
+            self.last_try = tried
 
     def medians_ms(self) -> dict:
         """{threads: median of its recent tick times in ms} (NaN when not measured yet)."""
