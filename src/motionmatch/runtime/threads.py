@@ -11,8 +11,9 @@ contention it costs one slow tick in hundreds; a winning try switches at once. A
 (`decisive`: a 10,000-agent crowd's one-thread tick is 1.9x its two-thread one) waits `max_interval`
 at once: each try is a tick the player sees slower (a dropped frame at 60 Hz), and the doubling from
 `interval` made 6 of them in the first half minute (and 3 in a 2 s measurement, its p99). The wait
-ends early when the running choice's median slows to the last try's time: contention arriving shows
-there first, so it is still caught within a few ticks. Ties go to one thread:
+ends early when the running choice slows past the last try's time: contention arriving shows
+there first (its last ticks slower than that try by the margin: within it, the machine's noise between
+two close choices would bring tries on), so it is still caught within a few ticks. Ties go to one thread:
 all threads must beat one thread's median by `margin` to take over, one thread only has to match
 all threads' (a crowd's tick is never to be slower than on one thread; with the margin both ways, a
 100-agent crowd beside a busy core stayed on two threads 12 % slower than one).
@@ -91,8 +92,9 @@ class ThreadChooser:
             if len(s) > self.window:
                 del s[0]
             self.since_try += 1
-            if len(s) >= self.burst and float(np.median(s[-self.burst:])) >= self.last_try:
-                self.since_try = self.wait      # as slow as the other measured: try it next tick
+            # Every tick: a sort of a few floats (numpy's median of a short list costs 10 us, 1 % of a small tick).
+            if len(s) >= self.burst and sorted(s[-self.burst:])[self.burst // 2] > (1.0 + self.margin) * self.last_try:
+                self.since_try = self.wait      # slower than the other measured: try it next tick
             return
         self.tried.append(seconds)
         if len(self.tried) < self.burst:
