@@ -242,32 +242,33 @@ def test_shown_velocities_follow_the_shown_pose(jlpm_db, method, ratio):
     assert err < ratio * np.linalg.norm(ws[1:-1], axis=-1).mean()
 
 
+def _chooser_ticks(c, cost, ticks, used):
+    """Run the chooser `ticks` ticks with tick times cost[threads], appending the thread counts to used."""
+    if not used:
+        used.append(c.pick())
+    for _ in range(ticks):
+        c.record(used[-1], cost[used[-1]])
+        used.append(c.pick())
+    return used
+
+
 def test_thread_chooser_waits_long_after_a_decisive_loss_and_reacts_to_a_slowdown():
     """A try that loses by far (a big crowd's one-thread tick, 1.9x its parallel one) is not repeated for
-    max_interval ticks (each try is a slow tick the player sees); the running choice slowing to the losing
+    max_interval ticks (each try is a slow tick the player sees); the running choice slowing past the losing
     try's time (contention arriving) brings the next try at once."""
     from motionmatch.runtime.threads import ThreadChooser
     c = ThreadChooser(2, interval=10, max_interval=400)
     c.fixed = False
     cost = {1: 2.0, 2: 1.0}
-    used = [c.pick()]
-    for _ in range(300):
-        c.record(used[-1], cost[used[-1]])
-        used.append(c.pick())
+    used = _chooser_ticks(c, cost, 300, [])
     assert c.current == 2
     first = used.index(1)
     assert used[first + 3:].count(1) == 0     # one try of 3 ticks, then none for max_interval
     cost[2] = 2.5                            # a busy core: the parallel tick now slower than one thread
-    for k in range(20):
-        c.record(used[-1], cost[used[-1]])
-        used.append(c.pick())
+    _chooser_ticks(c, cost, 20, used)
     assert c.current == 1                    # within a few ticks (14 here: the window's median), not max_interval
     # A close loss still only doubles the wait (the old rule).
     c = ThreadChooser(2, interval=10, max_interval=400)
     c.fixed = False
-    cost = {1: 1.2, 2: 1.0}
-    used = [c.pick()]
-    for _ in range(200):
-        c.record(used[-1], cost[used[-1]])
-        used.append(c.pick())
+    used = _chooser_ticks(c, {1: 1.2, 2: 1.0}, 200, [])
     assert used.count(1) >= 9                # tries at 10, 20 + 3, 40 + 6, 80 + 9 ticks ...
