@@ -217,12 +217,12 @@ def test_bench_crowd_contention_keys_and_plot(jlpm_db_path, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("method, ratio", [("spring", 0.3), ("dead_blending", 0.15)])
+@pytest.mark.parametrize("method, ratio", [("spring", 0.3), ("dead_blending", 0.15), ("off", 0.6)])
 def test_shown_velocities_follow_the_shown_pose(jlpm_db, method, ratio):
     """The shown pose keeps the root's velocities alone; shown_velocities computes the other joints' on
     demand. Their angular velocities follow the shown rotations' central differences (measured mean
-    error: 0.20 of the mean speed with springs, 0.10 with dead blending; 1.0 if they were zero, 0.49
-    for the raw animation's under 'off')."""
+    error: 0.20 of the mean speed with springs, 0.10 with dead blending, 0.49 under 'off', which shows the
+    animation's own; 1.0 if they were zero)."""
     from motionmatch.rotations import quat_mul_inv, quat_to_scaled_angle_axis
     from motionmatch.runtime.character import Character, CharacterSettings
     from motionmatch.runtime.controller import GamepadInput
@@ -232,7 +232,7 @@ def test_shown_velocities_follow_the_shown_pose(jlpm_db, method, ratio):
     rots, ws = [], []
     for k in range(240):
         ch.step(GamepadInput(move=(np.sin(k / 30), np.cos(k / 40)), run=k > 120))
-        v, w = shown_velocities(*ch.crowd.pose_source(), ch.crowd.inert, 0)
+        v, w = shown_velocities(*ch.crowd.pose_source(), ch.crowd.inert, ch.crowd.packed, 0)
         np.testing.assert_array_equal(v[0], ch.crowd.local.vel[0, 0])       # the root's, as the tick kept it
         rots.append(ch.crowd.local.rot[0, 1:].copy())
         ws.append(w[1:])

@@ -21,7 +21,7 @@ def switch_steps(db, method):
     for k, move in enumerate(STICK):
         ch.step(GamepadInput(move=move, run=k > 300))
         pos.append(ch.crowd.local.pos[0][1:].copy())
-        vel.append(shown_velocities(*ch.crowd.pose_source(), ch.crowd.inert, 0)[0][1:])
+        vel.append(shown_velocities(*ch.crowd.pose_source(), ch.crowd.inert, ch.crowd.packed, 0)[0][1:])
         switched.append(ch.crowd.searches_last_tick > 0 and bool(ch.crowd.jumped[0]))
     pos, vel = np.array(pos), np.array(vel)
     k = np.flatnonzero(switched)

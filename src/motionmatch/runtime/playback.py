@@ -214,11 +214,14 @@ def animation_pose(frames: Frames, clips: Clips, play: Playhead, i: int) -> Pose
     return out
 
 
-def shown_velocities(frames: Frames, clips: Clips, play: Playhead, inert, i: int) -> tuple[np.ndarray, np.ndarray]:
+def shown_velocities(frames: Frames, clips: Clips, play: Playhead, inert, settings: np.ndarray,
+                     i: int) -> tuple[np.ndarray, np.ndarray]:
     """Character i's shown local velocities and angular velocities this tick, (J, 3) each, m/s and rad/s
-    (the shown pose keeps the root's alone: computed on demand from its animation pose and its running
-    offsets, inert: inertialization.Offsets, as the tick applied them)."""
+    (the shown pose keeps the root's alone): computed on demand from its animation pose and its running
+    offsets (inert: inertialization.Offsets) as the tick applied them; settings: the packed rows."""
     a = animation_pose(frames, clips, play, i)
+    if int(settings[i, S.INERTIALIZATION]) == inertialization.OFF:
+        return a.vel[0], a.angvel[0]      # step shows the animation as it is
     p, r, v, w = np.empty_like(a.pos[0]), np.empty_like(a.rot[0]), np.empty_like(a.vel[0]), np.empty_like(a.vel[0])
     inertialization.apply_offsets(inert.pos[i], inert.vel[i], inert.rot[i], inert.angvel[i], a.pos[0], a.vel[0],
                                   a.rot[0], a.angvel[0], p, v, r, w)
