@@ -62,7 +62,7 @@ def serving(app: web.Application):
         await box["runner"].setup()
         site = web.TCPSite(box["runner"], "127.0.0.1", 0)
         await site.start()
-        box["url"] = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        box["url"] = f"http://127.0.0.1:{box['runner'].addresses[0][1]}"     # the port bound
 
     def run():
         asyncio.set_event_loop(loop)

@@ -114,7 +114,7 @@ def test_half_open_request_is_dropped(jlpm_db, monkeypatch):
         await runner.setup()
         site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]
+        port = runner.addresses[0][1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")   # headers never finish
         await writer.drain()
