@@ -14,10 +14,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from motionmatch.database import build_default_database, load_database  # noqa: E402
+from motionmatch.posedb.database import build_default_database, load_database  # noqa: E402
 from motionmatch.runtime.character import CharacterSettings  # noqa: E402
-from motionmatch.scenario import parse_scenario  # noqa: E402
-from motionmatch.synth import run_scenario  # noqa: E402
+from motionmatch.offline.scenario import parse_scenario  # noqa: E402
+from motionmatch.offline.synth import run_scenario  # noqa: E402
 
 TURN = {"duration": 6.0, "inputs": [{"t": 0.0, "move": [0.0, 1.0]}, {"t": 2.0, "move": [1.0, 0.0]},
                                     {"t": 4.0, "move": [0.0, 1.0], "run": True}]}

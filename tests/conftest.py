@@ -31,7 +31,7 @@ def bandai_dir() -> Path:
 @pytest.fixture(scope="session")
 def jlpm_db(tmp_path_factory):
     """The full default database (both jlpm22 takes, mirrored): ~15k frames, about a second to build."""
-    from motionmatch.database import build_database, load_database, save_database
+    from motionmatch.posedb.database import build_database, load_database, save_database
     files = sorted(_need(JLPM).glob("*.bvh"))
     db = build_database(files, progress=False)
     path = tmp_path_factory.mktemp("db") / "jlpm22.npz"
@@ -41,7 +41,7 @@ def jlpm_db(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def jlpm_db_path(jlpm_db, tmp_path_factory):
-    from motionmatch.database import save_database
+    from motionmatch.posedb.database import save_database
     path = tmp_path_factory.mktemp("dbp") / "jlpm22.npz"
     save_database(jlpm_db, path)
     return path
@@ -50,7 +50,7 @@ def jlpm_db_path(jlpm_db, tmp_path_factory):
 @pytest.fixture(scope="session")
 def bandai_walk_db():
     """A few Bandai-Namco walk and run clips (30 fps, resampled to 60, mirrored)."""
-    from motionmatch.database import build_database
+    from motionmatch.posedb.database import build_database
     d2 = _need(BANDAI) / "dataset-2"
     files = sorted(d2.glob("dataset-2_walk_normal_*.bvh"))[:6] + sorted(d2.glob("dataset-2_run_normal_*.bvh"))[:4] \
         + sorted(d2.glob("dataset-2_walk_exhausted_*.bvh"))[:3]

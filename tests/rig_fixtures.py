@@ -6,9 +6,9 @@ import struct
 
 import numpy as np
 
-from motionmatch.animation import Skeleton
+from motionmatch.motion.animation import Skeleton
 from motionmatch.io.gltf import SkinnedMesh, write_gltf
-from motionmatch.rotations import quat_between, quat_from_angle_axis, quat_inv, quat_mul, quat_rotate
+from motionmatch.maths.rotations import quat_between, quat_from_angle_axis, quat_inv, quat_mul, quat_rotate
 
 A45 = np.sqrt(0.5)
 # name, parent, world position in the bind pose (metres; facing +Z, the character's left towards +X), 1.3 m tall
@@ -131,8 +131,8 @@ def write_animated_mixamo_rig(path, keys: int = 31, fps: float = 30.0):
     (the limbs swinging, the hips moving forward). Returns (path, names, world joint positions (keys, J, 3)
     in metres at the key times)."""
     import pygltflib
-    from motionmatch.animation import Animation
-    from motionmatch.kinematics import forward_kinematics
+    from motionmatch.motion.animation import Animation
+    from motionmatch.maths.kinematics import forward_kinematics
     turn = quat_from_angle_axis(np.array(-np.pi / 2), np.array([1.0, 0.0, 0.0]))     # inner Z up -> Y up
     inner = [(n, p, tuple(100.0 * quat_rotate(quat_inv(turn), np.array(w, np.float64)))) for n, p, w in _HUMANOID]
     skel, lpos, lrot, gpos = _rig(inner, "mixamorig:")

@@ -23,7 +23,7 @@ STRIDE = 5
 def scenarios():
     """name -> (Scenario, terrain spec or None)."""
     from motionmatch.runtime.controller import GamepadInput
-    from motionmatch.scenario import Scenario, load_scenario, random_scenario
+    from motionmatch.offline.scenario import Scenario, load_scenario, random_scenario
 
     def inputs(*items):
         return tuple((t, GamepadInput(**kw)) for t, kw in items)
@@ -47,7 +47,7 @@ def scenarios():
 def run(db, scenario, terrain_spec):
     """(frames (F,) int32, joint positions every STRIDE steps (F//STRIDE, J, 3) float32)."""
     from motionmatch.runtime.character import Character, CharacterSettings
-    from motionmatch.runtime.terrain import Heightfield
+    from motionmatch.world.terrain import Heightfield
 
     ch = Character(db, CharacterSettings())
     if terrain_spec is not None:
@@ -67,7 +67,7 @@ def run(db, scenario, terrain_spec):
 def default_database():
     """The full jlpm22 database built as the test fixture builds it."""
     import tempfile
-    from motionmatch.database import build_database, load_database, save_database
+    from motionmatch.posedb.database import build_database, load_database, save_database
     files = sorted((HERE.parent.parent / "shared" / "mocap" / "jlpm22-locomotion").glob("*.bvh"))
     db = build_database(files, progress=False)
     with tempfile.TemporaryDirectory() as d:

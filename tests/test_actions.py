@@ -10,16 +10,16 @@ import pytest
 from conftest import BANDAI, JLPM, _need
 
 from motionmatch.cli import main
-from motionmatch.database import build_actions_database, load_database, save_database
-from motionmatch.events import EventError, load_sidecar
+from motionmatch.posedb.database import build_actions_database, load_database, save_database
+from motionmatch.posedb.events import EventError, load_sidecar
 from motionmatch.runtime.character import Character
 from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.crowd import Crowd
 from motionmatch.runtime.search_sets import search_set
 from motionmatch.runtime.requests import RequestError
-from motionmatch.scenario import ScenarioError, parse_scenario
-from motionmatch.synth import run_scenario
-from motionmatch.metrics import request_metrics
+from motionmatch.offline.scenario import ScenarioError, parse_scenario
+from motionmatch.offline.synth import run_scenario
+from motionmatch.motion.metrics import request_metrics
 
 D1 = BANDAI / "dataset-1"
 

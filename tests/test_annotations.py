@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from conftest import BANDAI, _need
 
-from motionmatch.annotations import AnnotationError, load_annotations, resolve
+from motionmatch.posedb.annotations import AnnotationError, load_annotations, resolve
 from motionmatch.cli import main
-from motionmatch.database import BuildSettings, build_database, load_database, save_database
+from motionmatch.posedb.database import BuildSettings, build_database, load_database, save_database
 from motionmatch.runtime.character import Character
 from motionmatch.runtime.controller import GamepadInput
 

@@ -35,12 +35,12 @@ BROWSER_SCRIPT = ROOT / "tests" / "browser" / "app_test.mjs"
 
 
 def _database_path():
-    from motionmatch import database
+    from motionmatch.posedb import database
     return os.environ.get("MOTIONMATCH_TEST_DB") or database.build_default_database(progress=False)
 
 
 def _backend() -> app_backend.Backend:
-    from motionmatch import database
+    from motionmatch.posedb import database
     return app_backend.runtime_backend(database.load_database(_database_path()))
 
 
@@ -350,8 +350,8 @@ def test_record_downloads_bvh(server, tmp_path):
 def test_recorded_session_replays_bit_for_bit(server, tmp_path):
     """The Record button's window, downloaded as an input log, replays (synth --replay's code) to exactly
     the poses the session recorded: stick changes, a settings change and a scenario inside it."""
-    from motionmatch import database
-    from motionmatch.replay import replay_poses, window_ticks
+    from motionmatch.posedb import database
+    from motionmatch.offline.replay import replay_poses, window_ticks
     from motionmatch.runtime.input_log import load_log
 
     async def go():

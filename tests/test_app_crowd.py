@@ -16,11 +16,11 @@ import pytest
 
 from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
-from motionmatch.app import crowd_mode
-from motionmatch.app.crowd_mode import setup_crowd
-from motionmatch.app.crowd_stream import (bytes_per_frame, decode_frame, pack_rotations, unpack_rotations,
+from motionmatch.app.crowd import mode as crowd_mode
+from motionmatch.app.crowd.mode import setup_crowd
+from motionmatch.app.crowd.stream import (bytes_per_frame, decode_frame, pack_rotations, unpack_rotations,
                                           world_frame)
-from motionmatch.app.crowd_world import crowd_world, step_world
+from motionmatch.app.crowd.world import crowd_world, step_world
 from motionmatch.app.session import FRAME_HEADER
 from motionmatch.app.state import STATE
 from motionmatch.runtime.controller import ControllerSettings
@@ -75,7 +75,7 @@ def test_smallest_three_codes_follow_the_format():
 
 
 def test_the_crowd_clock_makes_up_a_short_delay_and_skips_a_long_one():
-    from motionmatch.app.crowd_process import next_tick
+    from motionmatch.app.crowd.process import next_tick
     from motionmatch.app.state import DT
     assert next_tick(10.0, 10.0 + 0.5 * DT) == (10.0 + DT, 0)              # on time: wait for the next slot
     assert next_tick(10.0, 10.0 + 1.5 * DT) == (10.0 + DT, 0)              # half a tick late: at once, no skip
@@ -259,7 +259,7 @@ def test_an_unpaced_viewer_gets_every_tick(crowd_server):
 def test_bench_serve_crowd_reports_the_crowd_as_a_user_meets_it(jlpm_db, jlpm_db_path):
     """`motionmatch bench serve --crowd N --json`: a real server with one page and two crowd viewers; the
     keys are a contract (docs/CROWDS.md)."""
-    from motionmatch.app.crowd_soak import crowd_soak
+    from motionmatch.devtools.crowd_soak import crowd_soak
     d = crowd_soak(str(jlpm_db_path), 5, seconds=3.0)
     assert set(d) == {"n", "seconds", "tick_ms", "tick_p99_ms", "crowd_hz", "skipped_per_s", "bytes_per_frame",
                       "bytes_per_s", "viewer_fps", "page_fps"}

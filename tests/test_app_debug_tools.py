@@ -12,7 +12,7 @@ import pytest
 from motionmatch.app import messages
 from motionmatch.app import server as srv
 from motionmatch.app import session as app_session
-from motionmatch.runtime.terrain import Heightfield
+from motionmatch.world.terrain import Heightfield
 from test_app import Client, ServerThread, _backend, run, run_browser_script
 
 SCRIPT = Path(__file__).resolve().parent / "browser" / "debug_tools_test.mjs"

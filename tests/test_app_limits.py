@@ -19,8 +19,8 @@ from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
 from motionmatch.app import state as app_state
 from motionmatch.app import websocket as app_websocket
-from motionmatch.app.crowd_mode import SLOW_VIEWER_S, CrowdViewers, broadcast
-from motionmatch.app.crowd_world import crowd_world, step_world, users_near
+from motionmatch.app.crowd.mode import SLOW_VIEWER_S, CrowdViewers, broadcast
+from motionmatch.app.crowd.world import crowd_world, step_world, users_near
 from motionmatch.app.recording import BLOCK_FRAMES, Recording
 from motionmatch.app.state import STATE
 from motionmatch.vr.live import LiveTrackerFeed
@@ -237,7 +237,7 @@ def test_a_user_far_away_or_not_finite_cannot_stop_the_crowd(jlpm_db):
 
 
 def test_soak_counts_visits_and_samples_memory(jlpm_db_path):
-    from motionmatch.app.soak import soak, table
+    from motionmatch.devtools.soak import soak, table
     result = soak(str(jlpm_db_path), pages=2, seconds=8.0, visit_s=3.0, progress=None)
     d = result.to_dict()
     assert d["visits"] >= 2 and d["refused"] == 0 and d["page_fps"]["median"] > 0

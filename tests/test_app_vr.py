@@ -15,7 +15,7 @@ from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
 from motionmatch.app import session as app_session
 from motionmatch.app.vr import load_replay, setup_vr
-from motionmatch.rotations import quat_rotate
+from motionmatch.maths.rotations import quat_rotate
 from motionmatch.vr.driver import VRDriverSettings, crouch_databases
 from motionmatch.vr.orientation import save_networks
 from motionmatch.vr.trackers import TrackerSettings, read_trackers, slice_stream, write_trackers_json

@@ -5,15 +5,15 @@ import json
 import numpy as np
 import pytest
 
-from motionmatch.database import BuildSettings, build_database, load_database, save_database
-from motionmatch.idle import idle_figures, rest_stretches, shortest_loop_frames
-from motionmatch.kinematics import forward_kinematics
-from motionmatch.posture import (GAIT_DIRECTIONS, frame_posture, gait_figures, knee_angles_deg, main_actor_ranges,
-                                 posture_joints, source_posture)
-from motionmatch.rotations import quat_angle
-from motionmatch.scenario import parse_scenario
-from motionmatch.styles import StyleError, clip_styles, default_style_tags, style_figures
-from motionmatch.synth import appearance_metrics, run_scenario
+from motionmatch.posedb.database import BuildSettings, build_database, load_database, save_database
+from motionmatch.motion.idle import idle_figures, rest_stretches, shortest_loop_frames
+from motionmatch.maths.kinematics import forward_kinematics
+from motionmatch.motion.posture import (GAIT_DIRECTIONS, frame_posture, gait_figures, knee_angles_deg, main_actor_ranges,
+                                        posture_joints, source_posture)
+from motionmatch.maths.rotations import quat_angle
+from motionmatch.offline.scenario import parse_scenario
+from motionmatch.motion.styles import StyleError, clip_styles, default_style_tags, style_figures
+from motionmatch.offline.synth import appearance_metrics, run_scenario
 
 WALK_REST = {"duration": 7.0, "inputs": [
     {"t": 0.0, "move": [0.0, 1.0], "run": False, "strafe": False, "look": None},
@@ -170,7 +170,7 @@ def test_the_actor_is_compared_at_the_same_gait(jlpm_db, walk_rest):
 
 
 def test_tune_may_not_trade_the_look_away(walk_rest):
-    from motionmatch.tuning import SCENARIO_LOOK, constraints, look_summary, scenario_summary
+    from motionmatch.offline.tuning import SCENARIO_LOOK, constraints, look_summary, scenario_summary
     _, look = walk_rest
     m = {**look, "responsiveness_s": 0.3, "trajectory_error_cm": {"mean": 3.0}, "foot_sliding_cm_s": 2.0,
          "foot_sliding_source_cm_s": 2.0, "pops": {"ratio": 1.0}}

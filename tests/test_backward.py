@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from motionmatch.database import build_default_database, load_database
-from motionmatch.metrics import compute_metrics, velocity_ok
+from motionmatch.posedb.database import build_default_database, load_database
+from motionmatch.motion.metrics import compute_metrics, velocity_ok
 from motionmatch.runtime import settings as S
 from motionmatch.runtime.character import CharacterSettings
-from motionmatch.scenario import load_scenario
-from motionmatch.synth import appearance_metrics, change_frames, run_scenario
+from motionmatch.offline.scenario import load_scenario
+from motionmatch.offline.synth import appearance_metrics, change_frames, run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 MOCAP = Path(__file__).resolve().parents[1].parent / "shared" / "mocap"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from motionmatch.database import BuildSettings, build_database, hips_rooted
+from motionmatch.posedb.database import BuildSettings, build_database, hips_rooted
 from motionmatch.io.bvh import read_bvh
 
 
@@ -46,7 +46,7 @@ def test_bandai_hips_hang_off_the_simulation_bone(bandai_few):
 
 
 def test_toe_floor_measured_on_the_rig(bandai_few, jlpm_db):
-    from motionmatch.metrics import toe_floor_m
+    from motionmatch.motion.metrics import toe_floor_m
     assert 0.03 < bandai_few.meta["toe_floor_m"] < 0.07       # Bandai toes sit inside a thick sole
     assert abs(jlpm_db.meta["toe_floor_m"]) < 0.01
     assert toe_floor_m(jlpm_db) == max(0.0, jlpm_db.meta["toe_floor_m"])
@@ -60,7 +60,7 @@ def test_terrain_contacts_see_bandai_toes(bandai_few):
     """Bandai toes rest ~4.5 cm above the ground: on flat terrain (height 0) a fixed 3 cm test found
     almost no contact in the database's own walks; at terrain + toe_floor_m it agrees with the
     local-floor test used on flat ground."""
-    from motionmatch.metrics import toe_contacts, toe_floor_m
+    from motionmatch.motion.metrics import toe_contacts, toe_floor_m
     db = bandai_few
     floor = toe_floor_m(db)
     agree, fixed, local_n = 0, 0, 0
@@ -78,17 +78,17 @@ def test_terrain_contacts_see_bandai_toes(bandai_few):
 
 def test_synth_records_the_toe_floor_on_terrain(bandai_few):
     from motionmatch.runtime.controller import GamepadInput
-    from motionmatch.runtime.terrain import Heightfield
-    from motionmatch.scenario import Scenario
-    from motionmatch.synth import run_scenario
+    from motionmatch.world.terrain import Heightfield
+    from motionmatch.offline.scenario import Scenario
+    from motionmatch.offline.synth import run_scenario
     terrain = Heightfield.from_spec({"kind": "steps", "step_height": 0.08, "step_length": 0.6, "start": 1.0})
     scen = Scenario(duration=2.0, inputs=((0.0, GamepadInput(move=(0.0, 1.0))),), style=None)
     assert run_scenario(bandai_few, scen, terrain=terrain)["toe_floor_m"] == bandai_few.meta["toe_floor_m"]
 
 
 def test_bandai_locomotion_selection(bandai_dir):
-    from motionmatch.database import default_database_path
-    from motionmatch.datapaths import bandai_locomotion_files
+    from motionmatch.posedb.database import default_database_path
+    from motionmatch.posedb.datapaths import bandai_locomotion_files
     files, tags = bandai_locomotion_files(bandai_dir.parent)
     names = [f.name for f in files]
     contents = {n.split("_")[0] + "_" + n.split("_")[1] for n in names}
@@ -111,8 +111,8 @@ def test_mirrored_bandai_clips_keep_their_joints_local_rotations(bandai_dir):
     """Bandai bones lie along the mirror axis, so the children alone leave each mirror correction a free
     turn; taken from the motion, a mirrored clip's local rotations stay near the original's (blending
     one into the other no longer spins joints) and world positions are still exactly mirrored."""
-    from motionmatch.preprocess import mirror, mirror_corrections
-    from motionmatch.skeleton import mirror_pairs
+    from motionmatch.motion.preprocess import mirror, mirror_corrections
+    from motionmatch.motion.skeleton import mirror_pairs
     d2 = bandai_dir / "dataset-2"
     sample = [hips_rooted(read_bvh(d2 / f"dataset-2_{c}_normal_001.bvh")) for c in ("walk", "run", "walk-turn-left")]
     skel = sample[0].skeleton

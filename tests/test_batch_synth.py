@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from motionmatch.batch_synth import SUMMARY, without_timings
+from motionmatch.offline.batch_synth import SUMMARY, without_timings
 from motionmatch.cli import main
-from motionmatch.output_folder import INCOMPLETE_MARKER
+from motionmatch.files.output_folder import INCOMPLETE_MARKER
 from motionmatch.runtime.crowd import PARALLEL_FROM
 
 WALK_TURN = [{"t": 0.0, "move": [0.0, 1.0]}, {"t": 1.0, "move": [1.0, 0.0]}]
@@ -18,7 +18,7 @@ WALK_TURN = [{"t": 0.0, "move": [0.0, 1.0]}, {"t": 1.0, "move": [1.0, 0.0]}]
 @pytest.fixture(scope="module")
 def cluster():
     """A local one-worker cluster on loopback for the module."""
-    from motionmatch.cluster import open_client
+    from motionmatch.offline.cluster import open_client
     with open_client(workers=1) as client:
         yield client
 
@@ -84,7 +84,7 @@ def test_several_crowd_files_on_the_engine_write_what_single_runs_write(cluster,
                   {"start": [1.5 * (i % 8), 2.0 * (i // 8)], "goal": [1.5 * (i % 8), 2.0 * (i // 8) + 4]}
                   for i in range(PARALLEL_FROM)]})]
     import numba
-    # A worker's numba reads the engine's one-thread setting before any task (cluster.py's plugin): it
+    # A worker's numba reads the engine's one-thread setting before any task (offline/cluster.py's plugin): it
     # used to keep the core count and fail the first compile after a parallel crowd tick.
     assert set(cluster.run(lambda: numba.config.NUMBA_NUM_THREADS).values()) == {1}
     out = tmp_path / "batch"
@@ -102,8 +102,7 @@ def test_several_crowd_files_on_the_engine_write_what_single_runs_write(cluster,
 
 
 def test_a_stopped_batch_leaves_its_folder_marked_incomplete(jlpm_db_path, tmp_path, monkeypatch):
-    from motionmatch import batch_synth
-
+    from motionmatch.offline import batch_synth
     for name in ("a", "b"):
         _write(tmp_path / f"{name}.json", {"duration": 1.0, "inputs": WALK_TURN[:1]})
     items = batch_synth.batch_items("scenario", [tmp_path / "a.json", tmp_path / "b.json"])
@@ -114,7 +113,7 @@ def test_a_stopped_batch_leaves_its_folder_marked_incomplete(jlpm_db_path, tmp_p
             raise KeyboardInterrupt
         return real(item, *a, **k)
     monkeypatch.setattr(batch_synth, "run_item", stopped_on_b)
-    from motionmatch.settings_file import settings_from_dict
+    from motionmatch.runtime.settings_file import settings_from_dict
     out = tmp_path / "batch"
     with pytest.raises(KeyboardInterrupt):
         batch_synth.run_batch(items, jlpm_db_path, out, settings_from_dict({}), progress=False)

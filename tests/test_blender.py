@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from motionmatch.cli import main
-from motionmatch.database import load_database
-from motionmatch.interop import ERROR_BOUND_MM, blender_reads_export, fbx_reads_back, make_fbx
+from motionmatch.posedb.database import load_database
+from motionmatch.devtools.interop import ERROR_BOUND_MM, blender_reads_export, fbx_reads_back, make_fbx
 from motionmatch.io.bvh import read_bvh
 
 pytestmark = pytest.mark.blender
@@ -57,7 +57,7 @@ def test_convert_turns_a_blender_made_fbx_into_bvh(walk_bvh, tmp_path):
 
 
 def test_blender_opens_an_export_onto_a_two_mesh_character(walk_bvh, tmp_path):
-    from motionmatch.interop import blender_reads_model_export
+    from motionmatch.devtools.interop import blender_reads_model_export
     from rig_fixtures import write_two_mesh_rig
     rig, _ = write_two_mesh_rig(tmp_path / "xbot.glb")
     row = blender_reads_model_export(read_bvh(walk_bvh), rig, tmp_path)
@@ -67,7 +67,7 @@ def test_blender_opens_an_export_onto_a_two_mesh_character(walk_bvh, tmp_path):
 
 
 def test_damaged_fbx_files_are_clean_errors(walk_bvh, tmp_path):
-    from motionmatch.fuzz_fbx import damaged_fbx, fuzz_fbx_clips
+    from motionmatch.devtools.fuzz_fbx import damaged_fbx, fuzz_fbx_clips
     fbx = make_fbx(walk_bvh, tmp_path / "walk.fbx")
     out = fuzz_fbx_clips(damaged_fbx(fbx.read_bytes(), tmp_path / "damaged", flips=2))
     assert out.findings == []

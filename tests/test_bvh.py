@@ -10,7 +10,7 @@ import pytest
 from bvh_fixtures import LAFAN1_NAMES, lafan1_bvh_text, tiny_bvh_text, write_lafan1_bvh
 from conftest import MOCAP
 from motionmatch.io.bvh import BVHError, parse_bvh_text, read_bvh, write_bvh
-from motionmatch.skeleton import find_roles, mirror_pairs
+from motionmatch.motion.skeleton import find_roles, mirror_pairs
 
 TAKE1 = MOCAP / "jlpm22-locomotion" / "locomotion_take1.bvh"
 BANDAI = [MOCAP / "bandai-namco" / "dataset-1" / "dataset-1_walk_normal_001.bvh",

@@ -7,10 +7,10 @@ import pytest
 
 from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
-from motionmatch.scenario import parse_scenario, random_scenario
+from motionmatch.offline.scenario import parse_scenario, random_scenario
 from motionmatch.search import TagExpressionError
-from motionmatch.synth import change_frames, run_scenario
-from motionmatch.metrics import compute_metrics, source_foot_sliding_cm_s
+from motionmatch.offline.synth import change_frames, run_scenario
+from motionmatch.motion.metrics import compute_metrics, source_foot_sliding_cm_s
 
 WALK_TURN = {"duration": 8.0, "inputs": [
     {"t": 0.0, "move": [0.0, 1.0], "run": False, "strafe": False, "look": None},

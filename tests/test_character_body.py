@@ -18,10 +18,10 @@ from motionmatch.app import session as app_session
 from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
 from motionmatch.io.gltf import GLTFError
-from motionmatch.kinematics import forward_kinematics
-from motionmatch.rigged_model import live_retarget, load_rigged_model, retarget_to_model, source_bind_pose
-from motionmatch.rotations import quat_mul, quat_rotate
-from motionmatch.skeleton import SkeletonError, find_roles
+from motionmatch.maths.kinematics import forward_kinematics
+from motionmatch.body.rigged_model import live_retarget, load_rigged_model, retarget_to_model, source_bind_pose
+from motionmatch.maths.rotations import quat_mul, quat_rotate
+from motionmatch.motion.skeleton import SkeletonError, find_roles
 from rig_fixtures import UNREAL, write_mixamo_rig, write_renamed_rig, write_tail_rig
 
 pytestmark = pytest.mark.filterwarnings("ignore:pygltflib does not support version")
@@ -126,7 +126,7 @@ def test_bad_models_get_clear_errors(tmp_path, jlpm_db_path, capsys):
 
 
 def _app(db_path, model=None):
-    from motionmatch.database import load_database
+    from motionmatch.posedb.database import load_database
     db = load_database(db_path)
     return srv.make_app(app_backend.runtime_backend(db, app_backend.character_for(db, db_path, model))), db
 
@@ -196,8 +196,8 @@ def test_page_draws_the_skinned_body(jlpm_db_path, rig, tmp_path, model):
 
 def test_default_body_is_cached_beside_the_database(jlpm_db, tmp_path):
     import os
-    from motionmatch.database import save_database
-    from motionmatch.mesh import ensure_body_glb
+    from motionmatch.posedb.database import save_database
+    from motionmatch.body.mesh import ensure_body_glb
     db_path = tmp_path / "db.npz"
     save_database(jlpm_db, db_path)
     glb = ensure_body_glb(db_path, jlpm_db.skeleton, jlpm_db.roles)
@@ -229,7 +229,7 @@ def _crossings(verts, tris, axis, at):
 def test_default_body_has_a_rounded_crotch(jlpm_db):
     """The crotch is an arch the light gets into, not a pinched slit: below it the thighs part by a few
     centimetres at once, and the surface around it bends without sharp normal flips."""
-    from motionmatch.mesh import body_mesh, tpose_bind
+    from motionmatch.body.mesh import body_mesh, tpose_bind
     sk, roles = jlpm_db.skeleton, jlpm_db.roles
     m = body_mesh(sk, roles)
     v, tris, n = m.positions.astype(np.float64), m.triangles.astype(np.int64), m.normals.astype(np.float64)

@@ -57,7 +57,7 @@ def test_synth_errors_name_the_file(jlpm_db_path, tmp_path, capsys):
 def test_synth_without_db_uses_the_default_database(tmp_path, monkeypatch, jlpm_db_path):
     from motionmatch.cli import options
     used = []
-    monkeypatch.setattr("motionmatch.database.build_default_database",
+    monkeypatch.setattr("motionmatch.posedb.database.build_default_database",
                         lambda progress=True, **options: used.append((progress, options)) or jlpm_db_path)
     assert options.database_path(None, progress=False) == jlpm_db_path and used == [(False, {})]
     assert main(["synth", "--scenario", str(_short_scenario(tmp_path)), "--out", str(tmp_path / "o"),

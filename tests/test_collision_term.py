@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from conftest import BANDAI, _need
 
-from motionmatch.annotations import load_annotations, resolve
-from motionmatch.database import BuildSettings, build_database
-from motionmatch.obstacles import parse_obstacles
+from motionmatch.posedb.annotations import load_annotations, resolve
+from motionmatch.posedb.database import BuildSettings, build_database
+from motionmatch.world.obstacles import parse_obstacles
 from motionmatch.runtime.collision_term import (apply_collision_term, brute_with_penalty, candidate_paths,
                                                 collision_world, penalty)
 from motionmatch.runtime.crowd import Crowd

@@ -3,10 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from motionmatch.rotations import quat_from_yaw, yaw_of_direction
+from motionmatch.maths.rotations import quat_from_yaw, yaw_of_direction
 from motionmatch.runtime.controller import (
-    Controller, ControllerSettings, GamepadInput, PathFollower, desired_goals, stick_response,
-)
+                                            Controller, ControllerSettings, GamepadInput, PathFollower, desired_goals, stick_response,
+                                            )
 
 DT = 1 / 60
 

@@ -84,7 +84,7 @@ def test_per_agent_tag_filters_hold(bandai_walk_db):
 def _frozen_run_s(db, seconds=60.0, seed=3):
     """Longest time (s) a character driven by random input stays on a clip's last frame."""
     from motionmatch.runtime.character import Character
-    from motionmatch.scenario import random_scenario
+    from motionmatch.offline.scenario import random_scenario
     ch = Character(db)
     ch.set_driver(random_scenario(seconds, seed=seed).make_driver())
     last = np.asarray(db.range_stops) - 1
@@ -223,7 +223,7 @@ def test_shown_velocities_follow_the_shown_pose(jlpm_db, method, ratio):
     demand. Their angular velocities follow the shown rotations' central differences (measured mean
     error: 0.20 of the mean speed with springs, 0.10 with dead blending, 0.49 under 'off', which shows the
     animation's own; 1.0 if they were zero)."""
-    from motionmatch.rotations import quat_mul_inv, quat_to_scaled_angle_axis
+    from motionmatch.maths.rotations import quat_mul_inv, quat_to_scaled_angle_axis
     from motionmatch.runtime.character import Character, CharacterSettings
     from motionmatch.runtime.controller import GamepadInput
     from motionmatch.runtime.playback import shown_velocities

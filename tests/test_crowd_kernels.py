@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from motionmatch.kinematics import fk_pose_into, fk_subtrees_into
-from motionmatch.runtime.ik import leg_chains, legs_pose
-from motionmatch.scalar_quat import qexp, qexp_series
+from motionmatch.maths.kinematics import fk_pose_into, fk_subtrees_into
+from motionmatch.maths.ik import leg_chains, legs_pose
+from motionmatch.maths.scalar_quat import qexp, qexp_series
 
 
 def test_series_exponential_matches_qexp():

@@ -5,15 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from motionmatch.avoidance import AvoidanceState, avoid
+from motionmatch.world.avoidance import AvoidanceState, avoid
 from motionmatch.cli import main
-from motionmatch.crowd_synth import (CrowdError, goal_spacing, parse_crowd, run_crowd, separation, stick_to_velocity,
-                                     velocity_to_stick)
+from motionmatch.offline.crowd_synth import (CrowdError, goal_spacing, parse_crowd, run_crowd, separation, stick_to_velocity,
+                                             velocity_to_stick)
 from motionmatch.io.bvh import read_bvh
-from motionmatch.metrics import foot_sliding_cm_s
+from motionmatch.motion.metrics import foot_sliding_cm_s
 from motionmatch.runtime.character import CharacterSettings
 from motionmatch.runtime.controller import ControllerSettings
-from motionmatch.synth import synthesize
+from motionmatch.offline.synth import synthesize
 
 WALK_TURN = [{"t": 0.0, "move": [0, 1]}, {"t": 1.5, "move": [1, 0]}, {"t": 3.0, "move": [0, 1], "run": True},
              {"t": 4.5, "move": [0, 0]}]
@@ -125,7 +125,7 @@ def _walk_between(hold):
 def test_parallel_avoidance_chooses_the_same_velocities():
     """avoid(parallel=True) shares the agents out among numba's threads: the same velocities, bit for bit, as
     on the calling thread (a crowd's poses do not depend on its thread count), with obstacles and holders."""
-    from motionmatch.obstacles import parse_obstacles
+    from motionmatch.world.obstacles import parse_obstacles
     rng = np.random.default_rng(4)
     n = 400
     pos = rng.uniform(-12.0, 12.0, (n, 2))
@@ -150,7 +150,7 @@ def test_the_neighbour_grid_finds_the_k_d_trees_neighbours():
     the distance, nearest first, on a crowd with a far cluster (cells wider than the distance) and a small one;
     equal distances come in index order; agents with no finite position have none and are nobody's."""
     from scipy.spatial import cKDTree
-    from motionmatch.avoidance import neighbour_table
+    from motionmatch.world.avoidance import neighbour_table
     rng = np.random.default_rng(2)
     for n, half in ((1500, 60.0), (40, 3.0)):
         pos = rng.uniform(-half, half, (n, 2))

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from motionmatch.cli import main
-from motionmatch.database import (FORMAT_VERSION, BuildSettings, DatabaseError, build_database,
-                                  load_database, save_database)
-from motionmatch.skeleton import mirror_pairs
+from motionmatch.posedb.database import (FORMAT_VERSION, BuildSettings, DatabaseError, build_database,
+                                         load_database, save_database)
+from motionmatch.motion.skeleton import mirror_pairs
 
 
 def test_default_database_contents(jlpm_db):

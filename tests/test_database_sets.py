@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import BANDAI, _need
 
-from motionmatch.database import BuildSettings, build_database
+from motionmatch.posedb.database import BuildSettings, build_database
 from motionmatch.runtime.character import Character
 from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.database_sets import SetSpec, parse_sets
 from motionmatch.runtime.matching import FORCE, TIMER
-from motionmatch.scenario import ScenarioError, parse_scenario
-from motionmatch.synth import run_scenario
+from motionmatch.offline.scenario import ScenarioError, parse_scenario
+from motionmatch.offline.synth import run_scenario
 
 D1 = BANDAI / "dataset-1"
 
@@ -95,7 +95,7 @@ def test_app_switches_sets_and_lists_annotations(db, tmp_path):
     import aiohttp
     from test_app import Client, ServerThread, run
 
-    from motionmatch.annotations import load_annotations, resolve
+    from motionmatch.posedb.annotations import load_annotations, resolve
     from motionmatch.app import backend as app_backend
     from motionmatch.app import messages
     from motionmatch.app import server as srv

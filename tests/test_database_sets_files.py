@@ -9,9 +9,9 @@ import pytest
 from conftest import BANDAI, _need
 
 from motionmatch.cli import main
-from motionmatch.database import (BuildSettings, DatabaseError, build_database, load_database,
-                                  save_database)
-from motionmatch.database_join import load_databases
+from motionmatch.posedb.database import (BuildSettings, DatabaseError, build_database, load_database,
+                                         save_database)
+from motionmatch.posedb.database_join import load_databases
 from motionmatch.runtime.character import Character
 from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.database_sets import parse_sets

@@ -46,7 +46,7 @@ def test_dead_blending_is_continuous_in_position_and_velocity(jlpm_db):
 
 def test_dead_blending_in_a_settings_file(tmp_path):
     from motionmatch.runtime import settings as S
-    from motionmatch.settings_file import SettingsError, load_settings, save_settings, settings_from_dict
+    from motionmatch.runtime.settings_file import SettingsError, load_settings, save_settings, settings_from_dict
     rs = settings_from_dict({"character": {"inertialization": "dead_blending", "blend_time": 0.2}})
     save_settings(tmp_path / "s.toml", *rs)
     back = load_settings(tmp_path / "s.toml").character

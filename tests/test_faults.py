@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from motionmatch.atomic_file import replacing
+from motionmatch.files.atomic_file import replacing
 from motionmatch.cli import main as cli_main
-from motionmatch.database import load_database
+from motionmatch.posedb.database import load_database
 
 # Runs the CLI with numpy's savez replaced by one that writes a few bytes and then kills its own process
 # (SIGKILL: no finally block, no atexit), i.e. a kill at the worst moment, every time.
@@ -112,9 +112,9 @@ def test_a_worker_killed_mid_study_costs_at_most_its_trial(jlpm_db_path, tmp_pat
     import threading
 
     import optuna
-    from motionmatch.cluster import open_client
-    from motionmatch.settings_file import load_settings
-    from motionmatch.tuning import STUDY_NAME
+    from motionmatch.offline.cluster import open_client
+    from motionmatch.runtime.settings_file import load_settings
+    from motionmatch.offline.tuning import STUDY_NAME
 
     scen = tmp_path / "walk_turn.json"
     scen.write_text(json.dumps({"duration": 2.0, "inputs": [{"t": 0.0, "move": [0.0, 1.0]},

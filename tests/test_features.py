@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from motionmatch.features import (FeatureError, FeatureSet, FeatureSchema, compute_features, default_schema,
-                                  load_schema, schema_from_dict)
-from motionmatch.rotations import quat_inv, quat_rotate
+from motionmatch.posedb.features import (FeatureError, FeatureSet, FeatureSchema, compute_features, default_schema,
+                                         load_schema, schema_from_dict)
+from motionmatch.maths.rotations import quat_inv, quat_rotate
 
 
 def test_default_schema_is_the_27d_locomotion_set():

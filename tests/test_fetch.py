@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from bvh_fixtures import tiny_bvh_text
-from motionmatch import datapaths
-from motionmatch.datapaths import DataNotFoundError, find_data, list_bvh_files
+from motionmatch.posedb import datapaths
+from motionmatch.posedb.datapaths import DataNotFoundError, find_data, list_bvh_files
 from motionmatch.cli.fetch import add_fetch_args, run_fetch
-from motionmatch.fetch import MARKER, FetchError, Source, fetch, unpack
+from motionmatch.posedb.fetch import MARKER, FetchError, Source, fetch, unpack
 from motionmatch.io.bvh import read_bvh
 
 BVH_A = tiny_bvh_text("ZXY", rows=((0, 1, 0, 0, 0, 0, 0, 0, 0), (0, 1, 0.1, 0, 10, 0, 0, 0, 5)))
@@ -126,7 +126,7 @@ def test_fetch_tar_gz_and_member_filters(server, tmp_path):
         "proj/Code/main.cs": "code"})
     src = Source(url=server.url("/set.tar.gz"), keep=("*/Animations/BVH/*.txt", "*/LICENSE*"),
                  drop=("*subject*", "*.meta"), text_bvh=True)
-    from motionmatch import fetch as fetch_mod
+    from motionmatch.posedb import fetch as fetch_mod
     fetch_mod.SOURCES["test-set"] = src
     try:
         out = fetch("test-set", cache=tmp_path, progress=False)

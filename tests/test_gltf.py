@@ -13,7 +13,7 @@ from browser_pages import run_page
 from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
 from motionmatch.io.gltf import to_wxyz
-from motionmatch.kinematics import forward_kinematics
+from motionmatch.maths.kinematics import forward_kinematics
 
 DTYPES = {5126: np.float32, 5121: np.uint8, 5123: np.uint16, 5125: np.uint32}
 WIDTH = {"SCALAR": 1, "VEC3": 3, "VEC4": 4, "MAT4": 16}

@@ -10,12 +10,12 @@ import pygltflib
 import pytest
 
 from motionmatch.cli import main
-from motionmatch.database import load_database
+from motionmatch.posedb.database import load_database
 from motionmatch.io.bvh import read_bvh
 from motionmatch.io.clips import read_clips
 from motionmatch.io.gltf import GLTFError
 from motionmatch.io.gltf_clips import read_gltf_clips, sample_channel
-from motionmatch.rotations import quat_from_angle_axis, quat_slerp
+from motionmatch.maths.rotations import quat_from_angle_axis, quat_slerp
 from rig_fixtures import write_animated_mixamo_rig
 
 MM = 1e-3

@@ -17,11 +17,11 @@ import aiohttp
 import numpy as np
 import pytest
 
-from motionmatch import fuzz
+from motionmatch.devtools import fuzz
 from motionmatch.cli import main as cli_main
-from motionmatch.database import DatabaseError, build_database, load_database
+from motionmatch.posedb.database import DatabaseError, build_database, load_database
 from motionmatch.io.bvh import BVHError, parse_bvh_text, read_bvh, write_bvh
-from motionmatch.scenario import ScenarioError, load_scenario, parse_scenario
+from motionmatch.offline.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 MOCAP = ROOT.parent / "shared" / "mocap"
@@ -106,7 +106,7 @@ def test_build_skips_a_bad_file_with_a_warning_and_strict_fails(tmp_path):
     db = build_database([WALK, bad], progress=False, warn=warnings.append)
     assert len(db.range_starts) == 2 and db.meta["skipped"] == [str(bad)]
     assert any(str(bad) in w and "frame time" in w for w in warnings)
-    from motionmatch.database import BuildSettings
+    from motionmatch.posedb.database import BuildSettings
     with pytest.raises(DatabaseError, match="broken.bvh:.*frame time"):
         build_database([WALK, bad], BuildSettings(strict=True), progress=False)
 
@@ -179,7 +179,7 @@ def test_stick_values_are_clamped_not_refused():
 # Crowd files, event sidecars, tracker files, role maps, tag expressions
 
 def test_small_file_campaigns(jlpm_db, tmp_path):
-    from motionmatch import fuzz_files
+    from motionmatch.devtools import fuzz_files
     report = fuzz_files.fuzz_files(jlpm_db, tmp_path)
     for door, out in report.items():
         assert out.findings == [], door
@@ -188,7 +188,7 @@ def test_small_file_campaigns(jlpm_db, tmp_path):
 
 def test_damaged_input_logs_campaign(jlpm_db, tmp_path):
     # Named damages (each refused naming the file) and 12 seeded random ones through synth --replay's path.
-    from motionmatch.fuzz_logs import fuzz_input_logs
+    from motionmatch.devtools.fuzz_logs import fuzz_input_logs
     out = fuzz_input_logs(jlpm_db, tmp_path, random_damages=12)["input logs"]
     assert out.findings == []
     assert out.clean_errors >= 70
@@ -197,8 +197,8 @@ def test_damaged_input_logs_campaign(jlpm_db, tmp_path):
 def test_input_log_bounds_name_the_file_and_field(jlpm_db, tmp_path):
     import json as json_
 
-    from motionmatch.fuzz_logs import recorded_logs
-    from motionmatch.replay import replay, replay_poses
+    from motionmatch.devtools.fuzz_logs import recorded_logs
+    from motionmatch.offline.replay import replay, replay_poses
     from motionmatch.runtime.input_log import InputLogError, load_log
     good = recorded_logs(jlpm_db)["character"]
     f = tmp_path / "a.replay.json"
@@ -218,8 +218,8 @@ def test_input_log_bounds_name_the_file_and_field(jlpm_db, tmp_path):
 
 
 def test_bounded_files_name_the_bound(jlpm_db, tmp_path):
-    from motionmatch.crowd_synth import CrowdError, load_crowd
-    from motionmatch.events import EventError, load_sidecar
+    from motionmatch.offline.crowd_synth import CrowdError, load_crowd
+    from motionmatch.posedb.events import EventError, load_sidecar
     from motionmatch.search import TagExpressionError, range_mask
     from motionmatch.vr.trackers import TrackerFileError, read_trackers
     with pytest.raises(EventError, match="/dev/zero: the events file is not a regular file"):
@@ -240,7 +240,7 @@ def test_bounded_files_name_the_bound(jlpm_db, tmp_path):
 
 
 def test_damaged_models_campaign(jlpm_db, tmp_path):
-    from motionmatch import fuzz_models
+    from motionmatch.devtools import fuzz_models
     report = fuzz_models.fuzz_models(jlpm_db, fuzz_models.damaged_models(jlpm_db, tmp_path, zip_bombs=False))
     for door, out in report.items():
         assert out.findings == [] and out.accepted == 0 and out.clean_errors >= 15, door
@@ -253,7 +253,7 @@ def test_damaged_models_campaign(jlpm_db, tmp_path):
 
 def test_npz_members_are_sized_from_the_zip_directory(tmp_path):
     import zipfile
-    from motionmatch.input_bounds import check_npz
+    from motionmatch.files.input_bounds import check_npz
     with open(tmp_path / "m.npz", "wb") as fh:
         np.savez_compressed(fh, a=np.zeros(1 << 21, np.uint8), b=np.ones(3))
     check_npz(tmp_path / "m.npz", max_member_bytes=3 << 20)
@@ -266,7 +266,7 @@ def test_npz_members_are_sized_from_the_zip_directory(tmp_path):
 
 
 def test_crowd_on_one_spot_counts_pairs_without_blowing_up():
-    from motionmatch.crowd_synth import separation
+    from motionmatch.offline.crowd_synth import separation
     xz = np.zeros((50, 400, 2))
     xz[:, 0, 0] = 5.0                        # one agent apart
     smallest, pairs, close = separation(xz)
@@ -279,7 +279,7 @@ def test_crowd_on_one_spot_counts_pairs_without_blowing_up():
 
 def test_damaged_rigged_models_campaign(jlpm_db, jlpm_db_path, tmp_path):
     from rig_fixtures import write_mixamo_rig
-    from motionmatch import fuzz_rigs
+    from motionmatch.devtools import fuzz_rigs
     base, _ = write_mixamo_rig(tmp_path / "base.glb")
     damaged = fuzz_rigs.damaged_glbs(base.read_bytes(), tmp_path)
     anim = read_bvh(WALK)
@@ -293,7 +293,7 @@ def test_damaged_rigged_models_campaign(jlpm_db, jlpm_db_path, tmp_path):
 def test_damaged_gltf_clips_campaign(tmp_path):
     """`build clips/*.glb`: damaged animations (key times, values, interpolations, targets, bounds) all
     refused naming the file; the valid variants (STEP keys, a skeleton without a skin) read."""
-    from motionmatch import fuzz_rigs
+    from motionmatch.devtools import fuzz_rigs
     from motionmatch.io.gltf import write_gltf
     anim = read_bvh(WALK)
     anim = replace(anim, positions=anim.positions[:20], rotations=anim.rotations[:20])
@@ -307,9 +307,9 @@ def test_glb_reader_never_reads_past_a_view_or_outside_the_file(tmp_path):
     """The security defects: an accessor running past its view (it read process memory into the export)
     and a buffer uri naming another file."""
     from rig_fixtures import write_mixamo_rig
-    from motionmatch.fuzz_rigs import glb_bytes, split_glb
+    from motionmatch.devtools.fuzz_rigs import glb_bytes, split_glb
     from motionmatch.io.gltf import GLTFError
-    from motionmatch.rigged_model import load_rigged_model
+    from motionmatch.body.rigged_model import load_rigged_model
     doc, blob = split_glb(write_mixamo_rig(tmp_path / "base.glb")[0].read_bytes())
     pos = doc["meshes"][0]["primitives"][0]["attributes"]["POSITION"]
     doc["accessors"][pos]["count"] += 1
@@ -328,9 +328,9 @@ def test_glb_reader_never_reads_past_a_view_or_outside_the_file(tmp_path):
 # Long runs: streaming output
 
 def test_streamed_synthesis_matches_whole_run_metrics_and_motion(jlpm_db, tmp_path):
-    from motionmatch.metrics import compute_metrics, foot_sliding_cm_s, source_foot_sliding_cm_s
-    from motionmatch.synth import (POSE_CHUNK, appearance_metrics, change_frames, record_animation, run_scenario,
-                                   synthesize)
+    from motionmatch.motion.metrics import compute_metrics, foot_sliding_cm_s, source_foot_sliding_cm_s
+    from motionmatch.offline.synth import (POSE_CHUNK, appearance_metrics, change_frames, record_animation, run_scenario,
+                                           synthesize)
 
     scen = parse_scenario({"duration": 2 * POSE_CHUNK / 60.0 + 0.5,   # three chunks, the last partial
                            "inputs": [{"t": 0, "move": [0, 1]}, {"t": 8, "move": [1, 0], "run": True},
@@ -530,7 +530,7 @@ def test_character_failing_every_frame_ends_its_session_with_a_message():
 
 
 def test_weight_sets_share_a_bounded_least_recently_used_cache(jlpm_db):
-    from motionmatch.database import MAX_SHARED_ENTRIES, SharedCache
+    from motionmatch.posedb.database import MAX_SHARED_ENTRIES, SharedCache
     from motionmatch.runtime.character import Character, CharacterSettings
 
     cache = SharedCache(limit=3)
@@ -591,7 +591,7 @@ def test_killed_crowd_synth_leaves_the_earlier_outputs_whole(jlpm_db_path, tmp_p
 def test_synth_on_a_full_disk_is_one_clear_error_and_keeps_the_earlier_outputs(jlpm_db_path, tmp_path, capsys,
                                                                               monkeypatch):
     import errno
-    from motionmatch import crowd_synth as crowd
+    from motionmatch.offline import crowd_synth as crowd
     out = tmp_path / "out"
     args = ["synth", "--db", str(jlpm_db_path), "--out", str(out), "--quiet", "--crowd",
             str(_crowd_file(tmp_path / "one.json", 1, 0.5))]

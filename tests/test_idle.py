@@ -4,8 +4,8 @@ import numpy as np
 
 from motionmatch.runtime.frame_velocities import database_velocities
 from motionmatch.runtime.matching import STILL_MARGIN_S, still_stretch_ends
-from motionmatch.scenario import parse_scenario
-from motionmatch.synth import run_scenario
+from motionmatch.offline.scenario import parse_scenario
+from motionmatch.offline.synth import run_scenario
 
 WALK_THEN_STAND = {"duration": 9.0, "inputs": [
     {"t": 0.0, "move": [0.0, 1.0], "run": False, "strafe": False, "look": None},

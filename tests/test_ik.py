@@ -10,12 +10,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import MOCAP
 from motionmatch.io.bvh import read_bvh
-from motionmatch.kinematics import forward_kinematics
-from motionmatch.rotations import quat_between, quat_from_angle_axis, quat_mul, quat_normalize, quat_rotate
-from motionmatch.runtime.ik import (apply_leg_ik, globals_to_locals, toe_ground_fix,
-                                    two_joint_ik)
+from motionmatch.maths.kinematics import forward_kinematics
+from motionmatch.maths.rotations import quat_between, quat_from_angle_axis, quat_mul, quat_normalize, quat_rotate
+from motionmatch.maths.ik import (apply_leg_ik, globals_to_locals, toe_ground_fix,
+                                  two_joint_ik)
 from motionmatch.runtime.touchups import FOOT_LOCK, foot_lock_update
-from motionmatch.skeleton import find_roles
+from motionmatch.motion.skeleton import find_roles
 
 JLPM = MOCAP / "jlpm22-locomotion" / "locomotion_take1.bvh"
 DOWN = np.array([0.0, -1.0, 0.0])
@@ -257,8 +257,8 @@ def test_apply_leg_ik_on_real_pose():
 
 def test_in_place_leg_ik_matches_the_reference_path(jlpm_db):
     """The compiled whole-pose path the runtime uses equals apply_leg_ik followed by FK."""
-    from motionmatch.kinematics import forward_kinematics
-    from motionmatch.runtime.ik import apply_leg_ik, apply_leg_ik_in_place, leg_chains
+    from motionmatch.maths.kinematics import forward_kinematics
+    from motionmatch.maths.ik import apply_leg_ik, apply_leg_ik_in_place, leg_chains
     db = jlpm_db
     parents = np.asarray(db.skeleton.parents, dtype=np.int64)
     legs = leg_chains(db.roles)
@@ -298,7 +298,7 @@ def test_foot_drifted_out_of_its_lock_relocks_when_slow_only_with_relock_speed(r
 def test_keep_leaves_a_straighter_leg_its_extension():
     """legs_pose's keep (the touch-ups): a leg posed straighter than the IK's buffer, asked for its own ankle,
     stays as it is; without keep the buffer bends it (every played knee straighter than 164 degrees, at 1 %)."""
-    from motionmatch.runtime.ik import _two_joint_ik_core
+    from motionmatch.maths.ik import _two_joint_ik_core
     a, b = (0.0, 1.0, 0.0), (0.0, 0.55, 0.02)
     c = (0.0, 0.1, 0.0)                                  # knee about 175 degrees: 0.998 of the leg's length
     rot = (1.0, 0.0, 0.0, 0.0)

@@ -1,14 +1,14 @@
 import numpy as np
 import pytest
 
-from motionmatch.rotations import (
-    quat_angle, quat_from_angle_axis, quat_from_scaled_angle_axis, quat_mul, quat_mul_inv, quat_normalize,
-    quat_rotate,
-)
+from motionmatch.maths.rotations import (
+                                         quat_angle, quat_from_angle_axis, quat_from_scaled_angle_axis, quat_mul, quat_mul_inv, quat_normalize,
+                                         quat_rotate,
+                                         )
 from motionmatch.runtime.inertialization import new_offsets, start, step
 from motionmatch.runtime.playback import Pose
 from motionmatch.runtime.settings import INERTIALIZATION_METHODS, CharacterSettings
-from motionmatch.runtime.springs import decay_exact, half_damping
+from motionmatch.maths.springs import decay_exact, half_damping
 
 J = 23
 DT = 1 / 60

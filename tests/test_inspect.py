@@ -9,7 +9,7 @@ from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
 from motionmatch.search import Searcher, frame_mask
 from motionmatch.search.inspect import inspect_search
-from motionmatch.synth import recorded_queries
+from motionmatch.offline.synth import recorded_queries
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from motionmatch.kinematics import forward_kinematics
+from motionmatch.maths.kinematics import forward_kinematics
 from motionmatch.lmm import inference
 from motionmatch.lmm.model import ModelError, check_model_fits, load_model, save_model
 
@@ -261,7 +261,7 @@ def test_corrupt_model_files_get_clear_errors(trained, jlpm_db_path, tmp_path):
 
 
 def test_mismatched_model_gets_clear_error(trained, jlpm_db, bandai_walk_db, tmp_path, capsys):
-    from motionmatch.database import save_database
+    from motionmatch.posedb.database import save_database
     from motionmatch.lmm.model import fingerprint
     from motionmatch.cli import main
     out, _ = trained
@@ -298,7 +298,7 @@ def _with_joint_above_hips(db, lever=(0.0, 0.0, -4.0)):
     """The database as builds before the hips were folded laid Bandai out: a `joint_Root` between the
     simulation bone and the hips, metres away from both (databases on disk still have it)."""
     from dataclasses import replace
-    from motionmatch.animation import Skeleton
+    from motionmatch.motion.animation import Skeleton
     sk = db.skeleton
     lever = np.asarray(lever)
     pos = np.insert(np.asarray(db.positions), 1, lever, axis=1)

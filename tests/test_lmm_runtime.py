@@ -76,7 +76,7 @@ def test_synth_lmm_writes_metrics_and_mismatch_is_a_clear_error(tiny_model, jlpm
     # A model of another skeleton: the crowd refuses it, naming the file; the command says so without a traceback.
     with pytest.raises(ModelError, match="does not fit the database"):
         Crowd(bandai_walk_db, 2, CharacterSettings(mode="lmm", model=str(tiny_model)))
-    from motionmatch.database import save_database
+    from motionmatch.posedb.database import save_database
     bandai = tmp_path / "bandai.npz"
     save_database(bandai_walk_db, bandai)
     capsys.readouterr()
@@ -117,7 +117,7 @@ def test_bench_lmm_compares_classic_and_learned_per_scenario(tiny_model, jlpm_db
 
 
 def test_serve_lmm_refuses_a_model_that_does_not_fit_before_serving(tiny_model, bandai_walk_db, tmp_path, capsys):
-    from motionmatch.database import save_database
+    from motionmatch.posedb.database import save_database
     bandai = tmp_path / "bandai.npz"
     save_database(bandai_walk_db, bandai)
     assert main(["serve", "--db", str(bandai), "--port", "0", "--lmm", str(tiny_model)]) == 1
@@ -172,7 +172,7 @@ def test_app_switches_classic_and_learned_live(tiny_model, jlpm_db):
     from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv
     from motionmatch.app import session as app_session
-    from motionmatch.settings_file import settings_from_dict
+    from motionmatch.runtime.settings_file import settings_from_dict
     settings = settings_from_dict({})
     settings.character.mode, settings.character.model = "lmm", str(tiny_model)    # what `serve --lmm` does
     with_model = ServerThread(srv.make_app(app_backend.runtime_backend(jlpm_db, None, settings)))
@@ -316,7 +316,7 @@ def test_learned_contacts_follow_the_decompressed_toes(tiny_model, jlpm_db, tmp_
     """A foot is in contact when its decompressed toe is near its floor and slower than the learned
     speed limit, whatever the decompressor's contact outputs say (here forced to 0)."""
     from motionmatch.lmm.model import pose_layout, save_model
-    from motionmatch.preprocess import CONTACT_HEIGHT
+    from motionmatch.motion.preprocess import CONTACT_HEIGHT
     from motionmatch.runtime import learned
     model = load_model(tiny_model)
     contacts = pose_layout(jlpm_db.num_joints)["contacts"]

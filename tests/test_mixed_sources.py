@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 
 from motionmatch.cli import main
-from motionmatch.database import BuildSettings, build_database, load_database
-from motionmatch.datapaths import list_bvh_files, mixed_default_files, source_tags
+from motionmatch.posedb.database import BuildSettings, build_database, load_database
+from motionmatch.posedb.datapaths import list_bvh_files, mixed_default_files, source_tags
 from motionmatch.io.bvh import read_bvh
-from motionmatch.metrics import held_fraction, shoulder_facing_yaw, twist_deg
-from motionmatch.retarget import planted_toe_height, synthetic_tpose_frames
-from motionmatch.rotations import quat_inv, quat_rotate
+from motionmatch.motion.metrics import held_fraction, shoulder_facing_yaw, twist_deg
+from motionmatch.motion.retarget import planted_toe_height, synthetic_tpose_frames
+from motionmatch.maths.rotations import quat_inv, quat_rotate
 from motionmatch.runtime.character import CharacterSettings
 from motionmatch.runtime.matching import trajectory_layout
 from motionmatch.runtime.warping import has_side_steps
-from motionmatch.scenario import load_scenario, parse_scenario
-from motionmatch.skeleton import shoulder_joints
-from motionmatch.synth import change_frames, run_scenario
+from motionmatch.offline.scenario import load_scenario, parse_scenario
+from motionmatch.motion.skeleton import shoulder_joints
+from motionmatch.offline.synth import change_frames, run_scenario
 
 MOCAP = Path(__file__).resolve().parents[1].parent / "shared" / "mocap"
 JLPM = MOCAP / "jlpm22-locomotion"
@@ -163,7 +163,7 @@ def test_shoulder_joints_of_the_known_skeletons(jlpm_db):
     l, r = shoulder_joints(jlpm_db.skeleton.parents, jlpm_db.roles)
     assert (names[l], names[r]) == ("LeftUpperArm", "RightUpperArm")
     cmu = read_bvh(CMU).skeleton
-    from motionmatch.skeleton import find_roles
+    from motionmatch.motion.skeleton import find_roles
     l, r = shoulder_joints(cmu.parents, find_roles(cmu.names))
     assert (cmu.names[l], cmu.names[r]) == ("LeftArm", "RightArm")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import motionmatch
 
-PROBE = ("import os, motionmatch.runtime.springs as s; s.decay_exact(1.0, 0.1, 20.0, 1 / 60); "
+PROBE = ("import os, motionmatch.maths.springs as s; s.decay_exact(1.0, 0.1, 20.0, 1 / 60); "
          "print(os.environ['NUMBA_CACHE_DIR'])")
 
 

@@ -1,12 +1,12 @@
-"""Routes round static obstacles (obstacle_routes.py): the grid A*'s paths keep clear of every shape and
+"""Routes round static obstacles (world/obstacle_routes.py): the grid A*'s paths keep clear of every shape and
 find the one way through, following them, and crowds that reach goals a straight walk (with steering)
 cannot."""
 import numpy as np
 import pytest
 
-from motionmatch.crowd_synth import parse_crowd, run_crowd
-from motionmatch.obstacles import parse_obstacles, segment_clearance, signed_distance
-from motionmatch.obstacle_routes import (HARD_CLEARANCE, RoutePlanner, RouteState, pack_routes, route_targets)
+from motionmatch.offline.crowd_synth import parse_crowd, run_crowd
+from motionmatch.world.obstacles import parse_obstacles, segment_clearance, signed_distance
+from motionmatch.world.obstacle_routes import (HARD_CLEARANCE, RoutePlanner, RouteState, pack_routes, route_targets)
 
 # A wall across the way with its only opening at the far right end, a pillar in the opening's approach:
 # from below the wall the goal above is 4 m away in a straight line and about 14 m round.

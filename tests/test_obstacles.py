@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from motionmatch.avoidance import AvoidanceState, avoid
-from motionmatch.crowd_synth import CrowdError, parse_crowd, run_crowd
-from motionmatch.obstacles import (no_obstacles, parse_obstacles, penetration, segment_clearance, signed_distance,
-                                   steer, time_to_hit)
-from motionmatch.scenario import ScenarioError, parse_scenario
-from motionmatch.synth import synthesize
+from motionmatch.world.avoidance import AvoidanceState, avoid
+from motionmatch.offline.crowd_synth import CrowdError, parse_crowd, run_crowd
+from motionmatch.world.obstacles import (no_obstacles, parse_obstacles, penetration, segment_clearance, signed_distance,
+                                         steer, time_to_hit)
+from motionmatch.offline.scenario import ScenarioError, parse_scenario
+from motionmatch.offline.synth import synthesize
 
 SHAPES = [{"center": [0.0, 5.0], "radius": 1.0}, {"min": [2.0, 2.0], "max": [4.0, 3.0]}]
 
@@ -106,7 +106,7 @@ def test_a_scenario_walking_at_an_obstacle_passes_around_it(jlpm_db, tmp_path):
           "obstacles": [{"center": [0.0, 3.0], "radius": 0.6}]}
     m = synthesize(jlpm_db, sc, tmp_path, progress=False)
     assert m["obstacle_penetration_cm"] == {"max_cm": 0.0, "seconds_inside": 0.0}
-    from motionmatch.synth import run_scenario
+    from motionmatch.offline.synth import run_scenario
     rec = run_scenario(jlpm_db, parse_scenario(sc))
     root = rec["root_pos"]
     assert root[-1, 2] > 5.0                                  # went past the pillar (z = 3)

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from motionmatch.io.bvh import read_bvh
-from motionmatch.preprocess import (add_simulation_bone, foot_contacts, hips_forward_axis, mirror,
-                                    mirror_simulation_bone, resample, simulation_bone, tags_from_filename)
-from motionmatch.rotations import quat_angle, quat_inv_mul
-from motionmatch.skeleton import find_roles, mirror_pairs
+from motionmatch.motion.preprocess import (add_simulation_bone, foot_contacts, hips_forward_axis, mirror,
+                                           mirror_simulation_bone, resample, simulation_bone, tags_from_filename)
+from motionmatch.maths.rotations import quat_angle, quat_inv_mul
+from motionmatch.motion.skeleton import find_roles, mirror_pairs
 
 
 @pytest.fixture(scope="module")

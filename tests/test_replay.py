@@ -10,14 +10,14 @@ import sys
 import numpy as np
 import pytest
 
-from motionmatch.obstacles import parse_obstacles
-from motionmatch.replay import replay_poses, window_ticks
+from motionmatch.world.obstacles import parse_obstacles
+from motionmatch.offline.replay import replay_poses, window_ticks
 from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.crowd import Crowd
 from motionmatch.runtime.database_sets import SetSpec
 from motionmatch.runtime.input_log import InputLogError, load_log
-from motionmatch.runtime.terrain import Heightfield
+from motionmatch.world.terrain import Heightfield
 
 
 def drive_character(ch: Character, ticks: int) -> dict:

@@ -11,13 +11,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bvh_fixtures import lafan1_bvh_text, write_lafan1_bvh  # noqa: E402
 from conftest import MOCAP  # noqa: E402
 
-from motionmatch.animation import Animation, Skeleton
+from motionmatch.motion.animation import Animation, Skeleton
 from motionmatch.io.bvh import parse_bvh_text, read_bvh, write_bvh
 from motionmatch.cli.retarget import add_retarget_args, run_retarget
-from motionmatch.retarget import (RetargetError, auto_mapping, find_source_bind, name_key, pose_uprightness,
-                                  rest_pose_is_standing, retarget_animation)
-from motionmatch.rotations import quat_from_scaled_angle_axis, quat_from_yaw, quat_inv, quat_mul, quat_rotate
-from motionmatch.skeleton import find_roles
+from motionmatch.motion.retarget import (RetargetError, auto_mapping, find_source_bind, name_key, pose_uprightness,
+                                         rest_pose_is_standing, retarget_animation)
+from motionmatch.maths.rotations import quat_from_scaled_angle_axis, quat_from_yaw, quat_inv, quat_mul, quat_rotate
+from motionmatch.motion.skeleton import find_roles
 
 BANDAI = MOCAP / "bandai-namco/dataset-1/dataset-1_walk_normal_002.bvh"
 JLPM = MOCAP / "jlpm22-locomotion/locomotion_take1.bvh"
@@ -330,7 +330,7 @@ def test_explicit_mapping_and_cli(tmp_path):
 
 def _planted_toe_height(anim):
     """Median height (m) of toe joints where the metrics see contact, both feet."""
-    from motionmatch.metrics import toe_contacts
+    from motionmatch.motion.metrics import toe_contacts
     roles = find_roles(anim.skeleton.names)
     gp, _ = anim.global_transforms()
     hs = []
@@ -346,7 +346,7 @@ def test_retargeted_feet_plant_like_the_target_rig():
     pitch of the jlpm22 take): its planted feet take the jlpm22 rig's pitch, so its planted toes sit
     within 1 cm of the jlpm22 actor's own (the mixed database's Bandai clips: 1.5 vs 2.0 cm; 0.7 without
     the pitch) and not below the floor; knees keep the source's angles."""
-    from motionmatch.retarget import Stance, bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto
+    from motionmatch.motion.retarget import Stance, bind_pose_of, foot_floor, planted_foot_pitch, retarget_onto
     jl = read_bvh(JLPM)
     roles = find_roles(jl.skeleton.names)
     gp, _ = jl.global_transforms()
@@ -382,10 +382,10 @@ def test_retargeted_walk_takes_the_target_actors_stance():
     the side; measured -0.6, -0.9) and 35 % -> 3 % of the frames outside the actor's lean and hand range at
     the gait; leg IK keeps the feet's placement within 1 cm (horizontally: the floor fit moves them only
     vertically)."""
-    from motionmatch.posture import gait_figures, posture_joints, travel_velocity
-    from motionmatch.retarget import (actor_stance, bind_pose_of, foot_floor, median_hand_spread, planted_toe_height,
-                                      retarget_onto)
-    from motionmatch.trunk import trunk_angles_deg
+    from motionmatch.motion.posture import gait_figures, posture_joints, travel_velocity
+    from motionmatch.motion.retarget import (actor_stance, bind_pose_of, foot_floor, median_hand_spread, planted_toe_height,
+                                             retarget_onto)
+    from motionmatch.motion.trunk import trunk_angles_deg
     jl = read_bvh(JLPM)
     roles = find_roles(jl.skeleton.names)
     gp, _ = jl.global_transforms()

@@ -12,7 +12,7 @@ from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
 from motionmatch.io.gltf import read_accessor, read_glb
 from motionmatch.io.gltf_clips import read_gltf_clips
-from motionmatch.rigged_model import load_rigged_model, retarget_to_model
+from motionmatch.body.rigged_model import load_rigged_model, retarget_to_model
 from rig_fixtures import write_animated_mixamo_rig, write_two_mesh_rig
 
 pytestmark = pytest.mark.filterwarnings("ignore:pygltf.utils.validator is a provisional")
@@ -65,8 +65,8 @@ def test_a_scaled_and_turned_armature_stays_around_the_joints(walk_bvh, tmp_path
 
 def _lowest_sole(moved, model, plates, owners):
     """Per frame, the lowest sole-plate vertex (m): the plates follow their foot joints rigidly."""
-    from motionmatch.kinematics import forward_kinematics
-    from motionmatch.rotations import quat_inv, quat_mul, quat_rotate
+    from motionmatch.maths.kinematics import forward_kinematics
+    from motionmatch.maths.rotations import quat_inv, quat_mul, quat_rotate
     owners = [model.skeleton.index(n) for n in owners]
     gpos, grot = moved.global_transforms()
     bpos, brot = forward_kinematics(np.asarray(model.skeleton.offsets)[None], np.asarray(model.bind_rotations)[None],
@@ -78,8 +78,8 @@ def _lowest_sole(moved, model, plates, owners):
 
 @pytest.mark.parametrize("depth", [0.04, 0.09])
 def test_soles_rest_on_the_floor_in_exports_and_in_the_page(walk_bvh, tmp_path, depth, jlpm_db):
-    from motionmatch.preprocess import planted_toe_height_m
-    from motionmatch.rigged_model import live_retarget, page_pose, sole_floor, sole_heights, source_bind_pose
+    from motionmatch.motion.preprocess import planted_toe_height_m
+    from motionmatch.body.rigged_model import live_retarget, page_pose, sole_floor, sole_heights, source_bind_pose
     from rig_fixtures import write_soled_rig
     rig, plates, owners = write_soled_rig(tmp_path / "soled.glb", depth)
     model = load_rigged_model(rig)

@@ -5,9 +5,9 @@ import pytest
 
 from conftest import MOCAP
 from motionmatch.runtime.controller import Controller, GamepadInput, PathFollower
-from motionmatch.scenario import (
-    InputDriver, Scenario, ScenarioError, load_scenario, parse_scenario, random_scenario, simulate,
-)
+from motionmatch.offline.scenario import (
+                                          InputDriver, Scenario, ScenarioError, load_scenario, parse_scenario, random_scenario, simulate,
+                                          )
 
 SHARED = MOCAP.parent / "scenarios"     # beside the motion capture (conftest: $MOTIONMATCH_DATA/..)
 BASE = {"duration": 12.0, "style": None, "inputs": [

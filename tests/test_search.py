@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from motionmatch.search import BACKENDS, Searcher, frame_mask
-from motionmatch.search_bench import (add_bench_search_args, make_queries, read_export, run_bench_search,
-                                      synthetic_features, write_export)
+from motionmatch.devtools.search_bench import (add_bench_search_args, make_queries, read_export, run_bench_search,
+                                               synthetic_features, write_export)
 
 FAST = [b for b in BACKENDS if b != "brute_numpy"]
 
@@ -268,7 +268,7 @@ def real_queries(db, rng, count):
     the data (5 standard deviations of noise on every column), near ties (a frame plus 1e-6 noise, so
     its neighbours' costs are almost equal) and exact frames (cost 0). Current frames: random, -1, or
     the source frame."""
-    from motionmatch.search_bench import trajectory_columns
+    from motionmatch.devtools.search_bench import trajectory_columns
     x = db.features.normalized
     starts, stops = db.range_starts, db.range_stops
     n, f = x.shape
@@ -366,7 +366,7 @@ def test_bench_runs_on_an_export(tmp_path, capsys):
 
 def test_features_export_with_runtime_queries_and_bench(jlpm_db_path, tmp_path, capsys):
     from motionmatch.cli import main
-    from motionmatch.database import load_database
+    from motionmatch.posedb.database import load_database
     out = tmp_path / "exp"
     assert main(["features", "export", str(jlpm_db_path), "--out", str(out), "--queries", "60"]) == 0
     db = load_database(jlpm_db_path)

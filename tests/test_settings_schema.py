@@ -10,7 +10,7 @@ from motionmatch.runtime.controller import ControllerSettings
 from motionmatch.runtime.settings import CharacterSettings
 from motionmatch.runtime.settings_schema import SETTINGS, SettingError, defaults, rows, setting
 from motionmatch.runtime.warping import WarpSettings
-from motionmatch.settings_file import SettingsError, load_settings, settings_from_dict, settings_to_dict
+from motionmatch.runtime.settings_file import SettingsError, load_settings, settings_from_dict, settings_to_dict
 
 NUMERIC = [s for s in SETTINGS if s.type in ("float", "int") and s.stored]
 DATACLASSES = {"character": CharacterSettings, "warp": WarpSettings, "controller": ControllerSettings}

@@ -6,7 +6,7 @@ import pytest
 
 from bvh_fixtures import LAFAN1_NAMES
 from conftest import MOCAP
-from motionmatch.skeleton import ROLES, SkeletonError, find_roles, load_mapping, mirror_pairs
+from motionmatch.motion.skeleton import ROLES, SkeletonError, find_roles, load_mapping, mirror_pairs
 
 UNITY = ("Hips LeftUpperLeg LeftLowerLeg LeftFoot LeftToes RightUpperLeg RightLowerLeg RightFoot RightToes "
          "Spine Chest UpperChest LeftShoulder LeftUpperArm LeftLowerArm LeftHand Neck Head RightShoulder "

@@ -4,7 +4,7 @@ import pytest
 
 from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
-from motionmatch.runtime.terrain import Heightfield
+from motionmatch.world.terrain import Heightfield
 from motionmatch.runtime.warping import WarpSettings
 
 

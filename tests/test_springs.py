@@ -3,11 +3,11 @@ import math
 import numpy as np
 import pytest
 
-from motionmatch.rotations import quat_angle, quat_from_angle_axis, quat_mul_inv, quat_normalize, quat_to_scaled_angle_axis
-from motionmatch.runtime.springs import (
-    HALF_DECAY_YT, LN2, character_spring, damper_factor, decay_exact, half_damping, halflife_to_damping,
-    simple_spring_damper_exact, simple_spring_damper_exact_quat, spring_exact,
-)
+from motionmatch.maths.rotations import quat_angle, quat_from_angle_axis, quat_mul_inv, quat_normalize, quat_to_scaled_angle_axis
+from motionmatch.maths.springs import (
+                                       HALF_DECAY_YT, LN2, character_spring, damper_factor, decay_exact, half_damping, halflife_to_damping,
+                                       simple_spring_damper_exact, simple_spring_damper_exact_quat, spring_exact,
+                                       )
 
 
 def integrate(x, v, goal, halflife, T, n=20000):

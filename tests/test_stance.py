@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from motionmatch.database import build_database
-from motionmatch.features import FeatureError, schema_from_dict, stance_features
+from motionmatch.posedb.database import build_database
+from motionmatch.posedb.features import FeatureError, schema_from_dict, stance_features
 
 STANCE = {"name": "stance", "kind": "stance", "weight": 0.5, "offsets": [12]}
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from motionmatch.runtime.terrain import Heightfield, TerrainError, height_at
+from motionmatch.world.terrain import Heightfield, TerrainError, height_at
 
 
 def test_bilinear_is_exact_on_samples_and_between():

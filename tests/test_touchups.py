@@ -9,12 +9,12 @@ import pytest
 from bvh_fixtures import write_lafan1_bvh
 from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
-from motionmatch.metrics import compute_metrics, source_foot_sliding_cm_s
+from motionmatch.motion.metrics import compute_metrics, source_foot_sliding_cm_s
 from motionmatch.runtime.character import CharacterSettings
-from motionmatch.runtime.terrain import Heightfield
-from motionmatch.scenario import parse_scenario
-from motionmatch.skeleton import find_roles
-from motionmatch.synth import change_frames, run_scenario
+from motionmatch.world.terrain import Heightfield
+from motionmatch.offline.scenario import parse_scenario
+from motionmatch.motion.skeleton import find_roles
+from motionmatch.offline.synth import change_frames, run_scenario
 
 SCEN = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -121,7 +121,7 @@ def test_keep_swing_length_never_shortens_a_swinging_leg():
 
 
 def _moving_knees(rec):
-    from motionmatch.posture import knee_angles_deg
+    from motionmatch.motion.posture import knee_angles_deg
     moving = np.linalg.norm(rec["root_vel"][:, [0, 2]], axis=1) > 0.5
     return knee_angles_deg(rec["posture_positions"])[moving]
 

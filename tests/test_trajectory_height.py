@@ -3,11 +3,11 @@ heights taken from the terrain along the desired trajectory."""
 import numpy as np
 import pytest
 
-from motionmatch.database import build_database
-from motionmatch.features import FeatureSet, compute_features, schema_from_dict
+from motionmatch.posedb.database import build_database
+from motionmatch.posedb.features import FeatureSet, compute_features, schema_from_dict
 from motionmatch.runtime.character import Character, CharacterSettings
 from motionmatch.runtime.controller import GamepadInput
-from motionmatch.runtime.terrain import Heightfield
+from motionmatch.world.terrain import Heightfield
 
 HEIGHTS = {"name": "trajectory_height", "kind": "trajectory_height", "weight": 1.0, "offsets": [20, 40, 60]}
 SCHEMA = schema_from_dict({"channel": [

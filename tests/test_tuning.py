@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from motionmatch.cli import main
-from motionmatch.settings_file import (SettingsError, dumps_settings, load_settings, save_settings,
-                                       settings_from_dict)
+from motionmatch.runtime.settings_file import (SettingsError, dumps_settings, load_settings, save_settings,
+                                               settings_from_dict)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def _scenario(path: Path, turn: tuple[float, float], duration: float = 3.0) -> P
 def cluster():
     """One local two-worker cluster on loopback for the module (tasks that kill a worker are
     reported at once: allowed_failures=0)."""
-    from motionmatch.cluster import open_client
+    from motionmatch.offline.cluster import open_client
     with open_client(workers=2, allowed_failures=0) as client:
         yield client
 
@@ -102,8 +102,8 @@ def test_synth_loads_settings_and_cli_reports_a_bad_file(jlpm_db_path, tmp_path,
 # the engine
 
 def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path, tiny_scenarios):
-    from motionmatch.cluster import ordered_map, worker_count
-    from motionmatch.quality import quality_runs
+    from motionmatch.offline.cluster import ordered_map, worker_count
+    from motionmatch.offline.quality import quality_runs
 
     assert cluster.scheduler.address.startswith("tcp://127.0.0.1:")
     assert worker_count(cluster) == 2
@@ -111,7 +111,7 @@ def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path
     assert os.getpid() not in set(ordered_map(cluster, lambda _: os.getpid(), range(8)))
 
     def opened(_):
-        from motionmatch.cluster import worker_database
+        from motionmatch.offline.cluster import worker_database
         db = worker_database(jlpm_db_path)
         return os.getpid(), id(db), isinstance(db.positions.base, np.memmap)
     seen = list(ordered_map(cluster, opened, range(6)))
@@ -128,7 +128,7 @@ def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path
 
 
 def test_build_on_the_engine_equals_a_local_build(cluster, bandai_dir, tmp_path):
-    from motionmatch.database import load_database
+    from motionmatch.posedb.database import load_database
     files = [str(p) for p in sorted((bandai_dir / "dataset-2").glob("dataset-2_walk_normal_*.bvh"))[:20]]
     assert len(files) == 20      # two chunks of files
     assert main(["build", *files, "-o", str(tmp_path / "a.npz"), "--quiet", "--no-mirror"]) == 0
@@ -147,7 +147,7 @@ def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlp
                                                                     capsys):
     import optuna
     from motionmatch.runtime.settings import CharacterSettings
-    from motionmatch.tuning import STUDY_NAME
+    from motionmatch.offline.tuning import STUDY_NAME
 
     out = tmp_path / "tuned.toml"
     # On the module's running cluster (warm workers); `--workers K` starts the same kind of cluster.
@@ -177,8 +177,8 @@ def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlp
 
 def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_on(cluster, jlpm_db_path,
                                                                                    tiny_scenarios, tmp_path):
-    from motionmatch.settings_file import settings_to_dict
-    from motionmatch.tuning import evaluate_trial, open_study, run_study, search_space
+    from motionmatch.runtime.settings_file import settings_to_dict
+    from motionmatch.offline.tuning import evaluate_trial, open_study, run_study, search_space
 
     marker = tmp_path / "calls"
     marker.mkdir()
@@ -208,8 +208,8 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
 
 def test_only_searches_the_named_tables_and_keys_the_rest_stays_at_the_start(cluster, jlpm_db, jlpm_db_path,
                                                                               tiny_scenarios, tmp_path, capsys):
-    from motionmatch.settings_file import settings_to_dict
-    from motionmatch.tuning import evaluate_trial, open_study, restrict, run_study, search_space
+    from motionmatch.runtime.settings_file import settings_to_dict
+    from motionmatch.offline.tuning import evaluate_trial, open_study, restrict, run_study, search_space
 
     channels = list(jlpm_db.features.schema.names)
     start = settings_from_dict({"character": {"bias": 0.2}, "controller": {"velocity_halflife": 0.12}})
@@ -256,8 +256,8 @@ def test_only_searches_the_named_tables_and_keys_the_rest_stays_at_the_start(clu
 
 
 def test_tuning_and_validation_sets_both_walk_backward_and_strafe_diagonally():
-    from motionmatch.quality import scenario_files
-    from motionmatch.scenario import load_scenario
+    from motionmatch.offline.quality import scenario_files
+    from motionmatch.offline.scenario import load_scenario
 
     def kinds(lst):
         found = set()
@@ -287,7 +287,7 @@ def _finished_trial(number, resp, objectives, scenarios, defaults=False):
 
 def test_pick_is_the_most_responsive_trial_no_worse_than_the_defaults_on_every_guard():
     import optuna
-    from motionmatch.tuning import constraints, pick
+    from motionmatch.offline.tuning import constraints, pick
 
     base_obj = {"trajectory_cm": 3.0, "sliding_ratio": 0.8, "pops_ratio": 1.0, "tracking_miss": 0.1}
     base_rows = {"walk": {"trajectory_cm": 3.0, "sliding_cm_s": 6.0, "pops_ratio": 1.0},
@@ -373,9 +373,9 @@ def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tm
 
 
 def test_search_space_moves_channel_weights_in_pairs_and_the_transition_method():
-    from motionmatch.features import default_schema
-    from motionmatch.settings_file import settings_to_dict
-    from motionmatch.tuning import default_params, search_space, suggest, trial_tables
+    from motionmatch.posedb.features import default_schema
+    from motionmatch.runtime.settings_file import settings_to_dict
+    from motionmatch.offline.tuning import default_params, search_space, suggest, trial_tables
 
     schema = default_schema()
     base = settings_from_dict({"character": {"weights": {"hips_velocity": 2.0}}})

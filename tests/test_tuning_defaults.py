@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from motionmatch.database import build_default_database, default_weights, load_database, save_database
-from motionmatch.datapaths import DataNotFoundError, default_definition
-from motionmatch.features import BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSet, default_schema
+from motionmatch.posedb.database import build_default_database, default_weights, load_database, save_database
+from motionmatch.posedb.datapaths import DataNotFoundError, default_definition
+from motionmatch.posedb.features import BANDAI_WEIGHTS, TUNED_WEIGHTS, FeatureSet, default_schema
 
 
 @pytest.mark.parametrize("mixed, kind", [(False, None), (True, None), (False, "bandai")])

@@ -10,10 +10,10 @@ import pytest
 from conftest import BANDAI, JLPM, _need
 from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
-from motionmatch.kinematics import forward_kinematics
-from motionmatch.preprocess import resample
-from motionmatch.rotations import quat_angle, quat_inv_mul, quat_mul_inv, quat_rotate
-from motionmatch.skeleton import find_roles
+from motionmatch.maths.kinematics import forward_kinematics
+from motionmatch.motion.preprocess import resample
+from motionmatch.maths.rotations import quat_angle, quat_inv_mul, quat_mul_inv, quat_rotate
+from motionmatch.motion.skeleton import find_roles
 from motionmatch.vr.dataset import load_sequences, split_held_out
 from motionmatch.vr.driver import desired_trajectory, driver_start, driver_step, select_database
 from motionmatch.vr.orientation import angle_error_deg, evaluate, load_networks

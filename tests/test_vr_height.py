@@ -8,9 +8,9 @@ import pytest
 
 from conftest import JLPM, _need
 from motionmatch.cli import main
-from motionmatch.scenario import Scenario
+from motionmatch.offline.scenario import Scenario
 from motionmatch.search import frame_mask
-from motionmatch.synth import run_scenario
+from motionmatch.offline.synth import run_scenario
 from motionmatch.vr.driver import VRDriver, VRDriverSettings, crouch_databases, facing_yaw, select_database
 from motionmatch.vr.synth import VRTouchUp, database_calibration
 from motionmatch.vr.trackers import read_trackers, slice_stream, write_trackers_json

@@ -10,8 +10,8 @@ import pytest
 from conftest import JLPM, _need
 from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
-from motionmatch.synth import run_scenario
-from motionmatch.scenario import Scenario
+from motionmatch.offline.synth import run_scenario
+from motionmatch.offline.scenario import Scenario
 from motionmatch.vr.driver import VRDriver, VRDriverSettings, facing_yaw
 from motionmatch.vr.orientation import NUM_NETWORK_INPUTS, OrientationNetwork, save_networks
 from motionmatch.vr.synth import VRTouchUp, database_calibration, synthesize_vr

@@ -7,21 +7,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from motionmatch.kinematics import forward_kinematics
-from motionmatch.rotations import quat_angle, quat_from_yaw, quat_inv, quat_mul, quat_rotate
+from motionmatch.maths.kinematics import forward_kinematics
+from motionmatch.maths.rotations import quat_angle, quat_from_yaw, quat_inv, quat_mul, quat_rotate
 from motionmatch.runtime.controller import ControllerSettings, desired_goals
-from motionmatch.runtime.terrain import Heightfield
+from motionmatch.world.terrain import Heightfield
 from motionmatch.runtime.playback import advance_frame, lerp_frames, slerp_frames
-from motionmatch.runtime.terrain import normal_at
+from motionmatch.world.terrain import normal_at
 from motionmatch.runtime.touchups import slope_warp_into
 from motionmatch.runtime.warping import (
-    ANGLE, BACKWARD, ROOT_GOAL_YAW, SIDE, SIDE_OK, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds,
-    new_warp_table, orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update,
-    playback_rate, query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
-from motionmatch.metrics import held_fraction, shoulder_facing_yaw, twist_deg
+                                         ANGLE, BACKWARD, ROOT_GOAL_YAW, SIDE, SIDE_OK, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds,
+                                         new_warp_table, orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update,
+                                         playback_rate, query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
+from motionmatch.motion.metrics import held_fraction, shoulder_facing_yaw, twist_deg
 from motionmatch.runtime.character import CharacterSettings
-from motionmatch.scenario import load_scenario
-from motionmatch.synth import change_frames, run_scenario
+from motionmatch.offline.scenario import load_scenario
+from motionmatch.offline.synth import change_frames, run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 UP = np.array([0.0, 1.0, 0.0])

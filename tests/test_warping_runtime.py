@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 
-from motionmatch.metrics import compute_metrics
+from motionmatch.motion.metrics import compute_metrics
 from motionmatch.runtime.character import CharacterSettings
 from motionmatch.runtime.warping import WarpSettings
-from motionmatch.scenario import parse_scenario
-from motionmatch.synth import change_frames, run_scenario
+from motionmatch.offline.scenario import parse_scenario
+from motionmatch.offline.synth import change_frames, run_scenario
 
 
 def _inp(t, move, strafe=False):

@@ -1,5 +1,5 @@
 """Jupyter widgets (anywidget, the `notebook` extra): play a motion, or drive a live character with the
-keyboard, in a three.js view like the app's (the skinned body from mesh.py, capsules as a debug toggle,
+keyboard, in a three.js view like the app's (the skinned body from body/mesh.py, capsules as a debug toggle,
 the root's path on the ground).
 
     from motionmatch.notebook import MotionWidget, LiveCharacterWidget
@@ -22,7 +22,7 @@ import anywidget
 import numpy as np
 import traitlets
 
-from .animation import Animation
+from .motion.animation import Animation
 from .app.assets import STATIC_DIR, find_three
 from .app.messages import MessageError, parse_message
 
@@ -65,7 +65,7 @@ def load_motion(motion) -> Animation:
 
 def _body_glb(skeleton, roles) -> bytes:
     from .io.gltf import write_gltf
-    from .mesh import body_mesh
+    from .body.mesh import body_mesh
     with tempfile.TemporaryDirectory() as tmp:
         return write_gltf(Path(tmp) / "body.glb", skeleton=skeleton, mesh=body_mesh(skeleton, roles)).read_bytes()
 
@@ -84,8 +84,8 @@ class _View(anywidget.AnyWidget):
     height = traitlets.Int(420).tag(sync=True)
 
     def _set_body(self, skeleton, roles, glb: bytes | None) -> None:
-        from .rigged_model import identity_retarget
-        from .skeleton import find_roles
+        from .body.rigged_model import identity_retarget
+        from .motion.skeleton import find_roles
         roles = roles or find_roles(skeleton.names)
         self.glb = glb if glb is not None else _body_glb(skeleton, roles)
         self.character = {"name": "default body", **identity_retarget(skeleton, roles)}
@@ -117,7 +117,7 @@ class MotionWidget(_View):
     @classmethod
     def from_arrays(cls, names, parents, local_positions, local_rotations, fps: float = 60.0, **kwargs):
         """A motion given as arrays: local_positions (F, J, 3) metres, local_rotations (F, J, 4) w x y z."""
-        from .animation import Skeleton
+        from .motion.animation import Skeleton
         pos = np.asarray(local_positions, np.float64)
         rot = np.asarray(local_rotations, np.float64)
         J = len(names)
@@ -134,7 +134,7 @@ class LiveCharacterWidget(_View):
 
     def __init__(self, db, settings=None, body: bool = True, **kwargs):
         super().__init__(**kwargs)
-        from .database import load_database
+        from .posedb.database import load_database
         from .runtime.character import Character, CharacterSettings
         db_path = None
         if not hasattr(db, "skeleton"):
@@ -149,7 +149,7 @@ class LiveCharacterWidget(_View):
         if body:
             glb = None
             if db_path is not None:
-                from .mesh import ensure_body_glb
+                from .body.mesh import ensure_body_glb
                 glb = ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes()
             self._set_body(db.skeleton, db.roles, glb)
         self.on_msg(self._on_message)

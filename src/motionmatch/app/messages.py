@@ -9,7 +9,7 @@ import math
 from typing import Any, Callable
 
 from ..runtime.settings_schema import Setting, SettingError, app_fields, setting
-from ..scenario import clamp_stick
+from ..offline.scenario import clamp_stick
 
 MAX_TEXT_BYTES = 4096           # larger client messages get an error reply and are dropped
 TERRAIN_KINDS = ("flat", "slope", "steps", "noise")

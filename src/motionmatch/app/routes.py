@@ -37,7 +37,7 @@ def _session_or_404(request: web.Request) -> Session:
 
 def recording_animation(session: Session):
     """The session's recorded local poses as an Animation (60 fps)."""
-    from ..animation import Animation
+    from ..motion.animation import Animation
     if not len(session.recorded):
         raise web.HTTPNotFound(text="nothing recorded: press Record first\n")
     positions, rotations = session.recorded.arrays()
@@ -80,8 +80,8 @@ async def replay_log_handler(request: web.Request) -> web.Response:
 
 
 async def settings_file_handler(request: web.Request) -> web.Response:
-    """The session's live settings as a settings file (TOML, see settings_file.py) to download."""
-    from ..settings_file import dumps_settings
+    """The session's live settings as a settings file (TOML, see runtime/settings_file.py) to download."""
+    from ..runtime.settings_file import dumps_settings
     ch = _session_or_404(request).ch
     controller = getattr(getattr(ch, "controller", None), "settings", None)
     text = dumps_settings(ch.settings, controller, comment="saved from the motionmatch app; "
@@ -131,7 +131,7 @@ async def terrain_get_handler(request: web.Request) -> web.Response:
 async def terrain_png_handler(request: web.Request) -> web.Response:
     """A grey-scale PNG heightmap for this session's character: ?scale= metres for white (default 1),
     ?cell= metres per pixel (default 0.1), centred on the world origin."""
-    from ..runtime.terrain import Heightfield, TerrainError
+    from ..world.terrain import Heightfield, TerrainError
     session = _session_or_404(request)
     name = upload_name(request, "heightmap.png")
     raw = await read_body(request, MAX_TERRAIN_BYTES)

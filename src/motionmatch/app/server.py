@@ -34,7 +34,7 @@ from aiohttp import web
 from . import state
 from .assets import find_three
 from .backend import Backend
-from .crowd_mode import add_crowd_routes
+from .crowd.mode import add_crowd_routes
 from .hosts import guard, server_host_names
 from .routes import MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES, add_routes
 from .state import MAX_SESSIONS, STATE, AppState

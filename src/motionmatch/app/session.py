@@ -14,7 +14,7 @@ import time
 import numpy as np
 from aiohttp import web
 
-from ..posture import frame_posture
+from ..motion.posture import frame_posture
 from .backend import Backend
 from .messages import MAX_TEXT_BYTES, SETTINGS_FIELDS, MessageError
 from .recording import Recording
@@ -245,7 +245,7 @@ class Session:
             self.pending.append({"type": "settings", "settings": self.settings_dict()})   # the set's filter and weights
             return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
         if kind == "terrain":
-            from ..runtime.terrain import Heightfield
+            from ..world.terrain import Heightfield
             self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
             return self.terrain_status()
         raise MessageError(f"unhandled message type {kind!r}")
@@ -335,7 +335,7 @@ class Session:
             self.apply_settings({"tag_filter": style})   # raises MessageError on a style unknown here
             self.pending.append({"type": "settings", "settings": self.settings_dict()})
         if hasattr(self.ch, "set_driver") and hasattr(scenario, "to_dict"):
-            from ..replay import ScenarioDriver
+            from ..offline.replay import ScenarioDriver
             self.ch.set_driver(ScenarioDriver(scenario.to_dict(), getattr(self.ch, "time", 0.0)))
         if hasattr(self.ch, "set_obstacles"):     # the scenario's obstacles live as long as it plays
             self.ch.set_obstacles(getattr(scenario, "obstacles", None))

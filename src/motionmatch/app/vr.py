@@ -63,7 +63,7 @@ def load_replay(path, name: str | None = None, part: tuple[float, float] = (0.0,
     """A Replay from a tracker file (read_trackers: JSON, CSV, or a BVH clip the devices are simulated
     from, then with ground truth and ghost); `part`: the (start, stop) fractions of it to keep."""
     from ..io.bvh import read_bvh
-    from ..preprocess import resample
+    from ..motion.preprocess import resample
     from ..vr.trackers import calibrate_file, simulate_trackers
     path = Path(path)
     ghost = parents = None

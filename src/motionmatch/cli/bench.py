@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..fuzz import damaged_databases, fuzz_bvh, fuzz_databases, fuzz_scenarios
-from ..fuzz_rigs import door_campaigns
-from ..search_bench import add_bench_search_args, run_bench_search
-from ..sliders_bench import add_bench_sliders_args, run_bench_sliders
+from ..devtools.fuzz import damaged_databases, fuzz_bvh, fuzz_databases, fuzz_scenarios
+from ..devtools.fuzz_rigs import door_campaigns
+from ..devtools.search_bench import add_bench_search_args, run_bench_search
+from ..devtools.sliders_bench import add_bench_sliders_args, run_bench_sliders
 from .lmm import add_bench_lmm_args, run_bench_lmm
 from .options import add_character_options, add_engine_options, runtime_settings_from_args
 
@@ -89,8 +89,8 @@ def run_bench_interop(args) -> int:
     """`motionmatch bench interop`: one row per round trip; exit status 1 when any is over 1 mm."""
     import tempfile
 
-    from ..datapaths import find_data
-    from ..interop import interop_report
+    from ..posedb.datapaths import find_data
+    from ..devtools.interop import interop_report
     from ..io.bvh import read_bvh, write_bvh
     with tempfile.TemporaryDirectory(prefix="motionmatch-interop-") as tmp:
         bvh = Path(args.bvh) if args.bvh else None
@@ -111,7 +111,7 @@ def run_bench_interop(args) -> int:
 
 
 def run_bench_serve(args) -> int:
-    from ..app.soak import soak, table
+    from ..devtools.soak import soak, table
     if args.crowd is not None:
         return _bench_serve_crowd(args)
     if not 1 <= args.pages <= 1000:
@@ -128,8 +128,8 @@ def run_bench_serve(args) -> int:
 
 
 def _bench_serve_crowd(args) -> int:
-    from ..app.crowd_soak import crowd_soak, crowd_table
-    from ..app.crowd_world import MAX_AGENTS
+    from ..devtools.crowd_soak import crowd_soak, crowd_table
+    from ..app.crowd.world import MAX_AGENTS
     if not 1 <= args.crowd <= MAX_AGENTS:
         raise ValueError(f"--crowd: expected 1..{MAX_AGENTS} agents, got {args.crowd}")
     if not 0 < args.minutes <= 60:
@@ -165,9 +165,9 @@ def _crowd_table(rows) -> None:
 
 def run_bench_crowd(args) -> int:
     import numba
-    from ..crowd_plot import plot_crowd_curves
-    from ..database import load_database
-    from ..runtime.crowd_bench import bench_contention, bench_crowd
+    from ..devtools.crowd_plot import plot_crowd_curves
+    from ..posedb.database import load_database
+    from ..devtools.crowd_bench import bench_contention, bench_crowd
     if args.from_json:
         if not args.plot:
             raise ValueError("--from-json needs --plot PNG")
@@ -219,16 +219,16 @@ def run_bench_crowd(args) -> int:
 
 
 def run_bench_quality(args) -> int:
-    from ..database import load_database
-    from ..quality import quality_runs, scenario_files
+    from ..posedb.database import load_database
+    from ..offline.quality import quality_runs, scenario_files
 
     paths = scenario_files(args.scenarios)
     db = load_database(args.db)
     rs = runtime_settings_from_args(args, db)
     rows = quality_runs(args.db, paths, rs, args.style, args.workers, args.address, args.out)
     if args.compare:
-        from ..settings_file import load_settings
-        from ..tuning import compare_runs
+        from ..runtime.settings_file import load_settings
+        from ..offline.tuning import compare_runs
         before = quality_runs(args.db, paths, load_settings(args.compare, list(db.features.schema.names)),
                               args.style, args.workers, args.address)
         better, lines = compare_runs(before, rows, f"{args.compare} -> {args.settings or 'defaults'}")
@@ -266,7 +266,7 @@ def _look_cells(m: dict) -> list[str]:
     (pooled, and at the output's gaits: posture_gait), planted toe against the actor's, trunk lean p95,
     share outside the actor's range (pooled, at the gaits), style switches, and the worst idle stretch
     (slowest settle, least alive, shortest loop; "none" without a loop)."""
-    from ..tuning import look_summary
+    from ..offline.tuning import look_summary
 
     def pair(k, fmt):
         a, b = m["posture"][k], m["posture_source"][k]
@@ -287,9 +287,9 @@ def _look_cells(m: dict) -> list[str]:
 
 def run_bench_runtime(args) -> int:
     import numpy as np
-    from ..database import load_database
-    from ..scenario import random_scenario
-    from ..synth import run_scenario
+    from ..posedb.database import load_database
+    from ..offline.scenario import random_scenario
+    from ..offline.synth import run_scenario
     db = load_database(args.db)
     scen = random_scenario(args.seconds, seed=args.seed)
     rs = runtime_settings_from_args(args, db)
@@ -329,9 +329,9 @@ def add_bench_fuzz_args(parser) -> None:
 
 
 def _fbx_campaign(bvh: Path, tmp: Path):
-    """Damaged copies of a Blender-made FBX of `bvh` (fuzz_fbx.py), None without Blender's environment."""
-    from ..fuzz_fbx import damaged_fbx, fuzz_fbx_clips
-    from ..interop import make_fbx
+    """Damaged copies of a Blender-made FBX of `bvh` (devtools/fuzz_fbx.py), None without Blender's environment."""
+    from ..devtools.fuzz_fbx import damaged_fbx, fuzz_fbx_clips
+    from ..devtools.interop import make_fbx
     from ..io.fbx import blender_python
     py = blender_python()
     if py is None or not py.exists():
@@ -345,8 +345,8 @@ def run_bench_fuzz(args) -> int:
     silent accepts) remains."""
     import tempfile
 
-    from ..database import build_default_database
-    from ..datapaths import find_data, list_bvh_files
+    from ..posedb.database import build_default_database
+    from ..posedb.datapaths import find_data, list_bvh_files
 
     if args.data:
         files = list_bvh_files([Path(args.data)])

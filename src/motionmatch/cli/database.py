@@ -92,17 +92,17 @@ def _build_map(args):
     if not (args.workers or args.address):
         yield None
         return
-    from ..cluster import open_client, ordered_map
+    from ..offline.cluster import open_client, ordered_map
     with open_client(args.workers, args.address) as client:
         yield lambda fn, chunks: ordered_map(client, fn, chunks)
 
 
 def run_build(args) -> int:
-    from ..database import BuildSettings, build_database, default_weights, save_database
-    from ..datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
-    from ..features import default_schema, load_schema
-    from ..skeleton import load_mapping
-    from ..styles import parse_style_tags
+    from ..posedb.database import BuildSettings, build_database, default_weights, save_database
+    from ..posedb.datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
+    from ..posedb.features import default_schema, load_schema
+    from ..motion.skeleton import load_mapping
+    from ..motion.styles import parse_style_tags
 
     t0 = time.perf_counter()
     if args.default and args.style_tags is not None:
@@ -110,7 +110,7 @@ def run_build(args) -> int:
     if args.default and args.annotations:
         raise ValueError("--annotations: not with --default (build the files with -o FILE to annotate them)")
     if args.default:
-        from ..database import build_default_database, load_database
+        from ..posedb.database import build_default_database, load_database
         with _build_map(args) as map_chunks:
             path = build_default_database(args.out, data=args.data_root, progress=not args.quiet,
                                           kind=args.default, events=args.events, map_chunks=map_chunks)
@@ -172,7 +172,7 @@ def _add_info(sub) -> None:
 
 
 def run_info(args) -> int:
-    from ..database import load_database
+    from ..posedb.database import load_database
     t0 = time.perf_counter()
     db = load_database(args.db)
     s = db.summary()

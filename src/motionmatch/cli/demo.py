@@ -19,8 +19,8 @@ def register(sub) -> None:
 
 
 def run_demo(args) -> int:
-    from ..database import build_default_database, load_database
-    from ..datapaths import print_licences
+    from ..posedb.database import build_default_database, load_database
+    from ..posedb.datapaths import print_licences
     path = build_default_database(data=args.data_root, progress=True, mixed=not args.jlpm22_only)
     db = load_database(path)
     print(f"default database: {path}")

@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from ..export import EXPORT_FPS, export_gltf
+from ..body.export import EXPORT_FPS, export_gltf
 from ..io.bvh import read_bvh
 
 

@@ -1,7 +1,7 @@
 """`motionmatch features export`: the feature matrix, ranges and realistic queries as raw files."""
 from __future__ import annotations
 
-from ..search_bench import add_features_export_args, run_features_export
+from ..devtools.search_bench import add_features_export_args, run_features_export
 
 
 def register(sub) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..datapaths import list_bvh_files
-from ..fetch import DEFAULT_NAME, SOURCES, FetchError, fetch
+from ..posedb.datapaths import list_bvh_files
+from ..posedb.fetch import DEFAULT_NAME, SOURCES, FetchError, fetch
 
 
 def add_fetch_args(parser: argparse.ArgumentParser) -> None:

@@ -53,7 +53,7 @@ def register(sub) -> None:
 
 
 def run_lmm_train(args) -> int:
-    from ..database import load_database
+    from ..posedb.database import load_database
     try:
         train = require_trainer()
     except TrainingFrameworkMissing as e:
@@ -95,10 +95,10 @@ def add_bench_lmm_args(p) -> None:
 def run_bench_lmm(args) -> int:
     """Memory of the learned model against the classic character's database arrays and, with
     --scenarios, each scenario's metrics for a classic and a learned character (same settings)."""
-    from ..database import load_database
-    from ..quality import scenario_files, scenario_metrics
-    from ..scenario import load_scenario
-    from ..settings_file import settings_from_dict
+    from ..posedb.database import load_database
+    from ..offline.quality import scenario_files, scenario_metrics
+    from ..offline.scenario import load_scenario
+    from ..runtime.settings_file import settings_from_dict
     from ..lmm.model import check_model_fits, load_model
     db = load_database(args.db)
     model = load_model(args.model)

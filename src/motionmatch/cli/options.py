@@ -12,7 +12,7 @@ from ..runtime.settings_schema import SettingError, setting
 def database_path(db: str | None, progress: bool = True, **default_options) -> Path:
     """The --db file, else the cached default database (built on first use with `default_options`), as
     `serve` and `synth` use."""
-    from ..database import build_default_database
+    from ..posedb.database import build_default_database
     if db:
         if not Path(db).is_file():
             raise FileNotFoundError(f"--db {db}: no such database file (build one with `motionmatch build`, "
@@ -33,7 +33,7 @@ def database_paths(dbs, progress: bool = True, **default_options) -> list[Path]:
 
 def load_cli_database(dbs, progress: bool = True, **default_options):
     """The Database of the --db files (one, or several joined with a `db:NAME` tag per file's clips)."""
-    from ..database_join import load_databases
+    from ..posedb.database_join import load_databases
     return load_databases(database_paths(dbs, progress, **default_options))
 
 
@@ -82,7 +82,7 @@ def add_character_options(p):
 
 def runtime_settings_from_args(args, db):
     """--settings FILE (checked against the database's feature channels), then the options over it."""
-    from ..settings_file import load_settings, settings_from_dict
+    from ..runtime.settings_file import load_settings, settings_from_dict
     rs = load_settings(args.settings, db.features.schema.names) if args.settings else settings_from_dict({})
     character_settings_from_args(args, rs.character)
     return rs

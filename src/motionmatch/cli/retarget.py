@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from ..io.bvh import BVHError, read_bvh, write_bvh
-from ..retarget import RetargetError, retarget_animation
+from ..motion.retarget import RetargetError, retarget_animation
 
 
 def add_retarget_args(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-modules", default=None,
                         help="folder holding three/ (default: $MOTIONMATCH_NODE_MODULES or ./node_modules)")
     parser.add_argument("--crowd", type=int, default=0, metavar="N",
-                        help="crowd mode: N agents roam around your character (see app/crowd_mode.py)")
+                        help="crowd mode: N agents roam around your character (see app/crowd/mode.py)")
     parser.add_argument("--character", default=None, metavar="MODEL.glb",
                         help="a rigged humanoid glTF to drive (default: a body generated for the database skeleton)")
     parser.add_argument("--character-map", default=None, metavar="ROLES.toml",
@@ -46,7 +46,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 
 def run_serve(args) -> int:
     """`motionmatch serve`: load (or build) the database, serve the page, print the URL."""
-    from ..database_join import load_databases
+    from ..posedb.database_join import load_databases
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     if find_three(args.node_modules) is None:
         print("motionmatch: three.js not found: run `make node_modules` (npm ci) in the project root, "
@@ -62,11 +62,11 @@ def run_serve(args) -> int:
     db = load_databases(paths)
     settings = None
     if getattr(args, "settings", None):
-        from ..settings_file import load_settings
+        from ..runtime.settings_file import load_settings
         settings = load_settings(args.settings, db.features.schema.names)
     if getattr(args, "lmm", None):
         from ..runtime.learned import learned_model
-        from ..settings_file import settings_from_dict
+        from ..runtime.settings_file import settings_from_dict
         learned_model(db, args.lmm)           # a model that does not fit fails here, before serving
         settings = settings or settings_from_dict({})
         settings.character.mode, settings.character.model = "lmm", args.lmm
@@ -84,7 +84,7 @@ def run_serve(args) -> int:
         from ..app.vr import setup_vr
         setup_vr(app, db, args.vr_model, args.trackers, VRDriverSettings(height_databases=crouch_settings(args)))
     if args.crowd:
-        from ..app.crowd_mode import setup_crowd
+        from ..app.crowd.mode import setup_crowd
         setup_crowd(app, path, args.crowd)
     return run_app(app, args.host, args.port)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..database import load_database
+from ..posedb.database import load_database
 from ..runtime.settings_schema import database_weights, describe
 
 

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..output_folder import staged_output
+from ..files.output_folder import staged_output
 from .options import (DB_HELP, add_character_options, add_crouch_args, add_engine_options, crouch_settings,
                       database_paths, load_cli_database, runtime_settings_from_args)
 
@@ -45,7 +45,7 @@ def register(sub) -> None:
 
 
 def run_synth(args) -> int:
-    from ..batch_synth import write_scenario
+    from ..offline.batch_synth import write_scenario
     if args.workers is not None and args.workers < 1:
         raise ValueError("--workers must be at least 1")
     if args.scenarios or (args.crowd and (len(args.crowd) > 1 or Path(args.crowd[0]).is_dir())):
@@ -104,8 +104,8 @@ def run_synth_vr(args) -> int:
 
 
 def run_synth_crowd(args) -> int:
-    from ..batch_synth import write_crowd
-    from ..crowd_synth import check_agent_tags, load_crowd
+    from ..offline.batch_synth import write_crowd
+    from ..offline.crowd_synth import check_agent_tags, load_crowd
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
     crowd = args.crowd[0]
@@ -123,8 +123,8 @@ def run_synth_crowd(args) -> int:
 
 
 def run_synth_batch(args) -> int:
-    from ..batch_synth import batch_items, run_batch
-    from ..database_join import load_databases
+    from ..offline.batch_synth import batch_items, run_batch
+    from ..posedb.database_join import load_databases
     kind = "scenario" if args.scenarios else "crowd"
     for flag in ("vr_model", "crouch_tags"):
         if getattr(args, flag, None):
@@ -156,7 +156,7 @@ def run_synth_batch(args) -> int:
 
 
 def run_synth_replay(args) -> int:
-    from ..replay import synthesize_replay
+    from ..offline.replay import synthesize_replay
     from ..runtime.input_log import load_log
     for flag in ("retarget_to", "vr_model", "settings", "crouch_tags", "gltf"):
         if getattr(args, flag, None):

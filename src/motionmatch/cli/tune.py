@@ -1,14 +1,14 @@
 """`motionmatch tune`: search the character's settings against the quality metrics (Optuna, Dask;
-tuning.py does the work)."""
+offline/tuning.py does the work)."""
 from __future__ import annotations
 
 import sys
 import time
 from pathlib import Path
 
-from ..settings_file import settings_from_dict, settings_to_dict
-from ..tuning import (better_on, compare_table, default_params, evaluate_trial, open_study, pick, plot_pareto,
-                      restrict, run_study, scenario_summary, search_space, trial_tables)
+from ..runtime.settings_file import settings_from_dict, settings_to_dict
+from ..offline.tuning import (better_on, compare_table, default_params, evaluate_trial, open_study, pick, plot_pareto,
+                              restrict, run_study, scenario_summary, search_space, trial_tables)
 
 
 def register(sub) -> None:
@@ -38,10 +38,10 @@ def add_tune_args(p) -> None:
 
 
 def run_tune(args) -> int:
-    from ..cluster import open_client
-    from ..database import load_database
-    from ..quality import scenario_files
-    from ..settings_file import load_settings, save_settings
+    from ..offline.cluster import open_client
+    from ..posedb.database import load_database
+    from ..offline.quality import scenario_files
+    from ..runtime.settings_file import load_settings, save_settings
 
     if args.trials < 1:
         raise ValueError("--trials must be at least 1")

@@ -42,7 +42,7 @@ def register(sub) -> None:
 
 
 def _parts(args, held_out: bool):
-    from ..datapaths import list_bvh_files
+    from ..posedb.datapaths import list_bvh_files
     from ..vr.dataset import default_files, split_held_out
     files = list_bvh_files([Path(d) for d in args.data]) if args.data else default_files(args.data_root)
     train, held = split_held_out(files)

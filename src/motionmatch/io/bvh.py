@@ -21,8 +21,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from ..animation import Animation, Skeleton
-from ..rotations import quat_to_euler
+from ..motion.animation import Animation, Skeleton
+from ..maths.rotations import quat_to_euler
 
 POSITION_CHANNELS = ("Xposition", "Yposition", "Zposition")
 ROTATION_CHANNELS = ("Xrotation", "Yrotation", "Zrotation")

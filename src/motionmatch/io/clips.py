@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..animation import Animation
+from ..motion.animation import Animation
 from .bvh import BVHError, read_bvh
 from .fbx import FBXError
 from .gltf import GLTFError

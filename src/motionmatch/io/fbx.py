@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..animation import Animation, Skeleton
-from ..input_bounds import check_npz
+from ..motion.animation import Animation, Skeleton
+from ..files.input_bounds import check_npz
 from .bvh import POSITION_CHANNELS
 from .gltf import MOVING_TRANSLATION_M
 

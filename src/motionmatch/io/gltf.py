@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..animation import Animation, Skeleton
-from ..input_bounds import parse_json, read_bounded
-from ..kinematics import forward_kinematics
-from ..rotations import quat_identity, quat_to_matrix, quat_unroll
+from ..motion.animation import Animation, Skeleton
+from ..files.input_bounds import parse_json, read_bounded
+from ..maths.kinematics import forward_kinematics
+from ..maths.rotations import quat_identity, quat_to_matrix, quat_unroll
 
 FLOAT, UBYTE, USHORT, UINT = 5126, 5121, 5123, 5125
 ARRAY_BUFFER, ELEMENT_ARRAY_BUFFER = 34962, 34963

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..animation import Animation, Skeleton
-from ..rotations import quat_from_matrix, quat_inv, quat_mul, quat_normalize, quat_slerp, quat_to_matrix
+from ..motion.animation import Animation, Skeleton
+from ..maths.rotations import quat_from_matrix, quat_inv, quat_mul, quat_normalize, quat_slerp, quat_to_matrix
 from .bvh import POSITION_CHANNELS
 from .gltf import COMPONENT_TYPES, GLB, MOVING_TRANSLATION_M, GLTFError, read_accessor, read_glb, to_wxyz
 

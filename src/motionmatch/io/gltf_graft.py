@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..rotations import quat_from_matrix, quat_to_matrix, quat_unroll
+from ..maths.rotations import quat_from_matrix, quat_to_matrix, quat_unroll
 from .gltf import GLB, GLTFError, to_wxyz, to_xyzw
 
 FLOAT, SCALAR_TIMES = 5126, "SCALAR"

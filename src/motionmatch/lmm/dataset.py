@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rotations import quat_inv_rotate, quat_mul, quat_mul_inv, quat_rotate, quat_to_matrix, quat_to_scaled_angle_axis
+from ..maths.rotations import quat_inv_rotate, quat_mul, quat_mul_inv, quat_rotate, quat_to_matrix, quat_to_scaled_angle_axis
 from .model import pose_layout, pose_size
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ..scalar_quat import cross3, qfrom_matrix
+from ..maths.scalar_quat import cross3, qfrom_matrix
 from .model import LearnedModel, Network
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..input_bounds import check_npz, parse_json
-from ..atomic_file import replacing
+from ..files.input_bounds import check_npz, parse_json
+from ..files.atomic_file import replacing
 
 FORMAT_VERSION = 1
 NETWORKS = ("decompressor", "stepper", "projector")

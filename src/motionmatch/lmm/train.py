@@ -33,7 +33,7 @@ import optax
 from .dataset import (PoseFrames, pose_frames, pose_table, pose_vectors, projector_samples, sample_starts,
                       window_starts)
 from .model import LearnedModel, Network, database_fingerprint, pose_layout, save_model
-from ..atomic_file import replacing
+from ..files.atomic_file import replacing
 
 STAGES = ("decompressor", "stepper", "projector")
 STAGE_SHARES = {"decompressor": 0.4, "stepper": 0.2, "projector": 0.4}

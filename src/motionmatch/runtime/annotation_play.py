@@ -1,4 +1,4 @@
-"""The matcher's side of a database's annotations (annotations.py, docs/ANNOTATIONS.md): no search while the
+"""The matcher's side of a database's annotations (posedb/annotations.py, docs/ANNOTATIONS.md): no search while the
 playhead is inside a block_transitions range, a loop range's end continues at its start. The search's side
 (costs, frames not to enter, excluded frames) is the searcher's FrameRules (runtime/search_sets.py).
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..annotations import frame_rules, playhead_rules
+from ..posedb.annotations import frame_rules, playhead_rules
 
 
 class AnnotationRules:

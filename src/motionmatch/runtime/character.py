@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from ..kinematics import forward_kinematics
+from ..maths.kinematics import forward_kinematics
 from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput
 from .crowd import Crowd
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict

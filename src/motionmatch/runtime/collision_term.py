@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ..obstacles import Obstacles, nearest, no_obstacles
+from ..world.obstacles import Obstacles, nearest, no_obstacles
 from ..search._simd import tile64_costs_into
 from ..search.brute import BruteIndex
 from ..search.common import canonical_costs, decide

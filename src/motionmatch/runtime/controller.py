@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from .settings_schema import columns, defaults, packed_rows
-from .springs import character_spring, half_damping, spring_exact
+from ..maths.springs import character_spring, half_damping, spring_exact
 
 _TWO_PI = 2.0 * math.pi
 

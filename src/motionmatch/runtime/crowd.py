@@ -173,7 +173,7 @@ class Crowd:
         self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.set_base, self.active_set = {}, [None] * n   # database sets (use_set)
 
-        # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents (obstacle_routes.py)
+        # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents (world/obstacle_routes.py)
         self.obstacles, self.steered, self.routed = None, np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
         # The collision term of the search (runtime/collision_term.py): with obstacles, and against the other
         # agents when they avoid each other (set_collision_agents); `settled_last_tick` searches paid for it.

@@ -26,8 +26,8 @@ import math
 
 import numba
 
-from ..scalar_quat import qexp, qlog, qmul, qrot
-from .springs import LN2
+from ..maths.scalar_quat import qexp, qlog, qmul, qrot
+from ..maths.springs import LN2
 
 
 @numba.njit(cache=True)

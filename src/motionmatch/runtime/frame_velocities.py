@@ -9,8 +9,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..features import difference_frames
-from ..scalar_quat import qlog, qmul, qrot
+from ..posedb.features import difference_frames
+from ..maths.scalar_quat import qlog, qmul, qrot
 
 
 @numba.njit(cache=True)

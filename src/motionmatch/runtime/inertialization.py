@@ -25,10 +25,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ..scalar_quat import qexp as _qexp, qexp_series, qlog as _qlog, qmul as _qmul, qrot as _qrot
+from ..maths.scalar_quat import qexp as _qexp, qexp_series, qlog as _qlog, qmul as _qmul, qrot as _qrot
 from .dead_blending import dead_blend_offsets, dead_blend_setup
 from .settings import INERTIALIZATION_METHODS
-from .springs import decay_exact, half_damping
+from ..maths.springs import decay_exact, half_damping
 
 # The methods as packed in a settings row (their index in settings.INERTIALIZATION_METHODS).
 SPRING, QUINTIC, OFF, DEAD_BLENDING = (INERTIALIZATION_METHODS.index(m)

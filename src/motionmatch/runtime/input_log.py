@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..input_bounds import check_plain, parse_json, read_bounded
+from ..files.input_bounds import check_plain, parse_json, read_bounded
 
 FORMAT = "motionmatch-input-log"
 VERSION = 1
@@ -117,7 +117,7 @@ def obstacles_dict(obstacles) -> dict | None:
 def terrain_from_dict(d: dict):
     """(Heightfield or None, halflife) from terrain_dict's output; InputLogError naming the field when
     it is not one (sizes are checked before anything is inflated)."""
-    from .terrain import Heightfield
+    from ..world.terrain import Heightfield
     if not isinstance(d, dict):
         raise InputLogError("terrain: expected an object")
     halflife = d.get("halflife")
@@ -245,7 +245,7 @@ def _same(a, b) -> bool:
 def load_log(path_or_dict) -> dict:
     """A log file (or its parsed dict), checked for format, version, field types and bounds
     (InputLogError naming the file and the field). Values that depend on the database (clip and frame
-    numbers, channel names) are checked when the log replays on it (replay.py)."""
+    numbers, channel names) are checked when the log replays on it (offline/replay.py)."""
     if isinstance(path_or_dict, dict):
         d, where = path_or_dict, "input log"
         check_plain(d, InputLogError, where)

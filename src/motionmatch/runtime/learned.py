@@ -14,9 +14,9 @@ import numba
 import numpy as np
 
 from ..lmm.inference import forward, project, scratch, unpack_pose
-from ..scalar_quat import cross3, qmul, qrot
+from ..maths.scalar_quat import cross3, qmul, qrot
 from ..lmm.model import LearnedModel, check_model_fits, load_model
-from ..preprocess import CONTACT_HEIGHT, CONTACT_SPEED, planted_toe_height_m
+from ..motion.preprocess import CONTACT_HEIGHT, CONTACT_SPEED, planted_toe_height_m
 from .playback import Frames
 
 # m/s: the fastest decompressed toe that can be planted. The database's rule (CONTACT_SPEED, 0.4) is

@@ -20,7 +20,7 @@ from . import inertialization
 from .borrow import borrow
 from . import settings as S
 from .controller import GOAL_VX, GOAL_VZ, PX, PZ, VX, VZ, YAW
-from .springs import damper_factor
+from ..maths.springs import damper_factor
 from .warping import BACKWARD, FIXED_RATE, ROOT_GOAL_YAW, WEIGHT, orientation_update, speed_update, stride_reference
 
 _TWO_PI = 2.0 * math.pi

@@ -4,8 +4,8 @@ One row per setting: table, key, type, unit, bounds, default, doc, the range `mo
 (`tune`), the app's control (`app`) and, for the numbers compiled kernels read, the packed column
 (`column`). Everything that handles settings comes from here: the runtime dataclasses' defaults and
 validation (settings.py, warping.py, controller.py), the packed columns, settings files
-(settings_file.py), the app's settings messages and tuning panel, the command line's setting flags,
-`motionmatch settings --json` and `tune`'s search space (tuning.py). So a value accepted anywhere is
+(runtime/settings_file.py), the app's settings messages and tuning panel, the command line's setting flags,
+`motionmatch settings --json` and `tune`'s search space (offline/tuning.py). So a value accepted anywhere is
 accepted everywhere, and an error names `table.key` and the bound.
 
 Tables: "character" (CharacterSettings), "warp" (WarpSettings, CharacterSettings.warp), "controller"

@@ -16,9 +16,9 @@ import math
 
 import numba
 
-from ..scalar_quat import qmul
-from .springs import spring_exact
-from .terrain import height_at
+from ..maths.scalar_quat import qmul
+from ..maths.springs import spring_exact
+from ..world.terrain import height_at
 
 REACH = 1.0        # m either side of the root along the facing: the slope under a step or two
 

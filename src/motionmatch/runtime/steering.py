@@ -1,5 +1,5 @@
 """The steering stage of the tick: controllers whose velocity goal heads into a static obstacle
-(obstacles.py) take the nearest clear direction instead, so the simulation, and with it the predicted
+(world/obstacles.py) take the nearest clear direction instead, so the simulation, and with it the predicted
 trajectory the search matches, bends around what is ahead (docs/OBSTACLES.md).
 
 The stage runs after the goals are set (gamepad, driver): a steered row is put back to its state before
@@ -14,7 +14,7 @@ import math
 import numba
 import numpy as np
 
-from ..obstacles import STEER_LOOKAHEAD_S, STEER_MIN_LOOKAHEAD, STEER_RADIUS, steer
+from ..world.obstacles import STEER_LOOKAHEAD_S, STEER_MIN_LOOKAHEAD, STEER_RADIUS, steer
 from .controller import GOAL_VX, GOAL_VZ, GOAL_YAW, PX, PZ, advance_state, wrap_angle
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import settings as S
 from .controller import AX, AZ, GOAL_VX, GOAL_VZ, HALFLIFE, PX, PZ, VX, VZ
-from .springs import character_spring
+from ..maths.springs import character_spring
 from .warping import FIXED_RATE, speed_update
 
 SAMPLES = 6          # points of the predicted speed average (the springs are smooth: 6 are within 1 %)

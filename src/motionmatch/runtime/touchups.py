@@ -13,14 +13,14 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ..kinematics import fk_pose_into
-from ..scalar_quat import qrot
+from ..maths.kinematics import fk_pose_into
+from ..maths.scalar_quat import qrot
 from . import settings as S
 from .borrow import borrow
-from .ik import legs_pose
+from ..maths.ik import legs_pose
 from .spine import bend_spine, facing_slope, smoothed_lean
-from .springs import damper_factor, decay_exact, half_damping, spring_exact, spring_moving_goal_exact
-from .terrain import height_at, normal_at
+from ..maths.springs import damper_factor, decay_exact, half_damping, spring_exact, spring_moving_goal_exact
+from ..world.terrain import height_at, normal_at
 from .warping import twist_pose, twist_split
 
 

@@ -1,4 +1,4 @@
-"""The query's trajectory_height columns (features.py): the terrain's height under each point of the
+"""The query's trajectory_height columns (posedb/features.py): the terrain's height under each point of the
 desired trajectory relative to the height under the character root, so clips that climb or descend
 are chosen by matching where the database has them (seed 003: "slope anims are automatically chosen
 by 3D trajectory matching"). Without terrain the ground is flat: every height is 0.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .terrain import height_at
+from ..world.terrain import height_at
 
 
 def height_layout(schema, slices, offsets) -> np.ndarray:

@@ -29,7 +29,7 @@ import numba
 import numpy as np
 
 from .settings_schema import defaults
-from .springs import spring_exact
+from ..maths.springs import spring_exact
 
 _TWO_PI = 2.0 * math.pi
 

@@ -25,7 +25,7 @@ __all__ = ["FrameRules", "validate_rules", "validate_features", "validate_ranges
 
 
 class FrameRules(NamedTuple):
-    """What annotations (annotations.py) tell the search about frames; each None when absent.
+    """What annotations (posedb/annotations.py) tell the search about frames; each None when absent.
 
     cost: float32 (N,) finite, added to a frame's cost (also the current frame's);
     enter: bool (N,), the frames the search may enter (jump to); the current frame continues whatever it says;

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..datapaths import find_data, list_bvh_files
+from ..posedb.datapaths import find_data, list_bvh_files
 from ..io.bvh import read_bvh
-from ..preprocess import tags_from_filename
-from ..rotations import quat_from_scaled_angle_axis, quat_mul
+from ..motion.preprocess import tags_from_filename
+from ..maths.rotations import quat_from_scaled_angle_axis, quat_mul
 from .trackers import (TrackerSettings, calibrate_file, device_features, mirror_trackers,
                        simulate_trackers, slice_stream)
 

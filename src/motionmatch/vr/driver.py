@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rotations import quat_from_yaw, quat_mul_inv, quat_to_scaled_angle_axis
+from ..maths.rotations import quat_from_yaw, quat_mul_inv, quat_to_scaled_angle_axis
 from ..runtime.settings import CharacterSettings
-from ..runtime.springs import simple_spring_damper_exact, simple_spring_damper_exact_quat
+from ..maths.springs import simple_spring_damper_exact, simple_spring_damper_exact_quat
 from .orientation import OrientationNetwork, network_step, rotate_facing
 from .trackers import features_from
 from .upper_body import ROOT_ALPHA_LOOSE, clamp_root, hmd_floor_target

@@ -10,7 +10,7 @@ from collections import deque
 
 import numpy as np
 
-from ..rotations import quat_abs, quat_normalize, quat_slerp
+from ..maths.rotations import quat_abs, quat_normalize, quat_slerp
 from .driver import VRDriver, VRDriverSettings, driver_start
 from .orientation import OrientationNetwork
 from .trackers import DEVICES, STREAM_FPS, TrackerFileError

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic_file import replacing
-from ..input_bounds import check_npz
+from ..files.atomic_file import replacing
+from ..files.input_bounds import check_npz
 
 from .trackers import NUM_INPUTS
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..animation import Animation
-from ..kinematics import forward_kinematics
-from ..rotations import quat_rotate
-from ..scenario import Scenario
-from ..synth import synthesize
+from ..motion.animation import Animation
+from ..maths.kinematics import forward_kinematics
+from ..maths.rotations import quat_rotate
+from ..offline.scenario import Scenario
+from ..offline.synth import synthesize
 from .driver import VRDriver, VRDriverSettings, facing_yaw, vr_character_settings
 from .orientation import angle_error_deg, load_networks
 from .trackers import REFERENCE_PATTERNS, TrackerSettings, device_calibration, read_trackers

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..animation import Animation
-from ..input_bounds import finite_number, parse_json, read_bounded
-from ..preprocess import hips_forward_axis, resample, simulation_bone
-from ..rotations import (quat_abs, quat_from_scaled_angle_axis, quat_from_yaw, quat_inv,
-                         quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_slerp,
-                         quat_to_matrix, quat_to_scaled_angle_axis, quat_unroll, yaw_of_direction)
-from ..skeleton import find_roles
+from ..motion.animation import Animation
+from ..files.input_bounds import finite_number, parse_json, read_bounded
+from ..motion.preprocess import hips_forward_axis, resample, simulation_bone
+from ..maths.rotations import (quat_abs, quat_from_scaled_angle_axis, quat_from_yaw, quat_inv,
+                               quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_slerp,
+                               quat_to_matrix, quat_to_scaled_angle_axis, quat_unroll, yaw_of_direction)
+from ..motion.skeleton import find_roles
 
 MAX_TRACKER_FILE_BYTES = 128 << 20      # an hour at 90 Hz is about 80 MB of CSV
 MAX_TRACKER_ROWS = 1_000_000
@@ -142,7 +142,7 @@ def calibrate_file(path, anim: Animation, unit: str = "auto") -> np.ndarray:
 
 
 def body_truth(anim: Animation, roles: dict[str, int]) -> BodyTruth:
-    """The simulation bone (the body's floor position and facing, as preprocess.py builds it) and
+    """The simulation bone (the body's floor position and facing, as motion/preprocess.py builds it) and
     the joints the devices sit on, for a clip at any rate."""
     gpos, grot = anim.global_transforms()
     axis = hips_forward_axis(gpos, grot, roles)

@@ -25,7 +25,7 @@ import optax
 from tqdm import tqdm
 
 from .orientation import NUM_NETWORK_INPUTS, OrientationNetwork, save_networks
-from ..atomic_file import replacing
+from ..files.atomic_file import replacing
 from .trackers import NUM_INPUTS
 
 CHECKPOINT_VERSION = 1

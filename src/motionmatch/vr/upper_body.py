@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kinematics import forward_kinematics
-from ..rotations import (quat_between, quat_from_matrix, quat_from_scaled_angle_axis, quat_inv_mul,
-                         quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_to_scaled_angle_axis)
-from ..runtime.ik import two_joint_ik
+from ..maths.kinematics import forward_kinematics
+from ..maths.rotations import (quat_between, quat_from_matrix, quat_from_scaled_angle_axis, quat_inv_mul,
+                               quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_to_scaled_angle_axis)
+from ..maths.ik import two_joint_ik
 
 # The centre of the head, an estimate of the point that moves least when the head turns, relative to
 # the HMD in its own frame (about 10 cm behind the eyes).

@@ -3,7 +3,7 @@
 // and its vertex shader skins each instance with that agent's bone matrices, read from a float texture
 // (a row per agent, four texels per bone). The whole crowd costs one draw call per body mesh.
 //
-// Frame format (little endian), see src/motionmatch/app/crowd_stream.py:
+// Frame format (little endian), see src/motionmatch/app/crowd/stream.py:
 //   uint32 seq | float32 time | uint16 n | uint16 J | float32 roots[n*3] | uint32 rotations[n*J] | int16 hips_mm[n*3]
 // rotations are smallest-three codes of the joints' local rotations. After drawing a frame the page
 // sends "ready": frames come at the page's own rate, never faster than it draws them.

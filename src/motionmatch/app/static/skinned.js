@@ -1,7 +1,7 @@
 // The character's skinned body: a glTF (the default body generated for the database skeleton, or the user's
 // rigged humanoid from `motionmatch serve --character`) driven by the streamed local rotations.
 //
-// The server's table (hello.character, see rigged_model.py) says per model bone either
+// The server's table (hello.character, see body/rigged_model.py) says per model bone either
 //   {source: j, offset: q}  world rotation = (world rotation of database joint j) * q, or
 //   {local: q}              local rotation = q (bones the database has no joint for),
 // and the hips are placed at root + scale * (database hips - root). Quaternions arrive as (w, x, y, z).

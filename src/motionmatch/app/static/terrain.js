@@ -1,7 +1,7 @@
 // Terrain in the live app: the procedural heightfields the library supports (slope, steps, noise) or a
 // grey-scale PNG heightmap; the server sets it on this tab's character and sends the heights to draw.
 //
-// The drawn surface is the runtime's (runtime/terrain.py): bilinear between the samples, the edge values
+// The drawn surface is the runtime's (world/terrain.py): bilinear between the samples, the edge values
 // extended beyond the grid. heightAt(x, z) evaluates that surface for the debug overlays; the mesh keeps
 // only the sample rows and columns the bilinear surface bends at (so steps are flat treads and one-cell
 // risers, a slope a single quad) and a skirt out to FAR_M, so the world does not end with the grid.
@@ -146,7 +146,7 @@ export function initTerrain(ctx) {
   });
   ctx.on('hello', () => { $('t-terrain').value = 'flat'; build({ name: 'flat', heights: null }); drawObstacles([]); });
 
-  // A playing scenario's obstacles (obstacles.py: circles {center, radius} and boxes {min, max}, metres
+  // A playing scenario's obstacles (world/obstacles.py: circles {center, radius} and boxes {min, max}, metres
   // on the x, z ground) stand on the ground as grey pillars and blocks while it plays; the character
   // steers around them on the server.
   const OBSTACLE_HEIGHT_M = 1.0;

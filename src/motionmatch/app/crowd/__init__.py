@@ -1,0 +1,1 @@
+"""The app's crowd mode: a crowd stepped in its own process and streamed to the page."""

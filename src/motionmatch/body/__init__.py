@@ -1,0 +1,1 @@
+"""The character's body: meshes, rigged models and the glTF export."""

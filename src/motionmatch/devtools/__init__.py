@@ -1,0 +1,1 @@
+"""The developer tooling that ships: benchmarks, fuzzing campaigns, soaks and plots."""

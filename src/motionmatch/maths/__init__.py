@@ -1,0 +1,1 @@
+"""Rotations, quaternions, forward kinematics, springs and IK: the maths every stage shares."""

@@ -1,0 +1,1 @@
+"""Animations and what is computed from them: skeletons, preprocessing, retargeting, metrics."""

@@ -1,0 +1,1 @@
+"""Offline work: scenarios, synthesis, replay, crowds, batches, quality, tuning, Dask."""

@@ -1,0 +1,1 @@
+"""The pose database: building, features, events, annotations and where the data lives."""

@@ -1,0 +1,1 @@
+"""The world the characters walk in: obstacles, routes round them, avoidance, terrain."""
