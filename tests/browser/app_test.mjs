@@ -1,6 +1,6 @@
 // Drives the motionmatch page in headless Debian chromium (playwright-core) and prints one JSON report.
 // Usage: node tests/browser/app_test.mjs URL OUT_DIR [--shots-only]
-// The pytest side (tests/test_app.py) makes the assertions; this script only acts and measures.
+// The pytest side (tests/app/test_app.py) makes the assertions; this script only acts and measures.
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launch } from './chromium.mjs';

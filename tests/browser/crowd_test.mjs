@@ -1,6 +1,6 @@
 // Crowd mode in headless Debian chromium (playwright-core): prints one JSON report.
 // Usage: node tests/browser/crowd_test.mjs URL
-// The pytest side (tests/test_app_crowd.py) makes the assertions; this script only acts and measures.
+// The pytest side (tests/app/test_app_crowd.py) makes the assertions; this script only acts and measures.
 import { runReport } from './chromium.mjs';
 
 const [url] = process.argv.slice(2);

@@ -1,5 +1,5 @@
 // Drives the debugging tools of the motionmatch page in headless Debian chromium at 1280x720 and prints one
-// JSON report; tests/test_app_debug_tools.py makes the assertions.
+// JSON report; tests/app/test_app_debug_tools.py makes the assertions.
 // Usage: node tests/browser/debug_tools_test.mjs URL OUT_DIR
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,7 +1,7 @@
 // A scenario with obstacles in headless Debian chromium (playwright-core): prints one JSON report.
 // Usage: node tests/browser/obstacles_test.mjs URL OUT_DIR
 // Uploads a scenario through the page's own file input, lets it play, screenshots the obstacles the
-// terrain panel draws and reads back what it drew. The pytest side (tests/test_app.py) asserts.
+// terrain panel draws and reads back what it drew. The pytest side (tests/app/test_app.py) asserts.
 import { join } from 'node:path';
 import { runReport } from './chromium.mjs';
 

@@ -1,7 +1,7 @@
 // VR mode in headless Debian chromium (playwright-core): prints one JSON report.
 // Usage: node tests/browser/vr_test.mjs URL OUT_DIR   (OUT_DIR/frames.json: device poses at 60 fps,
 // [[hmd, left, right], ...] each {position, rotation}, streamed as a headset would).
-// The pytest side (tests/test_app_vr.py) makes the assertions; this script only acts and measures.
+// The pytest side (tests/app/test_app_vr.py) makes the assertions; this script only acts and measures.
 // WebXR itself needs a headset: the tracker-stream path it feeds (vr.sendPoses) is what runs here.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

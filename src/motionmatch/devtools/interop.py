@@ -1,4 +1,4 @@
-"""The Blender round trips (`motionmatch bench interop`, tests/test_blender.py): our glTF exports opened
+"""The Blender round trips (`motionmatch bench interop`, tests/io/test_blender.py): our glTF exports opened
 by Blender's own importer, and FBX files Blender makes from a BVH read back by io/fbx.py.
 
 Each check compares joint world positions (metres) by joint name; the figures are the largest error in

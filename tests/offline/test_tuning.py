@@ -12,7 +12,7 @@ from motionmatch.cli import main
 from motionmatch.runtime.settings_file import (SettingsError, dumps_settings, load_settings, save_settings,
                                                settings_from_dict)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _scenario(path: Path, turn: tuple[float, float], duration: float = 3.0) -> Path:
@@ -345,7 +345,7 @@ def test_app_starts_from_a_settings_file_and_saves_its_live_settings(jlpm_db, tm
     import aiohttp
     from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv
-    from test_app import Client, ServerThread, run
+    from app_fixtures import Client, ServerThread, run
 
     start = tmp_path / "start.toml"
     start.write_text("[character]\nbias = 0.3\n[controller]\nvelocity_halflife = 0.2\n")

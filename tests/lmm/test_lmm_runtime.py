@@ -15,7 +15,7 @@ from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.crowd import Crowd
 from motionmatch.runtime.settings import CharacterSettings
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_app_switches_classic_and_learned_live(tiny_model, jlpm_db):
     import asyncio
 
     import aiohttp
-    from test_app import Client, ServerThread
+    from app_fixtures import Client, ServerThread
 
     from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv

@@ -256,7 +256,7 @@ def test_app_action_key_message(action_db):
     from motionmatch.app import backend as app_backend
     from motionmatch.app import messages
     from motionmatch.app import server as srv
-    from test_app import Client, ServerThread, run
+    from app_fixtures import Client, ServerThread, run
     import aiohttp
 
     assert messages.parse_message('{"type":"action","event":"bow","event_in":0.8}') == (

@@ -15,7 +15,7 @@ from motionmatch.vr.driver import VRDriver, VRDriverSettings, crouch_databases, 
 from motionmatch.vr.synth import VRTouchUp, database_calibration
 from motionmatch.vr.trackers import read_trackers, slice_stream, write_trackers_json
 from motionmatch.vr.upper_body import hmd_floor_target
-from test_vr_synth import hmd_forward_network
+from vr_fixtures import hmd_forward_network
 
 SECONDS = 8.0
 DOWN, UP = (3.5, 4.0), (6.0, 6.5)        # s: the HMD goes down to 60 % of its height, then back up

@@ -15,7 +15,7 @@ from motionmatch.app import assets
 from motionmatch.app import server as srv
 from motionmatch.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
 SCENARIO = SHARED / "scenarios" / "walk_turn_stop.json"
 

@@ -19,10 +19,10 @@ from motionmatch.maths.rotations import quat_rotate
 from motionmatch.vr.driver import VRDriverSettings, crouch_databases
 from motionmatch.vr.orientation import save_networks
 from motionmatch.vr.trackers import TrackerSettings, read_trackers, slice_stream, write_trackers_json
-from test_app import Client, ServerThread, run_browser_script
-from test_vr_synth import hmd_forward_network
+from app_fixtures import Client, ServerThread, run_browser_script
+from vr_fixtures import hmd_forward_network
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 VR_SCRIPT = ROOT / "tests" / "browser" / "vr_test.mjs"
 SAD_WALK = BANDAI / "dataset-1" / "dataset-1_walk_sad_001.bvh"
 

@@ -10,7 +10,7 @@ import pytest
 from motionmatch.cli import main
 from motionmatch.io.bvh import read_bvh
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 KEYS = ["frames", "fps", "nan_frames", "foot_sliding_cm_s", "foot_sliding_source_cm_s", "trajectory_error_cm",
         "heading_error_deg", "responsiveness_s", "transitions_per_s", "search_us", "frame_us"]
 

@@ -25,7 +25,7 @@ from motionmatch.app.recording import BLOCK_FRAMES, Recording
 from motionmatch.app.state import STATE
 from motionmatch.vr.live import LiveTrackerFeed
 from motionmatch.vr.trackers import TrackerFileError
-from test_app import Client, ServerThread, run
+from app_fixtures import Client, ServerThread, run
 
 
 @pytest.fixture(scope="module")

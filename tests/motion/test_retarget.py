@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from bvh_fixtures import lafan1_bvh_text, write_lafan1_bvh  # noqa: E402
 from conftest import MOCAP  # noqa: E402

@@ -19,7 +19,7 @@ import pytest
 
 from motionmatch.app.assets import find_three
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "examples" / "motionmatch.ipynb"
 
 

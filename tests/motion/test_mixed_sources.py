@@ -19,7 +19,7 @@ from motionmatch.offline.scenario import load_scenario, parse_scenario
 from motionmatch.motion.skeleton import shoulder_joints
 from motionmatch.offline.synth import change_frames, run_scenario
 
-MOCAP = Path(__file__).resolve().parents[1].parent / "shared" / "mocap"
+MOCAP = Path(__file__).resolve().parents[2].parent / "shared" / "mocap"
 JLPM = MOCAP / "jlpm22-locomotion"
 CMU = MOCAP / "cmu-locomotion" / "143_40.bvh"
 WALK_BACK = MOCAP / "bandai-namco" / "dataset-1"
@@ -176,7 +176,7 @@ def test_strafe_plays_the_side_steps_when_the_database_has_them(mixed_db, jlpm_d
     layout = lambda db: trajectory_layout(db.features.schema, db.features.channel_slices)[1]
     assert has_side_steps(mixed_db.features.raw, layout(mixed_db), mixed_db.fps)
     assert not has_side_steps(jlpm_db.features.raw, layout(jlpm_db), jlpm_db.fps)
-    scen = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "strafe_right.json")
+    scen = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "strafe_right.json")
 
     def measure(db, settings):
         v = np.zeros((db.num_frames, 3))

@@ -23,7 +23,7 @@ from motionmatch.runtime.character import CharacterSettings
 from motionmatch.offline.scenario import load_scenario
 from motionmatch.offline.synth import change_frames, run_scenario
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 UP = np.array([0.0, 1.0, 0.0])
 
 

@@ -93,7 +93,7 @@ def test_app_switches_sets_and_lists_annotations(db, tmp_path):
     import json
 
     import aiohttp
-    from test_app import Client, ServerThread, run
+    from app_fixtures import Client, ServerThread, run
 
     from motionmatch.posedb.annotations import load_annotations, resolve
     from motionmatch.app import backend as app_backend

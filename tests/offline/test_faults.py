@@ -59,7 +59,7 @@ def test_training_on_a_full_disk_is_one_error_and_keeps_the_earlier_model(jlpm_d
                                                                          capsys):
     out = tmp_path / "m.npz"
     out.write_bytes(b"an earlier model")
-    # The fixture's layer width (tests/test_lmm.py): compiled training steps are reused.
+    # The fixture's layer width (tests/lmm/test_lmm.py): compiled training steps are reused.
     args = ["lmm", "train", "--db", str(jlpm_db_path), "-o", str(out), "--iterations", "5", "--frames", "150",
             "--hidden", "64", "--quiet"]
     monkeypatch.setattr(np, "savez", _full_disk)

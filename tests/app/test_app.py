@@ -30,123 +30,20 @@ from motionmatch.app import session as app_session
 from motionmatch.app import websocket as app_websocket
 from motionmatch.app.state import STATE
 
-ROOT = Path(__file__).resolve().parents[1]
+from app_fixtures import (Client, ServerThread, browser_tools, database_path, default_backend, run,
+                          run_browser_script)
+
+ROOT = Path(__file__).resolve().parents[2]
 BROWSER_SCRIPT = ROOT / "tests" / "browser" / "app_test.mjs"
 
-
-def _database_path():
-    from motionmatch.posedb import database
-    return os.environ.get("MOTIONMATCH_TEST_DB") or database.build_default_database(progress=False)
-
-
-def _backend() -> app_backend.Backend:
-    from motionmatch.posedb import database
-    return app_backend.runtime_backend(database.load_database(_database_path()))
-
-
-class ServerThread:
-    """An aiohttp app served from its own event loop thread."""
-
-    def __init__(self, app: web.Application):
-        self.app, self.loop, self.url = app, asyncio.new_event_loop(), None
-        ready = threading.Event()
-
-        async def start():
-            self.runner = web.AppRunner(app, access_log=None)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
-
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(start())
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        assert ready.wait(30), "server did not start"
-
-    def stop(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 @pytest.fixture(scope="module")
 def server():
-    s = ServerThread(srv.make_app(_backend()))
+    s = ServerThread(srv.make_app(default_backend()))
     yield s
     s.stop()
 
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 60))
-
-
-class Client:
-    """A WebSocket client that sorts what arrives into text messages and binary frames."""
-
-    def __init__(self, ws):
-        self.ws, self.texts, self.frames = ws, [], []
-
-    @classmethod
-    async def open(cls, session, url):
-        c = cls(await session.ws_connect(url.replace("http", "ws") + "/ws", max_msg_size=0))
-        hello = await c.next_text("hello")
-        c.hello = hello
-        return c
-
-    async def pump(self, seconds: float):
-        """Receive for a while (the server streams 60 frames/s)."""
-        await self._receive(seconds, lambda: False)
-
-    async def pump_frames(self, n: int, timeout: float = 20.0):
-        """Receive until n more frames came (a loaded machine streams slower than 60 frames/s)."""
-        want = len(self.frames) + n
-        await self._receive(timeout, lambda: len(self.frames) >= want)
-
-    async def _receive(self, seconds: float, done):
-        loop = asyncio.get_running_loop()
-        end = loop.time() + seconds
-        while not done() and (left := end - loop.time()) > 0:
-            try:
-                msg = await asyncio.wait_for(self.ws.receive(), left)
-            except asyncio.TimeoutError:
-                break
-            if not self._keep(msg):
-                break
-
-    def _keep(self, msg) -> bool:
-        if msg.type == aiohttp.WSMsgType.TEXT:
-            self.texts.append(json.loads(msg.data))
-        elif msg.type == aiohttp.WSMsgType.BINARY:
-            self.frames.append(msg.data)
-        else:
-            return False
-        return True
-
-    async def next_text(self, kind: str, timeout: float = 10.0) -> dict:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while True:
-            for i, t in enumerate(self.texts):
-                if t["type"] == kind:
-                    return self.texts.pop(i)
-            msg = await asyncio.wait_for(self.ws.receive(), max(0.01, end - loop.time()))
-            if not self._keep(msg):
-                raise AssertionError(f"connection closed waiting for {kind!r}: {msg}")
-
-    def debug(self, frame: bytes) -> dict:
-        J = len(self.hello["names"])
-        _, _, n = app_session.FRAME_HEADER.unpack_from(frame)
-        start = app_session.FRAME_HEADER.size + 12 * J
-        return json.loads(frame[start:start + n])
-
-
-# --------------------------------------------------------------------------------------------------
-# Messages
 
 
 def test_parse_message_rejects_bad_input():
@@ -288,7 +185,7 @@ def test_settings_schema_route_bounds_every_settings_message(server):
             assert schema == json.loads(json.dumps(describe(server.app[STATE].backend.channel_weights)))
             # `motionmatch settings --json` over the served database prints the same object.
             out = subprocess.run([str(Path(sys.executable).parent / "motionmatch"), "settings", "--json", "--db",
-                                  str(_database_path())], capture_output=True, text=True, check=True).stdout
+                                  str(database_path())], capture_output=True, text=True, check=True).stdout
             assert json.loads(out) == schema and len(out.strip().splitlines()) == 1
             c = await Client.open(s, server.url)
             assert set(c.hello["channels"]) == set(schema["weights"])
@@ -386,7 +283,7 @@ def test_recorded_session_replays_bit_for_bit(server, tmp_path):
     assert {"input", "settings", "driver"} <= names
     ticks = window_ticks(log)
     assert len(ticks) == len(pos) >= 70
-    again = replay_poses(database.load_database(_database_path()), log)
+    again = replay_poses(database.load_database(database_path()), log)
     assert np.array_equal(again["local_pos"][ticks, 0].astype(np.float32), pos)
     assert np.array_equal(again["local_rot"][ticks, 0].astype(np.float32), rot)
 
@@ -413,30 +310,6 @@ def test_scenario_upload_plays_and_bad_one_is_refused(server):
 # --------------------------------------------------------------------------------------------------
 # The page in a browser
 
-
-def _browser_tools():
-    node = shutil.which("node")
-    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    nm = assets.find_three()
-    pw = nm.parent / "playwright-core" / "index.mjs" if nm else None
-    missing = [what for what, ok in (("node", node), (f"chromium ({chromium}; `make browser-deps`)",
-               os.path.exists(chromium)), ("node_modules with three and playwright-core (`make node_modules`)",
-               pw is not None and pw.exists())) if not ok]
-    return node, chromium, pw, missing
-
-
-def run_browser_script(script: Path, url: str, out_dir: Path, timeout: float = 240) -> dict:
-    """Run a tests/browser script on the page at `url`; its JSON report (no failure in it)."""
-    node, chromium, pw, missing = _browser_tools()
-    if missing:
-        pytest.fail("browser test needs " + ", ".join(missing) + " (make test installs them)")
-    env = {**os.environ, "CHROMIUM": chromium, "PLAYWRIGHT_CORE": str(pw)}
-    out = subprocess.run([node, str(script), url, str(out_dir)], capture_output=True, text=True, timeout=timeout,
-                         env=env)
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "failure" not in report, report["failure"]
-    return report
 
 
 def test_scenario_obstacles_are_drawn_and_cleared_in_chromium(server, tmp_path):

@@ -23,7 +23,7 @@ from motionmatch.posedb.database import DatabaseError, build_database, load_data
 from motionmatch.io.bvh import BVHError, parse_bvh_text, read_bvh, write_bvh
 from motionmatch.offline.scenario import ScenarioError, load_scenario, parse_scenario
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MOCAP = ROOT.parent / "shared" / "mocap"
 BANDAI_D1 = MOCAP / "bandai-namco" / "dataset-1"
 WALK = BANDAI_D1 / "dataset-1_walk_normal_001.bvh"
@@ -376,11 +376,11 @@ class _Flaky:
 
 @pytest.fixture(scope="module")
 def hostile_server():
-    from test_app import ServerThread, _backend
+    from app_fixtures import ServerThread, default_backend
     from motionmatch.app import backend as app_backend
     from motionmatch.app import server as srv
     from motionmatch.app import session as app_session
-    backend = _backend()
+    backend = default_backend()
     plain = backend.new_character
     flaky = replace(backend, new_character=lambda: _Flaky(plain()))
     s = ServerThread(srv.make_app(backend))
@@ -391,7 +391,7 @@ def hostile_server():
 
 
 def test_broken_character_is_reset_and_client_told(hostile_server):
-    from test_app import Client, run
+    from app_fixtures import Client, run
 
     async def go():
         async with aiohttp.ClientSession() as s:
@@ -412,7 +412,7 @@ def test_broken_character_is_reset_and_client_told(hostile_server):
 
 
 def test_hostile_http_requests_get_4xx(hostile_server):
-    from test_app import Client, run
+    from app_fixtures import Client, run
     url = hostile_server.url
 
     async def go():
@@ -462,7 +462,7 @@ def test_hostile_http_requests_get_4xx(hostile_server):
 
 
 def test_hostile_messages_get_clean_errors_and_weights_are_coalesced(hostile_server, caplog):
-    from test_app import Client, run
+    from app_fixtures import Client, run
 
     async def go():
         async with aiohttp.ClientSession() as s:

@@ -16,7 +16,7 @@ from motionmatch.offline.scenario import parse_scenario
 from motionmatch.motion.skeleton import find_roles
 from motionmatch.offline.synth import change_frames, run_scenario
 
-SCEN = Path(__file__).resolve().parents[1] / "scenarios"
+SCEN = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def _metrics(db, scen, **kw):

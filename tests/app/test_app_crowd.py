@@ -24,9 +24,9 @@ from motionmatch.app.crowd.world import crowd_world, step_world
 from motionmatch.app.session import FRAME_HEADER
 from motionmatch.app.state import STATE
 from motionmatch.runtime.controller import ControllerSettings
-from test_app import ServerThread, _browser_tools
+from app_fixtures import ServerThread, browser_tools
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CROWD_SCRIPT = ROOT / "tests" / "browser" / "crowd_test.mjs"
 
 
@@ -335,7 +335,7 @@ def test_no_crowd_mode_answers_n_zero(jlpm_db):
 
 
 def test_crowd_page_in_chromium(crowd_server):
-    node, chromium, pw, missing = _browser_tools()
+    node, chromium, pw, missing = browser_tools()
     if missing:
         pytest.fail("browser test needs " + ", ".join(missing) + " (make test installs them)")
     env = {**os.environ, "CHROMIUM": chromium, "PLAYWRIGHT_CORE": str(pw)}

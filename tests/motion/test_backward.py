@@ -14,8 +14,8 @@ from motionmatch.runtime.character import CharacterSettings
 from motionmatch.offline.scenario import load_scenario
 from motionmatch.offline.synth import appearance_metrics, change_frames, run_scenario
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
-MOCAP = Path(__file__).resolve().parents[1].parent / "shared" / "mocap"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+MOCAP = Path(__file__).resolve().parents[2].parent / "shared" / "mocap"
 
 
 @pytest.fixture(scope="module")

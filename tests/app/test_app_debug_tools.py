@@ -13,14 +13,14 @@ from motionmatch.app import messages
 from motionmatch.app import server as srv
 from motionmatch.app import session as app_session
 from motionmatch.world.terrain import Heightfield
-from test_app import Client, ServerThread, _backend, run, run_browser_script
+from app_fixtures import Client, ServerThread, default_backend, run, run_browser_script
 
-SCRIPT = Path(__file__).resolve().parent / "browser" / "debug_tools_test.mjs"
+SCRIPT = Path(__file__).resolve().parents[1] / "browser" / "debug_tools_test.mjs"
 
 
 @pytest.fixture(scope="module")
 def server():
-    s = ServerThread(srv.make_app(_backend()))
+    s = ServerThread(srv.make_app(default_backend()))
     yield s
     s.stop()
 
