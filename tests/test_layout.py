@@ -148,3 +148,27 @@ def test_no_module_over_the_line_limit():
     long = {name: n for name, path in module_names().items()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def function_level_imports() -> list[str]:
+    """Imports of the package's own modules inside functions, outside cli/ (whose commands import their
+    work when run, so that `motionmatch --help` answers at once)."""
+    found = []
+    for name, path in module_names().items():
+        if name.startswith("motionmatch.cli"):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("motionmatch")):
+                    found.append(f"{name}:{node.lineno}")
+                elif isinstance(node, ast.Import) and any(a.name.startswith("motionmatch") for a in node.names):
+                    found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_a_modules_header_says_what_it_needs():
+    found = function_level_imports()
+    assert not found, "package modules imported inside functions (import them at the top):\n" + "\n".join(found)

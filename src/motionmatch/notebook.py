@@ -25,6 +25,16 @@ import traitlets
 from .motion.animation import Animation
 from .app.assets import STATIC_DIR, find_three
 from .app.messages import MessageError, parse_message
+from .io.bvh import read_bvh
+from .io.gltf import write_gltf
+from .body.mesh import body_mesh
+from .body.rigged_model import identity_retarget
+from .motion.skeleton import find_roles
+from .motion.animation import Skeleton
+from .posedb.database import load_database
+from .runtime.character import Character, CharacterSettings
+from .runtime.controller import GamepadInput
+from .body.mesh import ensure_body_glb
 
 THREE_FILES = ("build/three.core.js", "build/three.module.js", "examples/jsm/utils/BufferGeometryUtils.js",
                "examples/jsm/utils/SkeletonUtils.js", "examples/jsm/loaders/GLTFLoader.js")
@@ -52,7 +62,6 @@ def load_motion(motion) -> Animation:
     """An Animation from a .bvh path, a synth output folder (its motion.bvh) or an Animation."""
     if isinstance(motion, Animation):
         return motion
-    from .io.bvh import read_bvh
     path = Path(motion).expanduser()
     if path.is_dir():
         if not (path / "motion.bvh").is_file():
@@ -64,8 +73,6 @@ def load_motion(motion) -> Animation:
 
 
 def _body_glb(skeleton, roles) -> bytes:
-    from .io.gltf import write_gltf
-    from .body.mesh import body_mesh
     with tempfile.TemporaryDirectory() as tmp:
         return write_gltf(Path(tmp) / "body.glb", skeleton=skeleton, mesh=body_mesh(skeleton, roles)).read_bytes()
 
@@ -84,8 +91,6 @@ class _View(anywidget.AnyWidget):
     height = traitlets.Int(420).tag(sync=True)
 
     def _set_body(self, skeleton, roles, glb: bytes | None) -> None:
-        from .body.rigged_model import identity_retarget
-        from .motion.skeleton import find_roles
         roles = roles or find_roles(skeleton.names)
         self.glb = glb if glb is not None else _body_glb(skeleton, roles)
         self.character = {"name": "default body", **identity_retarget(skeleton, roles)}
@@ -117,7 +122,6 @@ class MotionWidget(_View):
     @classmethod
     def from_arrays(cls, names, parents, local_positions, local_rotations, fps: float = 60.0, **kwargs):
         """A motion given as arrays: local_positions (F, J, 3) metres, local_rotations (F, J, 4) w x y z."""
-        from .motion.animation import Skeleton
         pos = np.asarray(local_positions, np.float64)
         rot = np.asarray(local_rotations, np.float64)
         J = len(names)
@@ -134,8 +138,6 @@ class LiveCharacterWidget(_View):
 
     def __init__(self, db, settings=None, body: bool = True, **kwargs):
         super().__init__(**kwargs)
-        from .posedb.database import load_database
-        from .runtime.character import Character, CharacterSettings
         db_path = None
         if not hasattr(db, "skeleton"):
             db_path = Path(db).expanduser()
@@ -149,7 +151,6 @@ class LiveCharacterWidget(_View):
         if body:
             glb = None
             if db_path is not None:
-                from .body.mesh import ensure_body_glb
                 glb = ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes()
             self._set_body(db.skeleton, db.roles, glb)
         self.on_msg(self._on_message)
@@ -157,7 +158,6 @@ class LiveCharacterWidget(_View):
     def step(self, move=(0.0, 0.0), run: bool = False, strafe: bool = False, steps: int = 1):
         """Advance the character `steps` frames with one input (move: world-plane (x, z) in [-1, 1]);
         returns the world joint positions (J, 3) and local rotations (J, 4) after them."""
-        from .runtime.controller import GamepadInput
         inp = GamepadInput(move=tuple(move), run=run, strafe=strafe)
         for _ in range(steps):
             self.character_sim.step(inp, 1.0 / LIVE_FPS)

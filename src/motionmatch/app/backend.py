@@ -10,6 +10,11 @@ import numpy as np
 
 from ..runtime.settings_schema import database_weights
 from ..offline.scenario import parse_scenario
+from ..runtime.character import Character, CharacterSettings, warm_up
+from ..runtime.controller import GamepadInput
+from ..body import rigged_model
+from ..motion.preprocess import planted_toe_height_m
+from ..body.mesh import ensure_body_glb
 
 GROUND_FIT_FRAMES = 2000     # database frames the character's ground is fitted on (rigged_model.live_retarget)
 CROWD_VOXEL_M = 0.03            # m: the crowd's default body (the user's is mesh.VOXEL_M, 1.5 cm)
@@ -38,8 +43,6 @@ def runtime_backend(db, character: dict | None = None, settings=None) -> Backend
     (see character_for); settings: a settings_file.RuntimeSettings every new character starts from
     (None: the defaults)."""
     import copy
-    from ..runtime.character import Character, CharacterSettings, warm_up
-    from ..runtime.controller import GamepadInput
 
     def new_character():
         if settings is None:
@@ -57,8 +60,6 @@ def character_for(db, db_path, model_path=None, role_map=None) -> dict:
     """The body the page draws: the user's rigged humanoid `model_path` (.glb) retargeted live, else the
     default body generated for the database skeleton (cached beside the database file). Raises GLTFError /
     SkeletonError for a model that is not a readable humanoid rig."""
-    from ..body import rigged_model
-    from ..motion.preprocess import planted_toe_height_m
     if model_path is not None:
         model = rigged_model.load_rigged_model(model_path, role_map)
         bind = rigged_model.source_bind_pose(db.skeleton, db.roles, db.positions, db.rotations)
@@ -68,7 +69,6 @@ def character_for(db, db_path, model_path=None, role_map=None) -> dict:
                 "retarget": rigged_model.live_retarget(db.skeleton, db.roles, bind, model,
                                                        source_floor=planted_toe_height_m(db),
                                                        source_motion=db.global_transforms(frames))}
-    from ..body.mesh import ensure_body_glb
     glb = ensure_body_glb(db_path, db.skeleton, db.roles)
     # The crowd's copy at 3 cm voxels: a quarter of the vertices (2,600), for thousands of agents.
     crowd = ensure_body_glb(db_path, db.skeleton, db.roles, voxel=CROWD_VOXEL_M)

@@ -21,6 +21,11 @@ from .messages import MessageError, number, reject_constant
 from .session import Session
 from .state import DT, STATE
 from .uploads import read_body, upload_name
+from ..motion.animation import Animation
+from ..io.bvh import write_bvh
+from ..runtime.input_log import InputLogError
+from ..runtime.settings_file import dumps_settings
+from ..world.terrain import Heightfield, TerrainError
 
 log = logging.getLogger("motionmatch.app")
 
@@ -37,7 +42,6 @@ def _session_or_404(request: web.Request) -> Session:
 
 def recording_animation(session: Session):
     """The session's recorded local poses as an Animation (60 fps)."""
-    from ..motion.animation import Animation
     if not len(session.recorded):
         raise web.HTTPNotFound(text="nothing recorded: press Record first\n")
     positions, rotations = session.recorded.arrays()
@@ -46,7 +50,6 @@ def recording_animation(session: Session):
 
 
 async def record_handler(request: web.Request) -> web.StreamResponse:
-    from ..io.bvh import write_bvh
     session = _session_or_404(request)
     anim = recording_animation(session)
 
@@ -65,7 +68,6 @@ async def record_handler(request: web.Request) -> web.StreamResponse:
 async def replay_log_handler(request: web.Request) -> web.Response:
     """The session's input log (runtime/input_log.py) since its character's last reset, with the
     recorded windows: `motionmatch synth --replay FILE` regenerates the recorded motion bit for bit."""
-    from ..runtime.input_log import InputLogError
     session = _session_or_404(request)
     log = getattr(session.ch, "input_log", None)
     if log is None:
@@ -81,7 +83,6 @@ async def replay_log_handler(request: web.Request) -> web.Response:
 
 async def settings_file_handler(request: web.Request) -> web.Response:
     """The session's live settings as a settings file (TOML, see runtime/settings_file.py) to download."""
-    from ..runtime.settings_file import dumps_settings
     ch = _session_or_404(request).ch
     controller = getattr(getattr(ch, "controller", None), "settings", None)
     text = dumps_settings(ch.settings, controller, comment="saved from the motionmatch app; "
@@ -131,7 +132,6 @@ async def terrain_get_handler(request: web.Request) -> web.Response:
 async def terrain_png_handler(request: web.Request) -> web.Response:
     """A grey-scale PNG heightmap for this session's character: ?scale= metres for white (default 1),
     ?cell= metres per pixel (default 0.1), centred on the world origin."""
-    from ..world.terrain import Heightfield, TerrainError
     session = _session_or_404(request)
     name = upload_name(request, "heightmap.png")
     raw = await read_body(request, MAX_TERRAIN_BYTES)

@@ -19,6 +19,11 @@ from .backend import Backend
 from .messages import MAX_TEXT_BYTES, SETTINGS_FIELDS, MessageError
 from .recording import Recording
 from .state import DT
+from ..search import TagExpressionError, frame_mask
+from ..search.inspect import inspect_search
+from ..runtime.database_sets import SetSpec
+from ..world.terrain import Heightfield
+from ..offline.replay import ScenarioDriver
 
 log = logging.getLogger("motionmatch.app")
 
@@ -234,7 +239,6 @@ class Session:
                 raise MessageError(str(exc)) from None
             return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
         if kind == "search_set":
-            from ..runtime.database_sets import SetSpec
             use = getattr(self.ch, "use_set", None)
             if use is None:
                 raise MessageError("this character has no database sets")
@@ -245,7 +249,6 @@ class Session:
             self.pending.append({"type": "settings", "settings": self.settings_dict()})   # the set's filter and weights
             return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
         if kind == "terrain":
-            from ..world.terrain import Heightfield
             self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
             return self.terrain_status()
         raise MessageError(f"unhandled message type {kind!r}")
@@ -253,8 +256,6 @@ class Session:
     def inspect(self, f: dict) -> dict:
         """The candidates of one search (a record from debug()["search"]): top k with per-channel
         costs and the continuing frame's cost, each with its clip and frame within the clip."""
-        from ..search import TagExpressionError, frame_mask
-        from ..search.inspect import inspect_search
         ch = self.ch
         db = ch.db
         feats = ch.searcher.features
@@ -335,7 +336,6 @@ class Session:
             self.apply_settings({"tag_filter": style})   # raises MessageError on a style unknown here
             self.pending.append({"type": "settings", "settings": self.settings_dict()})
         if hasattr(self.ch, "set_driver") and hasattr(scenario, "to_dict"):
-            from ..offline.replay import ScenarioDriver
             self.ch.set_driver(ScenarioDriver(scenario.to_dict(), getattr(self.ch, "time", 0.0)))
         if hasattr(self.ch, "set_obstacles"):     # the scenario's obstacles live as long as it plays
             self.ch.set_obstacles(getattr(scenario, "obstacles", None))

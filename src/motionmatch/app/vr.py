@@ -40,6 +40,13 @@ from ..vr.trackers import (DEVICES, STREAM_FPS, BodyTruth, TrackerFileError, Tra
 from .messages import MessageError
 from .state import STATE
 from .uploads import read_body, upload_name
+from ..io.bvh import read_bvh
+from ..motion.preprocess import resample
+from ..vr.trackers import calibrate_file, simulate_trackers
+from ..vr.dataset import default_files, split_held_out
+from ..vr.orientation import load_networks
+from ..vr.synth import check_height_databases, database_calibration
+from ..vr.synth import VRTouchUp
 
 log = logging.getLogger("motionmatch.app")
 
@@ -62,9 +69,6 @@ class Replay:
 def load_replay(path, name: str | None = None, part: tuple[float, float] = (0.0, 1.0)) -> Replay:
     """A Replay from a tracker file (read_trackers: JSON, CSV, or a BVH clip the devices are simulated
     from, then with ground truth and ghost); `part`: the (start, stop) fractions of it to keep."""
-    from ..io.bvh import read_bvh
-    from ..motion.preprocess import resample
-    from ..vr.trackers import calibrate_file, simulate_trackers
     path = Path(path)
     ghost = parents = None
     if path.name.lower().endswith((".bvh", ".bvh.gz")):
@@ -85,7 +89,6 @@ def load_replay(path, name: str | None = None, part: tuple[float, float] = (0.0,
 def held_out_clips(data_root=None) -> list[tuple[str, Path, tuple[float, float]]]:
     """(name, path, part) of the held-out clips of the orientation network (vr/dataset.py), the jlpm22
     take first; empty (with a warning) when the motion capture is not found."""
-    from ..vr.dataset import default_files, split_held_out
     try:
         _, held = split_held_out(default_files(data_root))
     except (FileNotFoundError, ValueError) as exc:
@@ -139,7 +142,6 @@ class VRCharacter:
         return fresh
 
     def _start(self, driver: VRDriver) -> None:
-        from ..vr.synth import VRTouchUp
         self.driver = driver
         self.touch = VRTouchUp(self.inner.db, driver, self.calibration,
                                self.replay.truth if self.replay is not None else None)
@@ -289,8 +291,6 @@ def setup_vr(app: web.Application, db, model_path, trackers=None, settings: VRDr
     """Turn VR mode on: the app's characters wrapped in VRCharacter, driven by the orientation model
     `model_path`, each page starting with `trackers` (a tracker file) or else the first held-out clip;
     `clips`: the (name, path, part) clips the page offers (default held_out_clips())."""
-    from ..vr.orientation import load_networks
-    from ..vr.synth import check_height_databases, database_calibration
     settings = settings or VRDriverSettings()
     check_height_databases(db, settings)
     network = load_networks(model_path)["network"]

@@ -12,23 +12,23 @@ from pathlib import Path
 
 from ..motion.animation import Animation
 from ..io.gltf import write_gltf
+from ..motion.preprocess import resample
+from ..io.gltf import read_glb
+from ..io.gltf_graft import graft_motion
+from .rigged_model import load_rigged_model, retarget_to_model
+from .mesh import body_mesh
 
 EXPORT_FPS = 60.0
 
 
 def export_gltf(anim: Animation, out, mesh: str | Path | None = "auto") -> Path:
     """Write `anim` as a .glb at 60 fps (resampled if needed); see the module docstring for `mesh`."""
-    from ..motion.preprocess import resample
     if abs(anim.fps - EXPORT_FPS) > 1e-6:
         anim = resample(anim, EXPORT_FPS)
     if mesh is None:
         return write_gltf(out, anim)
     if str(mesh) == "auto":
-        from .mesh import body_mesh
         return write_gltf(out, anim, body_mesh(anim.skeleton))
-    from ..io.gltf import read_glb
-    from ..io.gltf_graft import graft_motion
-    from .rigged_model import load_rigged_model, retarget_to_model
     model = load_rigged_model(mesh)
     gpos, grot = retarget_to_model(anim, model).global_transforms()
     return graft_motion(read_glb(mesh), model.node_of, gpos, grot, anim.fps, out)

@@ -28,6 +28,7 @@ from ..io.gltf import SkinnedMesh, write_gltf
 from ..maths.kinematics import forward_kinematics
 from ..maths.rotations import quat_identity, quat_rotate
 from ..motion.skeleton import find_roles
+from ..motion.retarget import canonical_tpose
 
 VOXEL_M = 0.015
 BLEND_M = 0.03                  # smooth-minimum radius where shapes meet
@@ -68,7 +69,6 @@ def _radii(name: str) -> tuple[float, float]:
 def tpose_bind(skeleton: Skeleton, roles: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Local positions (J, 3) and rotations (J, 4) of the skeleton's canonical T-pose, feet on y = 0,
     hips above the origin."""
-    from ..motion.retarget import canonical_tpose
     roles = roles if roles is not None else find_roles(skeleton.names)
     lpos = np.array(skeleton.offsets, np.float64)
     lrot, gpos, _, _ = canonical_tpose(skeleton, roles, lpos, quat_identity((skeleton.num_joints,)))

@@ -17,6 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..runtime.crowd import Crowd
+from ..runtime.threads import max_threads
 
 STAGES = ("search", "playback", "output")   # Crowd.stage_us; the rest of a tick is "controller"
 
@@ -145,7 +146,6 @@ def busy_core():
 def bench_contention(db, sizes, seconds: float = 3.0, seed: int = 0, progress: bool = True):
     """bench_crowd with a busy core beside it, for one thread, all threads and the measured choice:
     {"busy_core", "by_threads": {"1": rows, "<all>": rows, "auto": rows}}."""
-    from ..runtime.threads import max_threads
     out = {}
     with busy_core() as core:
         for threads in (1, max_threads(), "auto"):

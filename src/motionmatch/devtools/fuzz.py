@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from ..io.bvh import BVHError, read_bvh
+from ..posedb.database import DatabaseError, load_database
+from ..offline.scenario import ScenarioError, load_scenario
+from ..runtime.character import Character
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _ODD_VALUES = ("1e308", "-1e308", "1e-320", "nan", "inf", "-inf", "9" * 400, "", "abc", "1,5", "0x10",
@@ -156,7 +160,6 @@ def fuzz_bvh(paths, mutants_per_file: int, seed: int = 0, tmp_dir=None, progress
 
     from tqdm import tqdm
 
-    from ..io.bvh import BVHError, read_bvh
     out = Outcome()
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(dir=tmp_dir) as tmp:
@@ -304,7 +307,6 @@ def damaged_databases(path, out_dir, frames: int = 600) -> list[tuple[str, Path]
 def fuzz_databases(damaged: list[tuple[str, Path]], steps: int = 30) -> Outcome:
     """Load each damaged copy (from damaged_databases); an accepted one also drives a character for
     `steps` frames (a crash there would be a kernel reading crafted indices)."""
-    from ..posedb.database import DatabaseError, load_database
     out = Outcome()
     for name, f in damaged:
         try:
@@ -320,7 +322,6 @@ def fuzz_databases(damaged: list[tuple[str, Path]], steps: int = 30) -> Outcome:
         out.accepted += 1
         out.silent.append(f"{name}: accepted")
         try:
-            from ..runtime.character import Character
             ch = Character(db)
             for _ in range(steps):
                 ch.step(None, 1.0 / 60.0)
@@ -382,7 +383,6 @@ def bad_scenarios() -> list[tuple[str, bytes]]:
 
 def fuzz_scenarios(out_dir) -> Outcome:
     """Load each bad scenario file; every one must be a ScenarioError naming the file."""
-    from ..offline.scenario import ScenarioError, load_scenario
     out = Outcome()
     for k, (name, raw) in enumerate(bad_scenarios()):
         f = Path(out_dir) / f"bad_{k:02d}.json"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .fuzz import Outcome, classify
+from ..io.fbx import FBXError, read_fbx_clips
 
 
 def damaged_fbx(base: bytes, out_dir, flips: int = 4, seed: int = 0) -> list[tuple[str, Path, bool]]:
@@ -40,7 +41,6 @@ def damaged_fbx(base: bytes, out_dir, flips: int = 4, seed: int = 0) -> list[tup
 def fuzz_fbx_clips(damaged) -> Outcome:
     """Each damaged FBX through read_fbx_clips: an FBXError naming the file, or clips (a flip that left
     the file readable)."""
-    from ..io.fbx import FBXError, read_fbx_clips
     out = Outcome()
     for name, f, refuse in damaged:
         classify(out, name, f, refuse, (FBXError,), lambda: read_fbx_clips(f))

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from ..offline.crowd_synth import CrowdError, check_agent_tags, load_crowd
+from ..posedb.events import EventError, load_sidecar, sidecar_marks
+from .fuzz import Outcome, classify
+from ..search import TagExpressionError, range_mask
+from ..runtime.settings_file import SettingsError, load_settings
+from ..motion.skeleton import SkeletonError, load_mapping
+from ..offline.scenario import ScenarioError, load_scenario
+from ..vr.trackers import TrackerFileError, read_trackers
+from ..posedb.annotations import AnnotationError, load_annotations, resolve
 
 BIG = "9" * 400
 DEEP_JSON = "[" * 5000 + "]" * 5000
@@ -226,16 +235,7 @@ def bad_tag_expressions() -> list[tuple[str, str]]:
 
 def fuzz_files(db, out_dir) -> dict:
     """Run every campaign of this module against db (its clips, tags and skeleton): {door: Outcome}."""
-    from ..offline.crowd_synth import CrowdError, check_agent_tags, load_crowd
-    from ..posedb.events import EventError, load_sidecar, sidecar_marks
-    from .fuzz import Outcome, classify
-    from ..search import TagExpressionError, range_mask
-    from ..runtime.settings_file import SettingsError, load_settings
-    from ..motion.skeleton import SkeletonError, load_mapping
-    from ..offline.scenario import ScenarioError, load_scenario
-    from ..vr.trackers import TrackerFileError, read_trackers
     out_dir = Path(out_dir)
-    from ..posedb.annotations import AnnotationError, load_annotations, resolve
     report = {k: Outcome() for k in ("crowd files", "event sidecars", "annotation sidecars", "tracker files",
                                      "role maps", "tag expressions", "settings files", "obstacles")}
 

@@ -15,6 +15,15 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from ..world.obstacles import parse_obstacles
+from ..runtime.character import Character
+from ..runtime.controller import GamepadInput
+from ..runtime.crowd import Crowd
+from ..runtime.database_sets import SetSpec
+from ..world.terrain import Heightfield
+from .fuzz import Outcome, classify
+from ..offline.replay import synthesize_replay
+from ..runtime.input_log import InputLogError
 
 _ODD = (-1, 0, 2 ** 62, -(2 ** 62), 1e300, -1e300, 1e-300, 0.5, "x", "", None, True, False, [], {}, [[]],
         [0, 0, 0, 0], {"a": 1})
@@ -23,12 +32,6 @@ _ODD = (-1, 0, 2 ** 62, -(2 ** 62), 1e300, -1e300, 1e-300, 0.5, "x", "", None, T
 def recorded_logs(db) -> dict:
     """A character log (sticks, a settings change, a terrain, obstacles, a stop, a clip, a set) and a
     crowd log (3 agents: sticks, a reset, a stop) of a few ticks on `db`, as dicts."""
-    from ..world.obstacles import parse_obstacles
-    from ..runtime.character import Character
-    from ..runtime.controller import GamepadInput
-    from ..runtime.crowd import Crowd
-    from ..runtime.database_sets import SetSpec
-    from ..world.terrain import Heightfield
     ch = Character(db)
     log = ch.start_input_log()
     for k in range(40):
@@ -189,9 +192,6 @@ def _random_damages(logs: dict, n: int, seed: int) -> list[tuple[str, str, dict]
 def fuzz_input_logs(db, out_dir, random_damages: int = 200, seed: int = 0) -> dict:
     """Run the campaign through replay.synthesize_replay (what `synth --replay` runs) into out_dir:
     {"input logs": Outcome}."""
-    from .fuzz import Outcome, classify
-    from ..offline.replay import synthesize_replay
-    from ..runtime.input_log import InputLogError
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     logs = recorded_logs(db)

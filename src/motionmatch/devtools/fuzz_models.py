@@ -11,13 +11,19 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+from ..lmm.model import LearnedModel, Network, database_fingerprint, pose_size
+from ..lmm.model import save_model
+from ..vr.orientation import NUM_NETWORK_INPUTS, OrientationNetwork, save_networks
+from .fuzz import Outcome, classify
+from ..lmm.model import ModelError
+from ..runtime.learned import learned_model
+from ..vr.orientation import load_networks
 
 ZIP_BOMB_BYTES = 300 << 20      # beyond the 256 MB member bound, a few hundred kB compressed
 
 
 def random_lmm(db, hidden: int = 16, latent: int = 8, seed: int = 0):
     """A LearnedModel of random small networks that fits db (its fingerprint, feature and pose sizes)."""
-    from ..lmm.model import LearnedModel, Network, database_fingerprint, pose_size
     rng = np.random.default_rng(seed)
     F, J = db.features.normalized.shape[1], db.num_joints
 
@@ -59,8 +65,6 @@ def _zip_bomb(path, members: dict, name: str) -> None:
 def damaged_models(db, out_dir, zip_bombs: bool = True) -> list[tuple[str, Path, str]]:
     """Write damaged copies of a random LMM model and a random VR model: [(damage, file, 'lmm' | 'vr')];
     zip_bombs=False leaves out the two zip bombs (seconds of deflating each)."""
-    from ..lmm.model import save_model
-    from ..vr.orientation import NUM_NETWORK_INPUTS, OrientationNetwork, save_networks
     out_dir = Path(out_dir)
     save_model(random_lmm(db), out_dir / "lmm.npz")
     lmm = _members(out_dir / "lmm.npz")
@@ -138,10 +142,6 @@ def damaged_models(db, out_dir, zip_bombs: bool = True) -> list[tuple[str, Path,
 
 def fuzz_models(db, damaged) -> dict:
     """Load each damaged model through its door: {"LMM models": Outcome, "VR models": Outcome}."""
-    from .fuzz import Outcome, classify
-    from ..lmm.model import ModelError
-    from ..runtime.learned import learned_model
-    from ..vr.orientation import load_networks
     report = {"LMM models (--lmm)": Outcome(), "VR models (--vr-model)": Outcome()}
     for name, f, kind in damaged:
         if kind == "lmm":

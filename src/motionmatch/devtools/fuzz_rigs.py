@@ -13,6 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from .fuzz import Outcome, classify
+from ..io.gltf import GLTFError
+from ..io.gltf_clips import read_gltf_clips
+from ..app.backend import character_for
+from ..body.export import export_gltf
+from ..motion.skeleton import SkeletonError
+from ..posedb.database import load_database
+from ..io.bvh import read_bvh
+from ..body.mesh import ensure_body_glb
+from ..io.gltf import write_gltf
+from . import fuzz_files
+from . import fuzz_logs
+from . import fuzz_models
 
 
 def glb_bytes(doc: dict | bytes, blob: bytes) -> bytes:
@@ -271,9 +284,6 @@ def damaged_clip_glbs(base: bytes, out_dir) -> list[tuple[str, Path, bool]]:
 
 def fuzz_clip_glbs(damaged):
     """The clip reader (what `build` runs on a .glb) for each damaged file: an Outcome."""
-    from .fuzz import Outcome, classify
-    from ..io.gltf import GLTFError
-    from ..io.gltf_clips import read_gltf_clips
     out = Outcome()
     for name, f, refuse in damaged:
         classify(out, name, f, refuse, (GLTFError,), lambda: read_gltf_clips(f))
@@ -285,11 +295,6 @@ def fuzz_rigs(damaged, anim, db, db_path):
     (export --mesh); db/db_path: the database the page's table is built for (serve --character)."""
     import tempfile
 
-    from ..app.backend import character_for
-    from ..body.export import export_gltf
-    from .fuzz import Outcome, classify
-    from ..io.gltf import GLTFError
-    from ..motion.skeleton import SkeletonError
     export, serve = Outcome(), Outcome()
     with tempfile.TemporaryDirectory() as tmp:
         for name, f, refuse in damaged:
@@ -302,22 +307,15 @@ def fuzz_rigs(damaged, anim, db, db_path):
 
 def door_campaigns(db_path: Path, bvh: Path, tmp: Path) -> dict:
     """The campaigns of the doors added after BVH, databases and scenarios, keyed like the report."""
-    from ..posedb.database import load_database
-    from ..io.bvh import read_bvh
-    from ..body.mesh import ensure_body_glb
     db = load_database(db_path)
     anim = read_bvh(bvh)
     anim = replace(anim, positions=anim.positions[:30], rotations=anim.rotations[:30])
     (tmp / "glb").mkdir()
     damaged = damaged_glbs(ensure_body_glb(db_path, db.skeleton, db.roles).read_bytes(), tmp / "glb")
     export, serve = fuzz_rigs(damaged, anim, db, db_path)
-    from ..io.gltf import write_gltf
     (tmp / "clips").mkdir()
     clip_glb = write_gltf(tmp / "clips" / "clip.glb", anim)
     clips = fuzz_clip_glbs(damaged_clip_glbs(clip_glb.read_bytes(), tmp / "clips"))
-    from . import fuzz_files
-    from . import fuzz_logs
-    from . import fuzz_models
     (tmp / "files").mkdir()
     (tmp / "models").mkdir()
     return {**fuzz_files.fuzz_files(db, tmp / "files"),

@@ -14,6 +14,10 @@ import numpy as np
 from ..motion.animation import Animation
 from ..io.bvh import read_bvh
 from ..io.fbx import clips_from_sample, read_blender_sample, read_fbx_clips, run_blender
+from ..body.export import export_gltf
+from ..body.rigged_model import load_rigged_model, retarget_to_model
+from ..motion.preprocess import resample
+from ..io.bvh import write_bvh
 
 ERROR_BOUND_MM = 1.0
 SAMPLED_FRAMES = 10
@@ -27,7 +31,6 @@ def _positions_by_name(anim: Animation, names: list[str]) -> np.ndarray:
 def blender_reads_export(anim: Animation, out_dir, mesh: str | None) -> dict:
     """Export `anim` (60 fps) as a .glb (mesh None or "auto"), open it with Blender's glTF importer and
     compare its armature's joints with ours at SAMPLED_FRAMES frames spread over the clip."""
-    from ..body.export import export_gltf
     out_dir = Path(out_dir)
     glb = export_gltf(anim, out_dir / f"interop_{mesh or 'skeleton'}.glb", mesh=mesh)
     sample = out_dir / f"interop_{mesh or 'skeleton'}.npz"
@@ -54,8 +57,6 @@ def blender_reads_model_export(anim: Animation, model_path, out_dir) -> dict:
     """Export `anim` onto a rigged model (`export --mesh MODEL.glb`: the model's file whole), open it
     with Blender and compare its armature's joints with the retargeted motion's at SAMPLED_FRAMES frames;
     skinned_meshes counts the meshes Blender binds to the armature (every mesh of the model)."""
-    from ..body.export import export_gltf
-    from ..body.rigged_model import load_rigged_model, retarget_to_model
     out_dir = Path(out_dir)
     glb = export_gltf(anim, out_dir / "interop_model.glb", mesh=str(model_path))
     sample = out_dir / "interop_model.npz"
@@ -94,12 +95,10 @@ def fbx_reads_back(bvh_path, out_dir) -> dict:
 
 def interop_report(bvh_path, out_dir) -> list[dict]:
     """Every round trip on one BVH (its first 2 s when longer): the rows `bench interop` prints."""
-    from ..motion.preprocess import resample
     anim = read_bvh(bvh_path)
     anim = resample(anim, 60.0)
     if anim.num_frames > 120:
         anim.positions, anim.rotations = anim.positions[:120], anim.rotations[:120]
-    from ..io.bvh import write_bvh
     clip = Path(out_dir) / "interop_clip.bvh"
     write_bvh(clip, anim)
     anim = read_bvh(clip)

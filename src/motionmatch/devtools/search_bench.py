@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from ..posedb.database import load_database
+from ..offline.synth import recorded_queries
+from ..search import BACKENDS, Searcher
 
 __all__ = ["add_bench_search_args", "run_bench_search", "add_features_export_args", "run_features_export",
            "synthetic_features", "make_queries", "write_export", "read_export"]
@@ -87,7 +90,6 @@ def trajectory_columns(channel_slices: dict) -> np.ndarray:
 
 
 def _load_db_features(path, subset: int | None):
-    from ..posedb.database import load_database
     db = load_database(path)
     x = np.ascontiguousarray(db.features.normalized, dtype=np.float32)
     starts = np.asarray(db.range_starts, dtype=np.int64)
@@ -156,8 +158,6 @@ def add_features_export_args(parser) -> None:
 def _runtime_queries(db_path, n: int, seed: int, n_frames: int):
     """Queries recorded from the runtime character on the full database; current frames beyond a
     subset become -1."""
-    from ..posedb.database import load_database
-    from ..offline.synth import recorded_queries
     q, cur = recorded_queries(load_database(db_path), n, seed)
     return q, np.where(cur < n_frames, cur, -1).astype(np.int32)
 
@@ -230,7 +230,6 @@ def _time_single(searcher, queries, currents, skip, bias):
 
 
 def run_bench_search(args) -> int:
-    from ..search import BACKENDS, Searcher
 
     traj = None
     given = None

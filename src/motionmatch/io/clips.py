@@ -9,6 +9,8 @@ from ..motion.animation import Animation
 from .bvh import BVHError, read_bvh
 from .fbx import FBXError
 from .gltf import GLTFError
+from .gltf_clips import read_gltf_clips
+from .fbx import read_fbx_clips
 
 MOTION_SUFFIXES = (".bvh", ".bvh.gz", ".glb", ".gltf", ".fbx")
 # The errors a motion file that cannot be read raises (all ValueErrors naming the file).
@@ -26,10 +28,8 @@ def read_clips(path, unit: str = "auto") -> list[Animation]:
     path = Path(path)
     name = path.name.lower()
     if name.endswith((".glb", ".gltf")):
-        from .gltf_clips import read_gltf_clips
         return read_gltf_clips(path)
     if name.endswith(".fbx"):
-        from .fbx import read_fbx_clips
         return read_fbx_clips(path)
     return [read_bvh(path, unit=unit)]
 

@@ -28,6 +28,7 @@ from ..motion.animation import Animation, Skeleton
 from ..files.input_bounds import check_npz
 from .bvh import POSITION_CHANNELS
 from .gltf import MOVING_TRANSLATION_M
+from .gltf_clips import local_transforms
 
 BPY_VERSION = "5.0.1"
 BLENDER_ENV = ".venv-blender"
@@ -183,7 +184,6 @@ def read_blender_sample(path) -> dict:
 
 def clips_from_sample(d: dict, source: str) -> list[Animation]:
     """Clips (one per action, at the file's fps) from a checked worker sample, in the library's frame."""
-    from .gltf_clips import local_transforms
     names = [str(n) for n in d["names"]]
     parents = d["parents"].astype(np.int64)
     rest_pos, _ = local_transforms((Z_UP_TO_Y_UP @ d["rest"])[None], parents)

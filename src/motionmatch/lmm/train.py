@@ -34,6 +34,7 @@ from .dataset import (PoseFrames, pose_frames, pose_table, pose_vectors, project
                       window_starts)
 from .model import LearnedModel, Network, database_fingerprint, pose_layout, save_model
 from ..files.atomic_file import replacing
+from ..search import Searcher
 
 STAGES = ("decompressor", "stepper", "projector")
 STAGE_SHARES = {"decompressor": 0.4, "stepper": 0.2, "projector": 0.4}
@@ -369,7 +370,6 @@ def train_model(db, out_path, settings: TrainSettings | None = None) -> TrainRes
     """Train all three networks on a database and write the model file (and its loss curves PNG)."""
     from tqdm import tqdm
 
-    from ..search import Searcher
 
     s = settings or TrainSettings()
     out_path = Path(out_path)

@@ -52,6 +52,7 @@ from .posture import (POSTURE_ROLES, gait_bins, gait_figures, gait_source, hand_
 from ..maths.rotations import quat_angle, quat_between, quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate
 from .skeleton import SkeletonError, arm_chains, find_roles
 from .trunk import actor_trunk, match_trunk
+from ..maths.ik import apply_leg_ik_in_place, leg_chains
 
 LEG_ROLES = ("upper_leg", "lower_leg", "foot", "toe")
 # A rest pose passes as a standing body when, in the hips' frame, the spine and head are within this of
@@ -744,7 +745,6 @@ def _match_knees(tgt: Skeleton, roles: dict, t_pos: np.ndarray, t_rot: np.ndarra
     (knee_from None) is left alone."""
     if knee_from is None:
         return
-    from ..maths.ik import apply_leg_ik_in_place, leg_chains
     thigh = float(np.linalg.norm(bind_gpos[roles["left_lower_leg"]] - bind_gpos[roles["left_upper_leg"]]))
     shin = float(np.linalg.norm(bind_gpos[roles["left_foot"]] - bind_gpos[roles["left_lower_leg"]]))
     drop = _stance_drop(knee_from, knee_to, thigh, shin)

@@ -24,6 +24,14 @@ from pathlib import Path
 
 from ..files.atomic_file import replacing
 from ..files.output_folder import INCOMPLETE_MARKER, staged_output
+from .synth import synthesize
+from .crowd_synth import synthesize_crowd
+from .cluster import open_client, worker_count, worker_database
+from .quality import scenario_files
+from .scenario import load_scenario
+from .crowd_synth import check_agent_tags, load_crowd
+from ..body.export import export_gltf
+from ..io.bvh import read_bvh
 
 SCENARIO_STALE = ("motion.glb", "terrain.npy")      # outputs only some runs write
 CROWD_STALE = ("agent_*.bvh",)                      # a smaller crowd must not leave a larger one's agents
@@ -47,7 +55,6 @@ def batch_items(kind: str, specs) -> list[Item]:
     name (their output folders would collide) or none is found."""
     flag = "--scenarios" if kind == "scenario" else "--crowd"
     if kind == "scenario":
-        from .quality import scenario_files
         try:
             paths = scenario_files(specs)
         except FileNotFoundError as e:
@@ -77,13 +84,10 @@ def write_scenario(db, scenario, out, settings, progress: bool = False, retarget
     """`synth --scenario`: run `scenario` (path or Scenario) with RuntimeSettings `settings` and fill `out`
     with motion.bvh, metrics.json, trajectory.png (and motion.glb with gltf) through a staging folder;
     returns the metrics."""
-    from .synth import synthesize
     with staged_output(out, stale=SCENARIO_STALE) as stage:
         metrics = synthesize(db, scenario, stage, settings.character, progress=progress, retarget_to=retarget_to,
                              retarget_map=retarget_map, controller_settings=settings.controller)
         if gltf:
-            from ..body.export import export_gltf
-            from ..io.bvh import read_bvh
             export_gltf(read_bvh(stage / "motion.bvh"), stage / "motion.glb")
     return metrics
 
@@ -91,7 +95,6 @@ def write_scenario(db, scenario, out, settings, progress: bool = False, retarget
 def write_crowd(db, spec, out, character, progress: bool = False) -> dict:
     """`synth --crowd`: run CrowdSpec `spec` with CharacterSettings `character` and fill `out` with
     agent_000.bvh ..., metrics.json, crowd.png through a staging folder; returns the metrics."""
-    from .crowd_synth import synthesize_crowd
     with staged_output(out, stale=CROWD_STALE) as stage:
         return synthesize_crowd(db, spec, stage, character, progress=progress)
 
@@ -101,17 +104,14 @@ def run_item(item: Item, db_path, out: str, settings, options: dict) -> dict:
     memory-mapped; db_path: one file or a list of files joined, cluster.worker_database). settings:
     RuntimeSettings (copied: a run sets the tag filter); options:
     write_scenario's retarget_to, retarget_map, gltf. Returns {"metrics", "seconds", "pid"}."""
-    from .cluster import worker_database
     t0 = time.perf_counter()
     db = worker_database(db_path)
     rs = copy.deepcopy(settings)
     target = Path(out) / item.name
     if item.kind == "scenario":
-        from .scenario import load_scenario
         scenario = load_scenario(item.path)         # a bad file fails before its folder is made
         metrics = write_scenario(db, scenario, target, rs, **options)
     else:
-        from .crowd_synth import check_agent_tags, load_crowd
         spec = load_crowd(item.path)
         check_agent_tags(db, spec, item.path)
         metrics = write_crowd(db, spec, target, rs.character)
@@ -159,7 +159,6 @@ def run_batch(items: list[Item], db_path, out, settings, options: dict | None = 
         if workers or address:
             from dask.distributed import as_completed
 
-            from .cluster import open_client, worker_count
             with open_client(workers, address) as client:
                 n_workers = worker_count(client)
                 futures = {client.submit(run_item, it, db_path, str(out), settings, options, pure=False): it

@@ -19,6 +19,7 @@ import logging
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from ..posedb.database_join import load_databases
 
 # One thread per worker process: the workers are the parallelism (two BLAS or numba threads per
 # process on two cores made single searches slower, see the project's notes).
@@ -50,7 +51,6 @@ def worker_database(path):
     """The database at `path`, loaded (memory-mapped) once per process and reused while the file
     is unchanged. A list of paths: those files joined as one (database_join.load_databases, as a
     repeated `--db` joins them), reused while none of them changes."""
-    from ..posedb.database_join import load_databases
     paths = [Path(p).resolve() for p in ([path] if isinstance(path, (str, Path)) else path)]
     key = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
     if key not in _databases:

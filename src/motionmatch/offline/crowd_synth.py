@@ -36,6 +36,18 @@ from ..world.obstacles import Obstacles, parse_obstacles, penetration, signed_di
 from ..runtime.controller import ControllerSettings
 from ..world.obstacle_routes import RouteState, remaining, route_targets
 from .scenario import Scenario, ScenarioError, parse_scenario
+from ..search import range_mask
+from ..runtime.character import CharacterSettings
+from ..runtime.controller import GOAL_YAW, YAW
+from ..runtime.crowd import Crowd
+from ..motion.metrics import compute_metrics
+from ..motion.posture import posture_joints
+from ..motion.skeleton import shoulder_joints
+from .synth import appearance_metrics, change_frames
+from ..io.bvh import write_bvh
+from ..motion.metrics import source_foot_sliding_cm_s
+from .synth import record_animation
+from .synth import draw_obstacles
 
 MAX_AGENTS = 1000
 MAX_DURATION = 600.0            # s
@@ -385,7 +397,6 @@ def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities
 def check_agent_tags(db, spec: CrowdSpec, source=None) -> None:
     """Every agent's tag expression compiles and selects at least one clip of db (else CrowdError, naming
     `source`, the crowd file, when given)."""
-    from ..search import range_mask
     for i, a in enumerate(spec.agents):
         if a.tags is not None:
             try:
@@ -406,9 +417,6 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
 
     from tqdm import tqdm
 
-    from ..runtime.character import CharacterSettings
-    from ..runtime.controller import GOAL_YAW, YAW
-    from ..runtime.crowd import Crowd
 
     n = len(spec.agents)
     base = settings or CharacterSettings()
@@ -501,10 +509,6 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
     A batched tick has no per-agent clock: `search_us` is the agent's share of the tick's search
     (the search stage's time over the agents that searched in it), `frame_us` its share of the whole
     tick (tick time / agents)."""
-    from ..motion.metrics import compute_metrics
-    from ..motion.posture import posture_joints
-    from ..motion.skeleton import shoulder_joints
-    from .synth import appearance_metrics, change_frames
 
     fps = db.fps
     root = rec["root_pos"][:, i]
@@ -564,7 +568,6 @@ def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) 
                    label=f"roots closer than {COLLISION_DISTANCE} m")
         ax.legend(loc="best", fontsize=8)
     if spec.obstacles is not None:
-        from .synth import draw_obstacles
         draw_obstacles(ax, spec.obstacles)
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("x (m, right)")
@@ -579,10 +582,6 @@ def plot_crowd(path, rec: dict, spec: CrowdSpec, title: str, close: np.ndarray) 
 def synthesize_crowd(db, crowd, out_dir, settings=None, progress: bool = True) -> dict:
     """Run `crowd` (path, dict or CrowdSpec) and write out_dir/agent_000.bvh ..., metrics.json and
     crowd.png; returns the metrics."""
-    from ..io.bvh import write_bvh
-    from ..motion.metrics import source_foot_sliding_cm_s
-    from ..search import range_mask
-    from .synth import record_animation
 
     if isinstance(crowd, (str, Path)):
         spec = load_crowd(crowd)

@@ -17,6 +17,13 @@ import numpy as np
 from ..motion.metrics import compute_metrics, joint_acceleration_p99, source_foot_sliding_cm_s
 from .scenario import load_scenario
 from ..runtime.settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
+from .synth import appearance_metrics, change_frames, run_scenario
+from .cluster import worker_database
+from ..world.terrain import Heightfield
+from ..posedb.database import load_database
+from .synth import synthesize
+from .cluster import parallel_map
+from ..search import range_mask
 
 PROJECT_SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 POP_WINDOW_S = 0.1
@@ -55,7 +62,6 @@ def source_baselines(db, style: str | None) -> tuple[float, float]:
     if key not in _baselines:
         allowed = None
         if style:
-            from ..search import range_mask
             allowed = np.flatnonzero(range_mask(style, db.range_tags))
         ranges = np.arange(len(db.range_starts)) if allowed is None else allowed
         if len(ranges) > 60:
@@ -71,12 +77,10 @@ def source_baselines(db, style: str | None) -> tuple[float, float]:
 
 def scenario_metrics(db, scenario, settings: RuntimeSettings | None = None) -> dict:
     """Run a Scenario with the settings (copied: the run sets the tag filter) and return its metrics."""
-    from .synth import appearance_metrics, change_frames, run_scenario
 
     rs = copy.deepcopy(settings) if settings is not None else settings_from_dict({})
     terrain = None
     if scenario.terrain:
-        from ..world.terrain import Heightfield
         terrain = Heightfield.from_spec(scenario.terrain)
     rec = run_scenario(db, scenario, rs.character, terrain=terrain, controller_settings=rs.controller)
     sliding, acc_src = source_baselines(db, scenario.style)
@@ -93,7 +97,6 @@ def scenario_metrics(db, scenario, settings: RuntimeSettings | None = None) -> d
 def run_on_worker(db_path: str, scenario_path: str, settings: dict, style: str | None = None) -> dict:
     """One scenario's metrics on an engine worker: the database opened once per worker, memory-mapped;
     settings as a settings file's tables (see runtime/settings_file.py)."""
-    from .cluster import worker_database
     db = worker_database(db_path)
     scen = load_scenario(scenario_path)
     if style:
@@ -108,8 +111,6 @@ def quality_runs(db_path, paths: list[Path], settings: RuntimeSettings, style: s
     synth output (motion.bvh, metrics.json, trajectory.png) under this folder (in this process)."""
     table = settings_to_dict(*settings)
     if out is not None:
-        from ..posedb.database import load_database
-        from .synth import synthesize
         db = load_database(db_path)
         rows = {}
         for p in paths:
@@ -121,7 +122,6 @@ def quality_runs(db_path, paths: list[Path], settings: RuntimeSettings, style: s
             print(f"  {p.stem}: done", file=sys.stderr)
         return rows
     if workers or address:
-        from .cluster import parallel_map
         results = parallel_map(lambda p: run_on_worker(str(db_path), str(p), table, style), paths,
                                workers, address, progress="scenarios")
         return {p.stem: m for p, m in zip(paths, results)}

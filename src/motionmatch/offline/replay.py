@@ -14,6 +14,15 @@ from ..runtime.database_sets import SetSpec, parse_sets
 from ..runtime.input_log import (MAX_COORDINATE, MAX_TICKS, InputLogError, character_settings, check_database,
                                  check_log, check_pose_bytes, controller_settings, load_log, terrain_from_dict,
                                  unfloats)
+from ..world.obstacles import parse_obstacles
+from ..runtime.settings_schema import check_fields
+from ..runtime.character import Character
+from ..runtime.controller import GamepadInput
+from ..runtime.crowd import Crowd
+from ..io.bvh import write_bvh
+from ..motion.animation import Animation
+from ..motion.preprocess import remove_simulation_bone
+from .scenario import parse_scenario
 
 
 class ScenarioDriver:
@@ -21,7 +30,6 @@ class ScenarioDriver:
     with the replay_spec() an input log stores (the app's scenario playback uses it)."""
 
     def __init__(self, scenario: dict, t0: float):
-        from .scenario import parse_scenario
         self.scenario, self.t0 = scenario, float(t0)
         self.driver = parse_scenario(scenario).make_driver()
 
@@ -50,7 +58,6 @@ def _obstacles(d):
     """Obstacles from input_log.obstacles_dict's output (None: none), checked as a file's list is."""
     if d is None:
         return None
-    from ..world.obstacles import parse_obstacles
     keys = ("centers", "radii", "box_min", "box_max")
     if not isinstance(d, dict) or set(d) != set(keys) or not all(isinstance(d[k], list) for k in keys):
         raise InputLogError(f"expected lists {', '.join(keys)}")
@@ -91,7 +98,6 @@ def _settings(d):
 
 
 def _controller(d):
-    from ..runtime.settings_schema import check_fields
     try:
         c = controller_settings(d)
     except TypeError as e:
@@ -155,8 +161,6 @@ def _replay_entries(log: dict, where: str, calls: dict, step) -> None:
 
 
 def _character(db, log: dict, on_tick, where: str) -> None:
-    from ..runtime.character import Character
-    from ..runtime.controller import GamepadInput
     ch = Character(db, _named(where, "settings[0]", lambda: _settings(log["settings"][0])),
                    _named(where, "controller", lambda: _controller(log["controller"])))
     st = log["start"]
@@ -199,7 +203,6 @@ def _index(v, n: int) -> int:
 
 
 def _crowd(db, log: dict, on_tick, where: str) -> None:
-    from ..runtime.crowd import Crowd
     n = log["agents"]
 
     def agent_settings(table, order):
@@ -310,9 +313,6 @@ def synthesize_replay(db, log_path, out_dir, progress: bool = False) -> dict:
     """Replay `log_path` and write out_dir/motion.bvh (a character log: the ticks of its recorded windows,
     else all) or agent_000.bvh ... (a crowd log), poses.npz (replay_poses' arrays, every tick) and
     replay.json (ticks, database, motion digest); returns replay.json's content."""
-    from ..io.bvh import write_bvh
-    from ..motion.animation import Animation
-    from ..motion.preprocess import remove_simulation_bone
     log = load_log(log_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

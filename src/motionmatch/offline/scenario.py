@@ -37,6 +37,7 @@ import numpy as np
 
 from ..world.obstacles import Obstacles, parse_obstacles
 from ..runtime.controller import Controller, ControllerSettings, GamepadInput, PathFollower
+from ..runtime.database_sets import parse_sets
 
 _TOP_KEYS = {"duration", "style", "inputs", "path", "terrain", "seed", "description", "requests", "sets", "obstacles"}
 _INPUT_KEYS = {"t", "move", "run", "strafe", "look"}
@@ -263,7 +264,6 @@ def parse_scenario(data: dict) -> Scenario:
         requests = [_parse_request(r, f"requests[{i}]", duration) for i, r in enumerate(data["requests"])]
     sets = None
     if "sets" in data:
-        from ..runtime.database_sets import parse_sets
         sets = parse_sets(data["sets"], "sets", ScenarioError)
     obstacles = parse_obstacles(data["obstacles"], ScenarioError) if "obstacles" in data else None
     common = dict(duration=duration, style=style, terrain=terrain, seed=seed, description=description, sets=sets,

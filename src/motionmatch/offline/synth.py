@@ -22,6 +22,11 @@ from ..runtime.requests import RequestError
 from .scenario import Scenario, load_scenario, parse_scenario, random_scenario
 from ..motion.skeleton import shoulder_joints
 from ..motion.styles import clip_styles, style_figures
+from ..world.terrain import Heightfield
+from ..io.bvh import read_bvh
+from ..motion.retarget import retarget_animation
+from ..search import range_mask
+from ..world.obstacles import penetration
 
 
 POSE_CHUNK = 1024  # frames of poses buffered between hand-offs to a pose sink
@@ -249,12 +254,9 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
     out.mkdir(parents=True, exist_ok=True)
     terrain = None
     if getattr(scenario, "terrain", None):
-        from ..world.terrain import Heightfield
         terrain = Heightfield.from_spec(scenario.terrain)
     if retarget_to:
         # Retargeting fits the whole motion (bind frame, ground height): it needs all of it at once.
-        from ..io.bvh import read_bvh
-        from ..motion.retarget import retarget_animation
         rec = run_scenario(db, scenario, settings, progress, terrain, controller_settings=controller_settings,
                            **drive)
         anim = retarget_animation(record_animation(db, rec), read_bvh(retarget_to), mapping=retarget_map,
@@ -270,13 +272,11 @@ def synthesize(db, scenario, out_dir, settings: CharacterSettings | None = None,
                                controller_settings=controller_settings, **drive)
     allowed = None
     if scenario.style:
-        from ..search import range_mask
         allowed = np.flatnonzero(range_mask(scenario.style, db.range_tags))
     src = source_foot_sliding_cm_s(db, allowed_ranges=allowed)
     metrics = compute_metrics(rec, db.fps, src, change_frames(scenario, db.fps))
     metrics.update(appearance_metrics(db, rec))
     if scenario.obstacles is not None:
-        from ..world.obstacles import penetration
         metrics["obstacle_penetration_cm"] = penetration(scenario.obstacles, rec["root_pos"][:, [0, 2]], db.fps)
     if terrain is not None:
         terrain.save(out / "terrain.npy")

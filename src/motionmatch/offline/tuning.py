@@ -34,6 +34,7 @@ from ..motion.idle import MAX_LOOP_S
 from .quality import run_on_worker
 from ..runtime.settings_schema import SETTINGS, setting
 from ..runtime.settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
+from .cluster import worker_count
 
 OBJECTIVES = ("responsiveness_s", "trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")
 GUARDED = ("trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")
@@ -249,7 +250,6 @@ def run_study(study, space: list[Param], base: dict, db_path, scenario_paths: li
     from dask.distributed import as_completed
     from optuna.trial import TrialState
 
-    from .cluster import worker_count
 
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study.tell(t.number, state=TrialState.FAIL)

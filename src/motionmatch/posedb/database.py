@@ -37,6 +37,9 @@ from .datapaths import ACTION_NAMES, default_definition
 from ..motion.retarget import RetargetError, actor_stance, bind_pose_of, foot_floor, retarget_onto
 from ..motion.skeleton import SkeletonError, find_roles, mirror_pairs
 from ..motion.styles import check_style_tags, default_style_tags
+from .datapaths import (actions_default_files, bandai_locomotion_files, find_data, list_bvh_files,
+                    mixed_default_files, source_tags)
+from .datapaths import print_licences
 
 FORMAT_VERSION = 1
 
@@ -734,8 +737,6 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
     kind="actions": the mixed set plus the Bandai-Namco dataset-1 actions (build_actions_database);
     kind="bandai": the Bandai-Namco walking and running clips on their own skeleton
     (datapaths.BANDAI_LOCOMOTION). map_chunks: as build_database's (the distributed engine's map)."""
-    from .datapaths import (actions_default_files, bandai_locomotion_files, find_data, list_bvh_files,
-                            mixed_default_files, source_tags)
 
     path = Path(path) if path else default_database_path(mixed, kind)
     definition = default_definition(mixed, kind)
@@ -752,7 +753,6 @@ def build_default_database(path=None, data=None, progress: bool = True, rebuild:
             return path
         warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
         files, tags, skeleton = actions_default_files(data, warn=warn)
-        from .datapaths import print_licences
         print_licences(tags, file=sys.stderr)
         db = build_actions_database(files, tags, skeleton, progress=progress, events=events)
         db.meta["definition"] = definition

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from ..io.clips import is_motion_file
 
 ENV_VAR = "MOTIONMATCH_DATA"
 DEFAULT_NAME = "jlpm22-locomotion"
@@ -75,7 +76,6 @@ def find_data(name: str = DEFAULT_NAME, data: str | os.PathLike | None = None) -
 
 
 def _is_bvh(p: Path) -> bool:
-    from ..io.clips import is_motion_file
     return is_motion_file(p)
 
 

@@ -22,6 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from ..files.input_bounds import check_plain, parse_json, read_bounded
+from .settings import CharacterSettings
+from .warping import WarpSettings
+from .controller import ControllerSettings
+from ..world.terrain import Heightfield
 
 FORMAT = "motionmatch-input-log"
 VERSION = 1
@@ -74,14 +78,11 @@ def settings_dict(settings) -> dict:
 
 def character_settings(d: dict):
     """CharacterSettings from settings_dict's output."""
-    from .settings import CharacterSettings
-    from .warping import WarpSettings
     d = copy.deepcopy(d)
     return CharacterSettings(**{**d, "warp": WarpSettings(**d.get("warp", {}))})
 
 
 def controller_settings(d: dict):
-    from .controller import ControllerSettings
     return ControllerSettings(**d)
 
 
@@ -117,7 +118,6 @@ def obstacles_dict(obstacles) -> dict | None:
 def terrain_from_dict(d: dict):
     """(Heightfield or None, halflife) from terrain_dict's output; InputLogError naming the field when
     it is not one (sizes are checked before anything is inflated)."""
-    from ..world.terrain import Heightfield
     if not isinstance(d, dict):
         raise InputLogError("terrain: expected an object")
     halflife = d.get("halflife")

@@ -25,6 +25,7 @@ from .orientation import angle_error_deg, load_networks
 from .trackers import REFERENCE_PATTERNS, TrackerSettings, device_calibration, read_trackers
 from .upper_body import (ROOT_ALPHA_LOOSE, arm_chain, clamp_root, device_targets, hmd_floor_target,
                          lean_head, reach_arms, turn_head)
+from ..search import TagExpressionError, frame_mask
 
 # Arms within this fraction of their length count as reaching their controller (reach_arms' buffer).
 REACH_BUFFER = 0.01
@@ -43,7 +44,6 @@ def database_calibration(db) -> np.ndarray:
 
 def check_height_databases(db, settings: VRDriverSettings) -> None:
     """Refuse height databases whose tag filters are not valid expressions or match no clip of db."""
-    from ..search import TagExpressionError, frame_mask
     for low, high, expr in settings.height_databases:
         if expr is None:
             continue

@@ -28,6 +28,7 @@ from ..maths.rotations import (quat_abs, quat_from_scaled_angle_axis, quat_from_
                                quat_mul, quat_mul_inv, quat_normalize, quat_rotate, quat_slerp,
                                quat_to_matrix, quat_to_scaled_angle_axis, quat_unroll, yaw_of_direction)
 from ..motion.skeleton import find_roles
+from ..io.bvh import read_bvh
 
 MAX_TRACKER_FILE_BYTES = 128 << 20      # an hour at 90 Hz is about 80 MB of CSV
 MAX_TRACKER_ROWS = 1_000_000
@@ -133,7 +134,6 @@ def calibration_reference(path) -> Path:
 def calibrate_file(path, anim: Animation, unit: str = "auto") -> np.ndarray:
     """device_calibration for the clip `anim` read from `path`, measured on calibration_reference(path)
     when that clip has the same skeleton, else on anim."""
-    from ..io.bvh import read_bvh
     ref_path = calibration_reference(path)
     ref = anim if ref_path == Path(path) else read_bvh(ref_path, unit=unit)
     if ref.skeleton.names != anim.skeleton.names:
@@ -279,7 +279,6 @@ def read_trackers(path, unit: str = "auto") -> tuple[TrackerStream, BodyTruth | 
     p = Path(path)
     name = p.name.lower()
     if name.endswith(".bvh") or name.endswith(".bvh.gz"):
-        from ..io.bvh import read_bvh
         anim = read_bvh(p, unit=unit)
         return simulate_trackers(anim, calibration=calibrate_file(p, anim, unit))
     if not p.is_file():

@@ -23,6 +23,9 @@ from collections import deque
 import numpy as np
 
 from ..state import DT
+from ...posedb.database import load_database
+from .stream import world_frame
+from .world import crowd_world, step_world, warm_up_world
 
 log = logging.getLogger("motionmatch.app")
 
@@ -57,9 +60,6 @@ def crowd_main(conn, db_path: str, n: int, seed: int, nice: int, slow_s: float) 
     """The crowd process: load the database, answer "ready" with the skeleton, then step at 60 Hz and
     answer requests (see the module docstring). slow_s: seconds slept in every tick, a stand-in for a
     slower machine (tests)."""
-    from ...posedb.database import load_database
-    from .stream import world_frame
-    from .world import crowd_world, step_world, warm_up_world
 
     try:
         os.nice(nice)

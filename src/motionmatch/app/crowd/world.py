@@ -13,6 +13,7 @@ from ...world.avoidance import AvoidanceState, avoid
 from ...offline.crowd_synth import AgentSpec, DriverState, drive, driver_state, stick_to_velocity, velocity_to_stick
 from ...runtime.controller import ControllerSettings
 from ..state import DT
+from ...runtime.crowd import Crowd
 
 MAX_AGENTS = 2000
 RUN_FRACTION = 0.2           # of new goals reached running
@@ -47,7 +48,6 @@ class CrowdWorld:
 
 def crowd_world(db, n: int, seed: int = 0) -> CrowdWorld:
     """n roaming agents on a jittered grid around (not on) the origin, where users' characters start."""
-    from ...runtime.crowd import Crowd
 
     rng = np.random.default_rng(seed)
     half = max(6.0, 1.5 * math.sqrt(n))
