@@ -76,7 +76,7 @@ def test_smallest_three_codes_follow_the_format():
 
 def test_the_crowd_clock_makes_up_a_short_delay_and_skips_a_long_one():
     from motionmatch.app.crowd.process import next_tick
-    from motionmatch.app.state import DT
+    from motionmatch.app.limits import DT
     assert next_tick(10.0, 10.0 + 0.5 * DT) == (10.0 + DT, 0)              # on time: wait for the next slot
     assert next_tick(10.0, 10.0 + 1.5 * DT) == (10.0 + DT, 0)              # half a tick late: at once, no skip
     t, skipped = next_tick(10.0, 10.0 + 4.5 * DT)                          # a stall of 4.5 ticks

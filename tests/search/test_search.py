@@ -1,4 +1,3 @@
-import argparse
 import json
 import os
 from pathlib import Path
@@ -7,8 +6,9 @@ import numpy as np
 import pytest
 
 from motionmatch.search import BACKENDS, Searcher, frame_mask
-from motionmatch.devtools.search_bench import (add_bench_search_args, make_queries, read_export, run_bench_search,
-                                               synthetic_features, write_export)
+from motionmatch.cli import main
+from motionmatch.devtools.search_bench import synthetic_features
+from motionmatch.offline.features_export import make_queries, read_export, trajectory_columns, write_export
 
 FAST = [b for b in BACKENDS if b != "brute_numpy"]
 
@@ -268,7 +268,6 @@ def real_queries(db, rng, count):
     the data (5 standard deviations of noise on every column), near ties (a frame plus 1e-6 noise, so
     its neighbours' costs are almost equal) and exact frames (cost 0). Current frames: random, -1, or
     the source frame."""
-    from motionmatch.devtools.search_bench import trajectory_columns
     x = db.features.normalized
     starts, stops = db.range_starts, db.range_stops
     n, f = x.shape
@@ -357,15 +356,12 @@ def test_bench_runs_on_an_export(tmp_path, capsys):
     x, starts, stops = synthetic_features(3000, seed=12)
     q, cur = make_queries(x, starts, stops, np.arange(15, 27), 20)
     write_export(tmp_path, x, starts, stops, q, cur)
-    parser = argparse.ArgumentParser()
-    add_bench_search_args(parser)
-    assert run_bench_search(parser.parse_args(["--queries", str(tmp_path), "--json"])) == 0
+    assert main(["bench", "search", "--queries", str(tmp_path), "--json"]) == 0
     out = capsys.readouterr().out
     assert '"aabb"' in out and '"current_median_us"' in out and '"disagreements"' not in out
 
 
 def test_features_export_with_runtime_queries_and_bench(jlpm_db_path, tmp_path, capsys):
-    from motionmatch.cli import main
     from motionmatch.posedb.database import load_database
     out = tmp_path / "exp"
     assert main(["features", "export", str(jlpm_db_path), "--out", str(out), "--queries", "60"]) == 0

@@ -12,14 +12,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from aiohttp import web
 
 from ..runtime.settings_schema import describe
 from .assets import STATIC_DIR
 from .messages import MessageError, number, reject_constant
 from .session import Session
-from .state import DT, STATE
+from .limits import DT
+from .state import STATE
 from .uploads import read_body, upload_name
 from ..motion.animation import Animation
 from ..io.bvh import write_bvh

@@ -31,19 +31,18 @@ import sys
 
 from aiohttp import web
 
-from . import state
 from .assets import find_three
 from .backend import Backend
 from .crowd.mode import add_crowd_routes
 from .hosts import guard, server_host_names
 from .routes import MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES, add_routes
-from .state import MAX_SESSIONS, STATE, AppState
+from .limits import HEADER_TIMEOUT_S, MAX_SESSIONS, PORT_TRIES
+from .state import STATE, AppState
 from .vr import add_vr_routes
 from .websocket import websocket_handler
 
 log = logging.getLogger("motionmatch.app")
 
-PORT_TRIES = 10                 # a busy --port moves on to the next ones
 
 
 def make_app(backend: Backend, node_modules=None, host: str | None = None,
@@ -73,7 +72,7 @@ def app_runner(app: web.Application) -> web.AppRunner:
     """The runner to serve `app` with: a connection that has not sent a whole request's headers within
     HEADER_TIMEOUT_S (or idles that long between requests) is closed (aiohttp's default holds it for an
     hour, so a few thousand half-open requests would hold the server's sockets)."""
-    return web.AppRunner(app, access_log=None, keepalive_timeout=state.HEADER_TIMEOUT_S)
+    return web.AppRunner(app, access_log=None, keepalive_timeout=HEADER_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ..motion.posture import frame_posture
 from .backend import Backend
 from .messages import MAX_TEXT_BYTES, SETTINGS_FIELDS, MessageError
 from .recording import Recording
-from .state import DT
+from .limits import DT
 from ..search import TagExpressionError, frame_mask
 from ..search.inspect import inspect_search
 from ..runtime.database_sets import SetSpec

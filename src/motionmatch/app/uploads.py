@@ -7,16 +7,16 @@ import asyncio
 
 from aiohttp import web
 
-from . import state
+from . import limits
 
 MAX_NAME_CHARS = 80
 
 
 async def read_body(request: web.Request, limit: int, timeout: float | None = None) -> bytes:
     """The whole request body, at most `limit` bytes (413 beyond, chunked uploads included) and within
-    `timeout` seconds (default state.BODY_TIMEOUT_S; 408: a client that trickles its body must not hold
+    `timeout` seconds (default limits.BODY_TIMEOUT_S; 408: a client that trickles its body must not hold
     a handler forever)."""
-    timeout = state.BODY_TIMEOUT_S if timeout is None else timeout
+    timeout = limits.BODY_TIMEOUT_S if timeout is None else timeout
     if request.content_length is not None and request.content_length > limit:
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
     raw = bytearray()

@@ -14,7 +14,8 @@ from aiohttp import WSMsgType, web
 from .hosts import origin_ok
 from .messages import MessageError, parse_message
 from .session import RATE_PER_S, Session
-from .state import DT, MAX_CATCHUP, STATE
+from .limits import DT, MAX_CATCHUP
+from .state import STATE
 
 log = logging.getLogger("motionmatch.app")
 

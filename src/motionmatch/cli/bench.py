@@ -4,11 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..devtools.fuzz import damaged_databases, fuzz_bvh, fuzz_databases, fuzz_scenarios
-from ..devtools.fuzz_rigs import door_campaigns
-from ..devtools.search_bench import add_bench_search_args, run_bench_search
-from ..devtools.sliders_bench import add_bench_sliders_args, run_bench_sliders
+import sys
 from .lmm import add_bench_lmm_args, run_bench_lmm
+from .inputs import database_files, existing_path
 from .options import add_character_options, add_engine_options, runtime_settings_from_args
 
 
@@ -83,6 +81,91 @@ def register(sub) -> None:
     pi.add_argument("--json", action="store_true")
     pi.set_defaults(func=run_bench_interop)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def add_bench_search_args(parser) -> None:
+    src = parser.add_argument_group("data (one of --db, --synthetic, or --queries DIR holding features.f32)")
+    src.add_argument("--db", help="database file (.npz)")
+    src.add_argument("--synthetic", type=int, metavar="N", help="N frames of smooth random-walk 27-d features")
+    src.add_argument("--queries", metavar="DIR", help="time exactly the queries of this export folder")
+    parser.add_argument("--subset", type=int, metavar="N", help="only the first N frames of the database")
+    parser.add_argument("--backends", default="all", help="comma-separated back-ends (default all)")
+    parser.add_argument("-n", "--n-queries", type=int, default=2000, help="generated queries (default 2000)")
+    parser.add_argument("--noise", type=float, default=0.5,
+                        help="trajectory noise of generated queries, in column std (default 0.5)")
+    parser.add_argument("--query-source", choices=("runtime", "perturbed"), default="runtime",
+                        help="with --db: queries a character made while driven by random input (default), "
+                             "or real frames with noisy trajectory columns")
+    parser.add_argument("--end-exclude", type=int, default=20)
+    parser.add_argument("--skip", type=int, default=0)
+    parser.add_argument("--bias", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run_bench_search(args) -> int:
+    """`motionmatch bench search`: the table (or JSON); exit status 1 when back-ends disagree."""
+    from ..devtools.search_bench import bench_search, print_table
+    database_files(args.db)
+    if args.queries:
+        existing_path(args.queries, "--queries", "export folder")
+    results = bench_search(db=args.db, synthetic=args.synthetic, export=args.queries, subset=args.subset,
+                           backends=args.backends, n_queries=args.n_queries, noise=args.noise,
+                           query_source=args.query_source, end_exclude=args.end_exclude, skip=args.skip,
+                           bias=args.bias, seed=args.seed)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print_table(results)
+    bad = sum(r["no_current_disagreements"] + r["current_disagreements"] for r in results["backends"].values())
+    if bad:
+        print(f"ERROR: back-ends disagree on {bad} answers", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_bench_sliders_args(p) -> None:
+    p.add_argument("--db", required=True, help="database file (.npz)")
+    p.add_argument("--scenarios", nargs="+", default=["scenarios/validation.list"],
+                   help="scenario files, folders or .list files (default: scenarios/validation.list)")
+    p.add_argument("--slider", default="responsiveness", help="responsiveness (default) or quality")
+    p.add_argument("--steps", type=int, default=5, help="slider values from 0 to 1 (default 5: 0, 0.25, ... 1)")
+    p.add_argument("--settings", default=None, help="settings file to start from (default: the runtime's)")
+    p.add_argument("--workers", type=int, default=None, help="run the scenarios on a local cluster of N workers")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+
+
+def run_bench_sliders(args) -> int:
+    """`motionmatch bench sliders`: the sweep's table (or JSON)."""
+    database_files(args.db)
+    import numpy as np
+
+    from ..devtools.sliders_bench import SLIDERS, falls_monotonically, slider_sweep
+    from ..offline.quality import scenario_files
+    from ..posedb.database import load_database
+    from ..runtime.settings_file import load_settings, settings_from_dict
+    if args.slider not in SLIDERS:
+        raise ValueError(f"--slider: expected one of {', '.join(SLIDERS)}, got {args.slider!r}")
+    if args.steps < 2:
+        raise ValueError("--steps must be at least 2")
+    paths = scenario_files(args.scenarios)
+    channels = list(load_database(args.db).features.schema.names)
+    base = load_settings(args.settings, channels) if args.settings else settings_from_dict({})
+    values = np.linspace(0.0, 1.0, args.steps)
+    rows = slider_sweep(args.db, paths, base, args.slider, values, args.workers,
+                        log=lambda s: print(s, file=sys.stderr))
+    result = {"slider": args.slider, "scenarios": [p.stem for p in paths], "rows": rows,
+              "responsiveness_s_falls_monotonically": falls_monotonically(rows)}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    keys = [k for k in rows[0] if k not in (args.slider, "responsiveness_s_per_scenario")]
+    print(f"| {args.slider} | " + " | ".join(keys) + " |")
+    print("|---" * (len(keys) + 1) + "|")
+    for r in rows:
+        print(f"| {r[args.slider]:.2f} | " + " | ".join(f"{r[k]:.3f}" for k in keys) + " |")
+    print(f"responsiveness_s falls monotonically: {'yes' if result['responsiveness_s_falls_monotonically'] else 'no'}")
+    return 0
 
 
 def run_bench_interop(args) -> int:
@@ -164,6 +247,8 @@ def _crowd_table(rows) -> None:
 
 
 def run_bench_crowd(args) -> int:
+    if args.db:
+        database_files(args.db)
     import numba
     from ..devtools.crowd_plot import plot_crowd_curves
     from ..posedb.database import load_database
@@ -219,6 +304,7 @@ def run_bench_crowd(args) -> int:
 
 
 def run_bench_quality(args) -> int:
+    database_files(args.db)
     from ..posedb.database import load_database
     from ..offline.quality import quality_runs, scenario_files
 
@@ -286,6 +372,7 @@ def _look_cells(m: dict) -> list[str]:
 
 
 def run_bench_runtime(args) -> int:
+    database_files(args.db)
     import numpy as np
     from ..posedb.database import load_database
     from ..offline.scenario import random_scenario
@@ -345,6 +432,8 @@ def run_bench_fuzz(args) -> int:
     silent accepts) remains."""
     import tempfile
 
+    from ..devtools.fuzz import damaged_databases, fuzz_bvh, fuzz_databases, fuzz_scenarios
+    from ..devtools.fuzz_rigs import door_campaigns
     from ..posedb.database import build_default_database
     from ..posedb.datapaths import find_data, list_bvh_files
 

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from .inputs import database_file, existing_path
 from .options import add_engine_options
 
 
@@ -98,6 +99,8 @@ def _build_map(args):
 
 
 def run_build(args) -> int:
+    for root in args.data or ():
+        existing_path(root, "", "file or folder")
     from ..posedb.database import BuildSettings, build_database, default_weights, save_database
     from ..posedb.datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
     from ..posedb.features import default_schema, load_schema
@@ -172,6 +175,7 @@ def _add_info(sub) -> None:
 
 
 def run_info(args) -> int:
+    database_file(args.db, "")
     from ..posedb.database import load_database
     t0 = time.perf_counter()
     db = load_database(args.db)

@@ -6,8 +6,8 @@ import argparse
 import re
 from pathlib import Path
 
-from ..body.export import EXPORT_FPS, export_gltf
-from ..io.bvh import read_bvh
+from .inputs import existing_file
+
 
 
 def add_export_args(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +26,8 @@ def run_export(args) -> int:
         raise ValueError(f"{src}: only BVH motion can be exported (got {src.suffix or 'no extension'})")
     if args.mesh not in (None, "auto") and not Path(args.mesh).is_file():
         raise FileNotFoundError(f"{args.mesh}: no such model file (--mesh takes 'auto' or a .glb)")
+    from ..body.export import EXPORT_FPS, export_gltf
+    from ..io.bvh import read_bvh
     anim = read_bvh(src, unit=args.unit)
     out = export_gltf(anim, args.out, args.mesh)
     print(f"wrote {out} ({anim.num_frames / anim.fps:.1f} s of motion at {EXPORT_FPS:g} fps"
@@ -38,6 +40,7 @@ def _safe(name: str) -> str:
 
 
 def run_convert(args) -> int:
+    existing_file(args.motion, "", "motion file")
     from ..io.bvh import write_bvh
     from ..io.clips import read_clips
     from ..io.gltf import write_gltf

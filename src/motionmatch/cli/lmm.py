@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from .inputs import database_file, existing_file
+
 EXTRA_HINT = "pip install 'motionmatch[learn]'"
 
 
@@ -53,6 +55,7 @@ def register(sub) -> None:
 
 
 def run_lmm_train(args) -> int:
+    database_file(args.db)
     from ..posedb.database import load_database
     try:
         train = require_trainer()
@@ -95,6 +98,8 @@ def add_bench_lmm_args(p) -> None:
 def run_bench_lmm(args) -> int:
     """Memory of the learned model against the classic character's database arrays and, with
     --scenarios, each scenario's metrics for a classic and a learned character (same settings)."""
+    database_file(args.db)
+    existing_file(args.model, "--model", "learned model file")
     from ..posedb.database import load_database
     from ..offline.quality import scenario_files, scenario_metrics
     from ..offline.scenario import load_scenario

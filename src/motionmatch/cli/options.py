@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..runtime.settings_schema import SettingError, setting
+from .inputs import database_file
 
 
 def database_path(db: str | None, progress: bool = True, **default_options) -> Path:
@@ -14,10 +15,7 @@ def database_path(db: str | None, progress: bool = True, **default_options) -> P
     `serve` and `synth` use."""
     from ..posedb.database import build_default_database
     if db:
-        if not Path(db).is_file():
-            raise FileNotFoundError(f"--db {db}: no such database file (build one with `motionmatch build`, "
-                                    f"or leave --db out to use the default database)")
-        return Path(db)
+        return database_file(db)
     return build_default_database(progress=progress, **default_options)
 
 

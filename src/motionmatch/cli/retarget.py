@@ -4,8 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..io.bvh import BVHError, read_bvh, write_bvh
-from ..motion.retarget import RetargetError, retarget_animation
+from pathlib import Path
 
 
 def add_retarget_args(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +24,12 @@ def add_retarget_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_retarget(args) -> int:
+    for path in (args.input, args.target):
+        if not Path(path).is_file():
+            print(f"motionmatch retarget: {path}: no such file", file=sys.stderr)
+            return 1
+    from ..io.bvh import BVHError, read_bvh, write_bvh
+    from ..motion.retarget import RetargetError, retarget_animation
     try:
         src = read_bvh(args.input)
         tgt = read_bvh(args.target)

@@ -6,10 +6,8 @@ import logging
 import sys
 from pathlib import Path
 
-from ..app.assets import find_three
-from ..app.backend import character_for, runtime_backend
-from ..app.server import PORT_TRIES, make_app, run_app
-from ..app.state import MAX_SESSIONS
+from ..app.limits import MAX_SESSIONS, PORT_TRIES
+from .inputs import database_files, existing_file
 from .options import DB_HELP, add_crouch_args, crouch_settings, database_paths
 
 log = logging.getLogger("motionmatch.app")
@@ -46,6 +44,14 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 
 def run_serve(args) -> int:
     """`motionmatch serve`: load (or build) the database, serve the page, print the URL."""
+    database_files(args.db)
+    for flag, what in (("settings", "settings file"), ("lmm", "learned model file"), ("vr_model", "VR model file"),
+                       ("trackers", "tracker file"), ("character_map", "role map file")):
+        if getattr(args, flag, None):
+            existing_file(getattr(args, flag), f"--{flag.replace('_', '-')}", what)
+    from ..app.assets import find_three
+    from ..app.backend import character_for, runtime_backend
+    from ..app.server import make_app, run_app
     from ..posedb.database_join import load_databases
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     if find_three(args.node_modules) is None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ..posedb.database import load_database
 from ..runtime.settings_schema import database_weights, describe
+from .inputs import database_file
 
 
 def register(sub) -> None:
@@ -19,7 +19,12 @@ def register(sub) -> None:
 
 
 def run_settings(args) -> int:
-    schema = describe(database_weights(load_database(args.db)) if args.db else None)
+    weights = None
+    if args.db:
+        database_file(args.db)
+        from ..posedb.database import load_database
+        weights = database_weights(load_database(args.db))
+    schema = describe(weights)
     if args.json:
         print(json.dumps(schema))
         return 0

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..files.output_folder import staged_output
+from .inputs import database_files, existing_file, existing_path, scenario_file
 from .options import (DB_HELP, add_character_options, add_crouch_args, add_engine_options, crouch_settings,
                       database_paths, load_cli_database, runtime_settings_from_args)
 
@@ -45,6 +46,7 @@ def register(sub) -> None:
 
 
 def run_synth(args) -> int:
+    _check_inputs(args)
     from ..offline.batch_synth import write_scenario
     if args.workers is not None and args.workers < 1:
         raise ValueError("--workers must be at least 1")
@@ -79,6 +81,20 @@ def run_synth(args) -> int:
         if args.gltf:
             print(f"wrote {glb}")
     return 0
+
+
+def _check_inputs(args) -> None:
+    """The files synth reads, before it loads anything heavy (cli/inputs.py)."""
+    if args.scenario:
+        scenario_file(args.scenario)
+    for path in args.scenarios or args.crowd or ():
+        existing_path(path, "--scenarios" if args.scenarios else "--crowd", "file or folder")
+    for flag, what in (("replay", "input log"), ("trackers", "tracker file"), ("vr_model", "VR model file"),
+                       ("settings", "settings file"), ("lmm", "learned model file"),
+                       ("retarget_to", "target skeleton file"), ("mapping", "joint mapping file")):
+        if getattr(args, flag, None):
+            existing_file(getattr(args, flag), f"--{flag.replace('_', '-')}", what)
+    database_files(args.db)
 
 
 def run_synth_vr(args) -> int:

@@ -6,9 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..runtime.settings_file import settings_from_dict, settings_to_dict
-from ..offline.tuning import (better_on, compare_table, default_params, evaluate_trial, open_study, pick, plot_pareto,
-                              restrict, run_study, scenario_summary, search_space, trial_tables)
+from .inputs import database_file
+
 
 
 def register(sub) -> None:
@@ -38,10 +37,13 @@ def add_tune_args(p) -> None:
 
 
 def run_tune(args) -> int:
+    database_file(args.db)
     from ..offline.cluster import open_client
-    from ..posedb.database import load_database
     from ..offline.quality import scenario_files
-    from ..runtime.settings_file import load_settings, save_settings
+    from ..offline.tuning import (better_on, compare_table, default_params, evaluate_trial, open_study, pick,
+                                  plot_pareto, restrict, run_study, scenario_summary, search_space, trial_tables)
+    from ..posedb.database import load_database
+    from ..runtime.settings_file import load_settings, save_settings, settings_from_dict, settings_to_dict
 
     if args.trials < 1:
         raise ValueError("--trials must be at least 1")

@@ -12,14 +12,8 @@ from .gltf import GLTFError
 from .gltf_clips import read_gltf_clips
 from .fbx import read_fbx_clips
 
-MOTION_SUFFIXES = (".bvh", ".bvh.gz", ".glb", ".gltf", ".fbx")
 # The errors a motion file that cannot be read raises (all ValueErrors naming the file).
 CLIP_ERRORS = (BVHError, GLTFError, FBXError, OSError)
-
-
-def is_motion_file(path) -> bool:
-    """True for a file name the readers take (by its suffix, case-insensitive)."""
-    return Path(path).name.lower().endswith(MOTION_SUFFIXES)
 
 
 def read_clips(path, unit: str = "auto") -> list[Animation]:

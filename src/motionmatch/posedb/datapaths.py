@@ -7,7 +7,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from ..io.clips import is_motion_file
+
+# The file names io/clips.py's readers take (by suffix, case-insensitive). Here, not in io/, so finding
+# data does not load the readers (numpy, scipy): `motionmatch fetch-data --help` answers at once.
+MOTION_SUFFIXES = (".bvh", ".bvh.gz", ".glb", ".gltf", ".fbx")
 
 ENV_VAR = "MOTIONMATCH_DATA"
 DEFAULT_NAME = "jlpm22-locomotion"
@@ -77,6 +80,11 @@ def find_data(name: str = DEFAULT_NAME, data: str | os.PathLike | None = None) -
 
 def _is_bvh(p: Path) -> bool:
     return is_motion_file(p)
+
+
+def is_motion_file(path) -> bool:
+    """True for a file name the readers take (by its suffix, case-insensitive)."""
+    return Path(path).name.lower().endswith(MOTION_SUFFIXES)
 
 
 def list_bvh_files(paths, include=None, exclude=None) -> list[Path]:

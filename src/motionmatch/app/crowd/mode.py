@@ -26,7 +26,8 @@ from .process import CrowdProcess
 from .stream import bytes_per_frame
 from .world import MAX_AGENTS, users_near
 from ..hosts import origin_ok
-from ..state import DT, STATE
+from ..limits import DT
+from ..state import STATE
 
 log = logging.getLogger("motionmatch.app")
 

@@ -22,7 +22,7 @@ from collections import deque
 
 import numpy as np
 
-from ..state import DT
+from ..limits import DT
 from ...posedb.database import load_database
 from .stream import world_frame
 from .world import crowd_world, step_world, warm_up_world

@@ -12,7 +12,7 @@ import numpy as np
 from ...world.avoidance import AvoidanceState, avoid
 from ...offline.crowd_synth import AgentSpec, DriverState, drive, driver_state, stick_to_velocity, velocity_to_stick
 from ...runtime.controller import ControllerSettings
-from ..state import DT
+from ..limits import DT
 from ...runtime.crowd import Crowd
 
 MAX_AGENTS = 2000
