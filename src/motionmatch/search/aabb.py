@@ -40,7 +40,8 @@ import numpy as np
 from ._simd import box16_accumulate, rows16_accumulate
 from .brute import finish, row_cost
 
-__all__ = ["AabbIndex", "AabbTree", "FrameCosts", "LEAF", "FANOUT", "aabb_kernel", "build_leaves", "build_tree", "leaf_spans", "leaf_boxes"]
+__all__ = ["AabbIndex", "AabbTree", "FrameCosts", "LEAF", "FANOUT", "aabb_kernel", "build_leaves", "build_tree",
+           "leaf_spans", "leaf_boxes"]
 
 LEAF = 8  # frames per leaf (rows16_accumulate reads up to 16)
 FANOUT = 16  # children per node: box16_accumulate computes exactly 16
