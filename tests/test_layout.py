@@ -172,3 +172,31 @@ def function_level_imports() -> list[str]:
 def test_a_modules_header_says_what_it_needs():
     found = function_level_imports()
     assert not found, "package modules imported inside functions (import them at the top):\n" + "\n".join(found)
+
+
+# Kernels take named tuples, as the stages do (runtime/stage_calls.py), not long lists of arrays.
+MAX_PARAMETERS = 12
+PARAMETER_FOLDERS = ("runtime", "search")
+
+
+def long_signatures() -> list[str]:
+    """Functions in PARAMETER_FOLDERS with more than MAX_PARAMETERS parameters (positional, keyword-only,
+    *args and **kwargs each count one)."""
+    found = []
+    for folder in PARAMETER_FOLDERS:
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    continue
+                a = fn.args
+                n = (len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+                     + (a.vararg is not None) + (a.kwarg is not None))
+                if n > MAX_PARAMETERS:
+                    name = getattr(fn, "name", "lambda")
+                    found.append(f"{path.relative_to(PACKAGE)}:{fn.lineno} {name} ({n})")
+    return found
+
+
+def test_no_function_takes_more_than_twelve_parameters():
+    found = long_signatures()
+    assert not found, f"functions over {MAX_PARAMETERS} parameters (group them in named tuples):\n" + "\n".join(found)

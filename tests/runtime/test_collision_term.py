@@ -13,8 +13,8 @@ from conftest import BANDAI, _need
 from motionmatch.posedb.annotations import load_annotations, resolve
 from motionmatch.posedb.database import BuildSettings, build_database
 from motionmatch.world.obstacles import parse_obstacles
-from motionmatch.runtime.collision_term import (apply_collision_term, brute_with_penalty, candidate_paths,
-                                                collision_world, penalty)
+from motionmatch.runtime.collision_term import (Group, Placed, apply_collision_term, brute_with_penalty,
+                                                candidate_paths, collision_world, penalty)
 from motionmatch.runtime.crowd import Crowd
 from motionmatch.runtime.matching import trajectory_layout
 from motionmatch.runtime.search_sets import search_set
@@ -47,7 +47,8 @@ def test_every_backend_matches_brute_force_with_the_penalty(db, backend):
     ss = search_set(db, CharacterSettings(search_backend=backend))
     offsets, layout = trajectory_layout(db.features.schema, db.features.channel_slices)
     times = offsets / db.fps
-    paths, point_k, reach = candidate_paths(np.ascontiguousarray(db.features.raw), layout)
+    cand = candidate_paths(np.ascontiguousarray(db.features.raw), layout)
+    paths, point_k, reach = cand
     assert paths.shape == (db.num_frames, len(offsets), 2) and 0.5 < reach < 10.0
     walk = ss.mask(db, "walk")[1]
     rng = np.random.default_rng(7)
@@ -70,12 +71,12 @@ def test_every_backend_matches_brute_force_with_the_penalty(db, backend):
         mask = walk if trial % 4 == 0 else None
         b, c = ss.searcher.search(q, current=current, skip=skip, bias=bias, mask=mask)
         best, cost = np.array([b]), np.array([c])
-        settled += apply_collision_term(ss.searcher, mask, q[None], np.array([0]), np.array([current]), skip, bias,
-                                        np.array([weight]), roots, yaws, world, paths, point_k, reach, best, cost)
+        group = Group(np.array([0]), q[None], np.array([current]), np.array([weight]), roots, yaws)
+        settled += apply_collision_term(ss.searcher, mask, group, skip, bias, world, cand, best, cost)
         agents = world.others[1:] if use_agents else np.zeros((0, len(offsets), 2))
         obs = obstacles if obstacles is not None else parse_obstacles([])
-        ref = brute_with_penalty(ss.searcher, mask, q, current, skip, bias, weight, paths, point_k, roots[0, 0],
-                                 roots[0, 2], yaws[0], obs, agents)
+        ref = brute_with_penalty(ss.searcher, mask, q, current, skip, bias, weight, cand,
+                                 Placed(roots[0, 0], roots[0, 2], yaws[0], obs, agents))
         assert (int(best[0]), float(cost[0])) == ref, trial
         same_as_base += ref[0] == b
         if ref[0] >= 0:                      # the answer's own total: its feature cost plus its penalty

@@ -15,7 +15,7 @@ from motionmatch.runtime.playback import advance_frame, lerp_frames, slerp_frame
 from motionmatch.world.terrain import normal_at
 from motionmatch.runtime.touchups import slope_warp_into
 from motionmatch.runtime.warping import (
-                                         ANGLE, BACKWARD, ROOT_GOAL_YAW, SIDE, SIDE_OK, TARGET, WEIGHT, PoseWarpRig, WarpSettings, clip_speeds,
+                                         ANGLE, BACKWARD, ROOT_GOAL_YAW, SIDE, SIDE_OK, TARGET, WEIGHT, OrientationLimits, PoseWarpRig, WarpSettings, clip_speeds,
                                          new_warp_table, orientation_offsets, orientation_plan, orientation_query_rotations, orientation_update,
                                          playback_rate, query_scale, speed_update, spine_chain, stride_scale, warp_pose_orientation)
 from motionmatch.motion.metrics import held_fraction, shoulder_facing_yaw, twist_deg
@@ -198,9 +198,9 @@ class _Orient:
 
     def plan(self, *args):
         s = self.s
-        orientation_plan(self.wt, 0, *args, True, math.radians(s.orientation_limit_deg),
-                         math.radians(s.backward_angle_deg), s.min_travel_speed, math.radians(s.side_step_angle_deg),
-                         math.radians(s.side_step_backward_deg))
+        orientation_plan(self.wt, 0, *args, True, OrientationLimits(
+            math.radians(s.orientation_limit_deg), math.radians(s.backward_angle_deg), s.min_travel_speed,
+            math.radians(s.side_step_angle_deg), math.radians(s.side_step_backward_deg)))
 
     def query_rotations(self, pos, rot, origin, times):
         rot = np.array(rot, dtype=np.float64)

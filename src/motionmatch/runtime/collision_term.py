@@ -66,20 +66,60 @@ class CollisionWorld(NamedTuple):
     use_agents: bool
 
 
-def candidate_paths(raw_features: np.ndarray, layout: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+class Candidates(NamedTuple):
+    """Every frame's future root positions (candidate_paths)."""
+
+    paths: np.ndarray          # (N, P, 2) float64 m, the frame's root space: x right, z forward
+    point_k: np.ndarray        # (P,) int64 the horizon index of each point
+    reach: float               # m: the farthest any frame's trajectory goes from its root
+
+
+class Placed(NamedTuple):
+    """Where one searching agent stands and what its candidates may run into there."""
+
+    rx: float                  # m: its root's x
+    rz: float                  # m: its root's z
+    yaw: float                 # radians: its facing
+    shapes: tuple              # obstacles.Obstacles' arrays (or those near it: _near_shapes)
+    agents: np.ndarray         # (M, K, 2) float64 the other agents' predicted roots (x, z) at the K horizons
+
+
+class Group(NamedTuple):
+    """One search group's agents, as the collision term reads them."""
+
+    ids: np.ndarray            # (B,) int64 their indices in the crowd
+    q: np.ndarray              # (B, F) float32 their normalized queries
+    currents: np.ndarray       # (B,) int64 their playing frames
+    weights: np.ndarray        # (B,) float64 their collision weights (normalized cost per metre; 0: off)
+    roots: np.ndarray          # (n, 3) float64 the crowd's roots (m)
+    yaws: np.ndarray           # (n,) float64 the crowd's facings (radians)
+
+
+class SettleIndex(NamedTuple):
+    """What settle_search's brute-force pass reads for one mask (_tiles)."""
+
+    features: np.ndarray       # (N, F) float32 normalized
+    valid: np.ndarray          # (N,) bool the searchable frames
+    frame_cost: np.ndarray     # (N,) float32 annotations' per-frame cost (zeros without)
+    tiles: np.ndarray          # search.brute.BruteIndex's tiles of the frames a search may enter
+    tile_frames: np.ndarray    # their frames (-1: padding)
+    tile_cost: np.ndarray      # their frame costs (zeros without annotations)
+    kept_f: np.ndarray         # scratch (int64): a slot per tiled row
+    kept_c: np.ndarray         # scratch (float64): a slot per tiled row
+
+
+def candidate_paths(raw_features: np.ndarray, layout: np.ndarray) -> Candidates:
     """Every frame's future root positions from its raw features.
 
     layout: matching.trajectory_layout's (D, 3) rows (feature column, point, component); components 0/1 are
-    the trajectory positions' x/z. Returns paths (N, P, 2) float64 (metres, the frame's root space: x
-    right, z forward), point_k (P,) int64 (the horizon index of each point) and reach (m: the farthest any
-    frame's trajectory goes from its root)."""
+    the trajectory positions' x/z."""
     rows = layout[layout[:, 2] == 0]
     paths = np.empty((raw_features.shape[0], len(rows), 2))
     for p, (col, _, _) in enumerate(rows):
         paths[:, p, 0] = raw_features[:, col]
         paths[:, p, 1] = raw_features[:, col + 1]   # trajectory_layout writes z right after x
     reach = float(np.sqrt((paths ** 2).sum(axis=2)).max()) if paths.size else 0.0
-    return np.ascontiguousarray(paths), np.ascontiguousarray(rows[:, 1], dtype=np.int64), reach
+    return Candidates(np.ascontiguousarray(paths), np.ascontiguousarray(rows[:, 1], dtype=np.int64), reach)
 
 
 def collision_world(obstacles: Obstacles | None, root_xz: np.ndarray, velocity_xz: np.ndarray, times: np.ndarray,
@@ -200,15 +240,15 @@ def _sift_down(c, f, r, m):
 
 
 @numba.njit(cache=True)
-def settle_search(features, valid, frame_cost, tiles, tile_frames, tile_cost, work, q, current, skip, bias,
-                  base_frame, base_cost, paths, point_k, rx, rz, yaw, obs, agents, weight):
+def settle_search(index, q, current, skip, bias, base_frame, base_cost, cand, at, weight):
     """The least (feature cost + weight * penalty) under the search rule (common.py), given the ordinary
     search's answer (base_frame, base_cost) whose penalty is > 0, or its best other frame (a seed: -1 for
-    none); the current frame is priced here. features (N, F) normalized float32; valid (N,): the searchable
-    frames (the current frame counts only when valid); frame_cost (N,) float32 (annotations, zeros
-    without); tiles, tile_frames, tile_cost: search.brute.BruteIndex's of the frames it may enter (before
-    the skip window around `current`; tile_cost zeros without annotations); work: scratch (int64, float64)
-    arrays with a slot per tiled row. Returns (frame, total cost)."""
+    none); the current frame is priced here (it counts only when index.valid). index: SettleIndex (its
+    tiles hold the frames the search may enter, before the skip window around `current`); cand: Candidates;
+    at: Placed, the agent's. Returns (frame, total cost)."""
+    features, valid, frame_cost, tiles, tile_frames, tile_cost, kept_f, kept_c = index
+    paths, point_k, _ = cand
+    rx, rz, yaw, obs, agents = at
     nf = q.shape[0]
     cur_ok = current >= 0 and valid[current]
     cur_t = np.inf
@@ -229,7 +269,7 @@ def settle_search(features, valid, frame_cost, tiles, tile_frames, tile_cost, wo
     # Pass 1: the feature cost of every frame it may enter, 64 rows at a time with the brute back-end's SIMD
     # kernel (bit-identical to the canonical sum), those under the bound kept.
     lim = min(bound, best_t + _SLACK * (1.0 + abs(best_t)))
-    kept_f, kept_c = work      # room for every frame, allocated once per mask (_tiles): not per search
+    # kept_f, kept_c: room for every frame, allocated once per mask (_tiles): not per search
     acc = np.empty(64, dtype=np.float32)
     m = 0
     for s0 in range(0, tiles.shape[0], 4):          # BruteIndex pads to a multiple of 4 tiles
@@ -266,58 +306,55 @@ def settle_search(features, valid, frame_cost, tiles, tile_frames, tile_cost, wo
 
 
 @numba.njit(cache=True)
-def _surroundings(obs, others, order, sorted_x, spread, use_agents, me, rx, rz, reach):
+def _surroundings(world, me, rx, rz, reach):
     """(shapes, agents) agent `me` at root (rx, rz) may meet within `reach` metres of its own trajectories
-    (candidate_paths' reach): the shapes near it and the other agents' predicted roots near it."""
-    shapes = _near_shapes(obs, rx, rz, reach + OBSTACLE_MARGIN)
-    if use_agents and order.shape[0] > 1:
-        agents = _near_agents(others, order, sorted_x, spread, me, rx, rz, reach + AGENT_MARGIN)
+    (candidate_paths' reach): the shapes of world (CollisionWorld) near it and the other agents' predicted
+    roots near it."""
+    shapes = _near_shapes(world.obstacles, rx, rz, reach + OBSTACLE_MARGIN)
+    if world.use_agents and world.order.shape[0] > 1:
+        agents = _near_agents(world.others, world.order, world.sorted_x, world.spread, me, rx, rz,
+                              reach + AGENT_MARGIN)
     else:
-        agents = np.zeros((0, others.shape[1], 2))
+        agents = np.zeros((0, world.others.shape[1], 2))
     return shapes, agents
 
 
 @numba.njit(cache=True)
-def _answer_penalties(paths, point_k, reach, best, ids, weights, roots, yaws, obs, others, order, sorted_x, spread,
-                      use_agents, out):
-    """out[b]: the penalty (unweighted, m) of answer best[b] of agent ids[b]; 0 when its weight is 0 or it
-    has no answer."""
+def _answer_penalties(cand, world, group, best, out):
+    """out[b]: the penalty (unweighted, m) of answer best[b] of the group's agent b; 0 when its weight is 0
+    or it has no answer."""
+    ids, roots, yaws = group.ids, group.roots, group.yaws
     for b in range(ids.shape[0]):
         out[b] = 0.0
-        if weights[b] <= 0.0 or best[b] < 0:
+        if group.weights[b] <= 0.0 or best[b] < 0:
             continue
         i = ids[b]
-        shapes, near = _surroundings(obs, others, order, sorted_x, spread, use_agents, i, roots[i, 0], roots[i, 2],
-                                     reach)
+        shapes, near = _surroundings(world, i, roots[i, 0], roots[i, 2], cand.reach)
         if shapes[1].shape[0] + shapes[2].shape[0] + near.shape[0] > 0:
-            out[b] = penalty(paths, point_k, best[b], roots[i, 0], roots[i, 2], yaws[i], shapes, near)
+            out[b] = penalty(cand.paths, cand.point_k, best[b], roots[i, 0], roots[i, 2], yaws[i], shapes, near)
 
 
 @numba.njit(cache=True)
-def _settle_all(features, valid, frame_cost, tiles, tile_frames, tile_cost, work, q, currents, skip, bias, todo, seeds,
-                seed_costs, paths,
-                point_k, reach, ids, weights, roots, yaws, obs, others, order, sorted_x, spread, use_agents, best,
-                cost):
-    """settle_search for the rows `todo` of a group, into best and cost."""
+def _settle_all(index, group, skip, bias, todo, seeds, seed_costs, cand, world, best, cost):
+    """settle_search for the rows `todo` of a group, from the seeds (frame, cost) of each, into best and
+    cost."""
     for t in range(todo.shape[0]):
         b = todo[t]
-        i = ids[b]
-        rx, rz = roots[i, 0], roots[i, 2]
-        shapes, near = _surroundings(obs, others, order, sorted_x, spread, use_agents, i, rx, rz, reach)
-        best[b], cost[b] = settle_search(features, valid, frame_cost, tiles, tile_frames, tile_cost, work, q[b],
-                                         currents[b], skip, bias,
-                                         seeds[t], seed_costs[t], paths, point_k, rx, rz, yaws[i], shapes, near,
-                                         weights[b])
+        i = group.ids[b]
+        rx, rz = group.roots[i, 0], group.roots[i, 2]
+        shapes, near = _surroundings(world, i, rx, rz, cand.reach)
+        best[b], cost[b] = settle_search(index, group.q[b], group.currents[b], skip, bias, seeds[t], seed_costs[t],
+                                         cand, Placed(rx, rz, group.yaws[i], shapes, near), group.weights[b])
 
 
 _TILES: OrderedDict = OrderedDict()       # (searcher, mask) -> tiles; bounded like a searcher's structures
 _TILES_KEPT = 16
 
 
-def _tiles(searcher, mask):
-    """(valid, frame_cost, (tiles, tile_frames, tile_cost, work)) of a searcher's mask: the brute back-end's tiles
-    of the frames a search may enter (the searcher's own when its back-end is brute, else built once and
-    kept), frame_cost and tile_cost zeros without annotations, and settle_search's scratch."""
+def _tiles(searcher, mask) -> SettleIndex:
+    """settle_search's index of a searcher's mask: the brute back-end's tiles of the frames a search may
+    enter (the searcher's own when its back-end is brute, else built once and kept), frame_cost and
+    tile_cost zeros without annotations, and its scratch."""
     valid, index = searcher.mask_structure(mask)
     key = (id(searcher), id(valid))
     hit = _TILES.get(key)
@@ -328,36 +365,34 @@ def _tiles(searcher, mask):
             index = BruteIndex(searcher.features, valid if enter is None else valid & enter,
                                np.zeros(searcher.n_frames, np.float32) if cost is None else cost)
         rows = index.tile_frames.size
-        hit = (valid, searcher, index.frame_cost, (index.tiles, index.tile_frames, index.tile_cost,
-                                                   (np.empty(rows, np.int64), np.empty(rows))))
+        hit = (valid, searcher, SettleIndex(searcher.features, valid, index.frame_cost, index.tiles, index.tile_frames,
+                                            index.tile_cost, np.empty(rows, np.int64), np.empty(rows)))
         _TILES[key] = hit
         if len(_TILES) > _TILES_KEPT:
             _TILES.popitem(last=False)
     else:
         _TILES.move_to_end(key)
-    return hit[0], hit[2], hit[3]
+    return hit[2]
 
 
-def apply_collision_term(searcher, mask, q, agents, currents, skip: int, bias: float, weights, roots, yaws,
-                         world: CollisionWorld, paths, point_k, reach: float, best, cost) -> int:
-    """The collision term over one search group's answers, in place: agents (B,) their indices in the
-    crowd, q (B, F) their normalized queries, currents (B,) their playing frames, weights (B,) their
-    collision weights (normalized cost per metre; 0: off), roots (n, 3) and yaws (n,) the crowd's; best,
-    cost (B,) the ordinary search's answers. mask: the group's (None, a prepared handle or bool array).
-    Returns how many searches had to settle (their answer paid a penalty).
+def apply_collision_term(searcher, mask, group: Group, skip: int, bias: float, world: CollisionWorld,
+                         cand: Candidates, best, cost) -> int:
+    """The collision term over one search group's answers best, cost (B,) (the ordinary search's), in place.
+    mask: the group's (None, a prepared handle or bool array). Returns how many searches had to settle
+    (their answer paid a penalty).
     Two compiled calls per group (the answers' penalties, then the passes) and at most one batch search:
     per-agent calls into compiled code cost more than the work itself."""
-    ids = np.ascontiguousarray(agents, dtype=np.int64)
-    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    group = Group(np.ascontiguousarray(group.ids, dtype=np.int64), np.ascontiguousarray(group.q, dtype=np.float32),
+                  np.ascontiguousarray(group.currents, dtype=np.int64),
+                  np.ascontiguousarray(group.weights, dtype=np.float64), group.roots, group.yaws)
     best_i = np.ascontiguousarray(best, dtype=np.int64)
-    w = (tuple(world.obstacles), world.others, world.order, world.sorted_x, world.spread, world.use_agents)
-    pen = np.empty(len(ids))
-    _answer_penalties(paths, point_k, reach, best_i, ids, weights, roots, yaws, *w, pen)
+    pen = np.empty(len(group.ids))
+    _answer_penalties(cand, world, group, best_i, pen)
     todo = np.flatnonzero(pen > 0.0)
     if not len(todo):
         return 0
-    valid, frame_cost, tiles = _tiles(searcher, mask)
-    cur = np.ascontiguousarray(currents, dtype=np.int64)
+    index = _tiles(searcher, mask)
+    q, cur = group.q, group.currents
     seeds, seed_costs = best_i[todo].copy(), np.asarray(cost, dtype=np.float64)[todo].copy()
     # Where the playing frame won (bias), seed the pass with the best other frame instead (bias -inf returns
     # it): its total bounds the pass from the start, where none would price frames until the bound tightens.
@@ -369,18 +404,16 @@ def apply_collision_term(searcher, mask, q, agents, currents, skip: int, bias: f
         for k in stay:
             seeds[k], seed_costs[k] = searcher.search(q[todo[k]], current=int(cur[todo[k]]), skip=int(skip),
                                                       bias=-np.inf, mask=mask)
-    qq = np.ascontiguousarray(q, dtype=np.float32)
     out_best, out_cost = best_i.copy(), np.asarray(cost, dtype=np.float64).copy()
-    _settle_all(searcher.features, valid, frame_cost, *tiles, qq, cur, int(skip), float(bias), todo, seeds,
-                seed_costs, paths, point_k, reach, ids, weights, roots, yaws, *w, out_best, out_cost)
+    _settle_all(index, group, int(skip), float(bias), todo, seeds, seed_costs, cand, world, out_best, out_cost)
     best[:], cost[:] = out_best, out_cost
     return len(todo)
 
 
-def brute_with_penalty(searcher, mask, q, current: int, skip: int, bias: float, weight: float, paths, point_k,
-                       rx: float, rz: float, yaw: float, obs, agents) -> tuple[int, float]:
+def brute_with_penalty(searcher, mask, q, current: int, skip: int, bias: float, weight: float, cand: Candidates,
+                       at: Placed) -> tuple[int, float]:
     """The reference: every frame's feature cost (common.canonical_costs, plus annotations' frame cost) plus
-    weight * penalty, the least under the search rule. obs: obstacles.Obstacles; agents (M, K, 2)."""
+    weight * penalty, the least under the search rule."""
     valid, _ = searcher.mask_structure(mask)
     enter = searcher.rules.enter
     others = (valid if enter is None else valid & enter).copy()
@@ -388,7 +421,8 @@ def brute_with_penalty(searcher, mask, q, current: int, skip: int, bias: float, 
     if searcher.rules.cost is not None:
         cost32 = cost32 + searcher.rules.cost
     pen = np.empty(searcher.n_frames)
-    penalties(paths, point_k, rx, rz, yaw, tuple(obs), np.asarray(agents, dtype=np.float64), pen)
+    penalties(cand.paths, cand.point_k, at.rx, at.rz, at.yaw, tuple(at.shapes), np.asarray(at.agents, dtype=np.float64),
+              pen)
     total = cost32.astype(np.float64) + weight * pen
     cur_ok, cur_t = False, float("inf")
     if current >= 0:

@@ -16,7 +16,7 @@ import numpy as np
 from . import settings as S
 from .controller import GOAL_VX, GOAL_VZ, GOAL_YAW, PX, PZ, VX, VZ, YAW, predict_state
 from .playback import remainder_2pi
-from .warping import FIXED_RATE, orientation_plan, orientation_query_rotations, query_scale
+from .warping import FIXED_RATE, OrientationLimits, orientation_plan, orientation_query_rotations, query_scale
 
 # Search state: one row per character. HOLD_LEFT: seconds left of the idle hold playing (0: none).
 TIMER, FORCE, HAS_LAST, LAST_VX, LAST_VZ, LAST_YAW, HOLD_LEFT = range(7)
@@ -143,8 +143,8 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, sti
     wt[i, FIXED_RATE] = 0.0
     if s[S.W_ORIENTATION] != 0.0:
         orientation_plan(wt, i, ctrl[i, GOAL_YAW], ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, YAW], ctrl[i, VX],
-                         ctrl[i, VZ], True, s[S.W_LIMIT], s[S.W_BACKWARD_ANGLE], s[S.W_MIN_TRAVEL],
-                         s[S.W_SIDE_ANGLE], s[S.W_SIDE_BACKWARD])
+                         ctrl[i, VZ], True, OrientationLimits(s[S.W_LIMIT], s[S.W_BACKWARD_ANGLE], s[S.W_MIN_TRAVEL],
+                                                              s[S.W_SIDE_ANGLE], s[S.W_SIDE_BACKWARD]))
     search[i, TIMER] -= dt
     gx, gz, gyaw = ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ], ctrl[i, GOAL_YAW]
     force = search[i, FORCE] != 0.0 or search[i, TIMER] <= 0.0

@@ -454,12 +454,12 @@ CHUNKS = 64
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _output_range(agents, lo, hi, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
-    """_output_and_copy for agents[lo:hi]. Both stages run their agents through this one compiled loop, so a
-    pose does not depend on the thread count (output_agent inlined into a parallel loop body compiled
-    differently)."""
+def _output_range(agents, dt, local, root, play, settings, rig, terrain, feet, out, relock_speed):
+    """_output_and_copy for each of `agents` (a slice of a stage's). Both stages run their agents through this
+    one compiled loop, so a pose does not depend on the thread count (output_agent inlined into a parallel
+    loop body compiled differently)."""
     scratch = (np.empty((2, out.local_rot.shape[1], 4)), np.empty((2, 3)), np.empty((4, 2)))
-    for a in range(lo, hi):
+    for a in range(agents.shape[0]):
         _output_and_copy(agents[a], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed, scratch)
 
 
@@ -468,7 +468,7 @@ def _output_parallel(agents, dt, local, root, play, settings, rig, terrain, feet
     n = agents.shape[0]
     chunks = max(min(n, CHUNKS), 1)
     for c in numba.prange(chunks):
-        _output_range(agents, c * n // chunks, (c + 1) * n // chunks, dt, local, root, play, settings, rig, terrain,
+        _output_range(agents[c * n // chunks:(c + 1) * n // chunks], dt, local, root, play, settings, rig, terrain,
                       feet, out, relock_speed)
 
 
@@ -487,7 +487,8 @@ def output_serial(agents, dt, local, root, play, settings, rig, terrain, feet, o
     """output_stage on the calling thread (small crowds: no thread hand-off)."""
     agents, local, root, play, settings, rig, terrain, feet, out = borrow(
         (agents, local, root, play, settings, rig, terrain, feet, out))
-    _output_range(agents, 0, agents.shape[0], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
+    # A slice, as the parallel stage passes: the same argument types, the same compiled loop.
+    _output_range(agents[0:agents.shape[0]], dt, local, root, play, settings, rig, terrain, feet, out, relock_speed)
 
 
 # Inlined into _output_range, as output_agent: a call passes every array of its records by value.

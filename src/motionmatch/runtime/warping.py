@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -315,15 +316,25 @@ def orientation_offsets(facing_yaw, travel_yaw, limit, backward, side=False):
     return wrap(facing_yaw - w), w
 
 
+class OrientationLimits(NamedTuple):
+    """A character's orientation-warp settings, as orientation_plan reads them."""
+
+    limit: float                  # radians: the most the warp turns a facing
+    backward_angle: float         # radians: facing-vs-travel angle beyond which backward mode starts
+    min_travel: float             # m/s: the warp fades out below this speed
+    side_angle: float             # radians: the same for side-step mode (pi: never)
+    side_backward_angle: float    # radians: backward mode's angle while side-steps play (pi: never)
+
+
 @numba.njit(cache=True, error_model="numpy")
-def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz, enabled, limit, backward_angle,
-                     min_travel, side_angle=math.pi, side_backward_angle=math.pi):
+def orientation_plan(wt, i, goal_yaw, goal_vx, goal_vz, sim_yaw, sim_vx, sim_vz, enabled, limits):
     """Decide for row i of the warp table, from the controller's goals (facing yaw, velocity) and state,
     the warp weight (only while the goal facing differs from the goal travel direction: strafing),
-    backward mode and side-step mode (facing-vs-travel angle beyond backward_angle, resp. side_angle,
-    radians; each with 5 degrees of hysteresis; side-step mode only with SIDE_OK, and then backward mode
+    backward mode and side-step mode (facing-vs-travel angle beyond limits.backward_angle, resp.
+    side_angle; each with 5 degrees of hysteresis; side-step mode only with SIDE_OK, and then backward mode
     from side_backward_angle instead: a back diagonal plays a turned side-step) and the yaw the character
-    root should turn to (ROOT_GOAL_YAW)."""
+    root should turn to (ROOT_GOAL_YAW). limits: OrientationLimits."""
+    limit, backward_angle, min_travel, side_angle, side_backward_angle = limits
     gspeed = math.hypot(goal_vx, goal_vz)
     if not enabled or gspeed < 1e-6:
         wt[i, WEIGHT] = 0.0

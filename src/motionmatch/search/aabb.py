@@ -32,13 +32,16 @@ is never pruned. Equal costs keep the lowest frame index whatever order the leav
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
 from ._simd import box16_accumulate, rows16_accumulate
 from .brute import finish, row_cost
 
-__all__ = ["AabbIndex", "LEAF", "FANOUT", "aabb_kernel", "build_leaves", "build_tree", "leaf_spans", "leaf_boxes"]
+__all__ = ["AabbIndex", "AabbTree", "FrameCosts", "LEAF", "FANOUT", "aabb_kernel", "build_leaves", "build_tree",
+           "leaf_spans", "leaf_boxes"]
 
 LEAF = 8  # frames per leaf (rows16_accumulate reads up to 16)
 FANOUT = 16  # children per node: box16_accumulate computes exactly 16
@@ -538,17 +541,35 @@ def _min16(acc):
     return m
 
 
+class AabbTree(NamedTuple):
+    """The box tree of one mask's frames (build_leaves, build_tree)."""
+
+    others: np.ndarray         # (N,) bool: the frames a search may jump to (the leaves' frames)
+    leaf_first: np.ndarray     # (S,) int64 a leaf's first frame
+    leaf_count: np.ndarray     # (S,) int64 its frames
+    node_lo: np.ndarray        # (M, F, 16) float32 the children's lower bounds
+    node_hi: np.ndarray        # (M, F, 16) float32 their upper bounds
+    node_kids: np.ndarray      # (M, 16) int64 a child node's id, or -(leaf + 1)
+    node_count: np.ndarray     # (M,) int64 children per node
+
+
+class FrameCosts(NamedTuple):
+    """Annotations' per-frame costs and their lower bounds under the tree's boxes (min_costs)."""
+
+    frame_cost: np.ndarray     # (N,) float32 added to each frame's cost (normalized cost units)
+    leaf_min: np.ndarray       # (S,) float32 the lowest frame_cost under each leaf
+    node_min: np.ndarray       # (M, 16) float32 the lowest under each child of each node
+
+
 @numba.njit(cache=True, nogil=True)
-def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_first, leaf_count, node_lo, node_hi,
-                node_kids, node_count, q, current, skip, bias, rtol, n_seed):
+def aabb_kernel(features, valid, tree, costs, q, current, skip, bias, rtol, n_seed):
     """One exact search; see the module docstring and common.py for the semantics. valid: the searchable
-    frames (bool (N,)); others: those the search may jump to (the tree's leaves); frame_cost: float32 (N,)
-    added to each frame's cost with its lower bounds leaf_min, node_min (min_costs), or all three None:
-    numba compiles a version without them (the `is not None` branches are pruned), so a database without
-    annotations searches exactly as before.
+    frames (bool (N,)); tree: AabbTree; costs: FrameCosts, or None: numba compiles a version without them
+    (the `is not None` branches are pruned), so a database without annotations searches exactly as before.
 
     Returns (frame, cost); frame -2 flags a non-finite query.
     """
+    others, leaf_first, leaf_count, node_lo, node_hi, node_kids, node_count = tree
     nf = q.shape[0]
     for j in range(nf):
         if not np.isfinite(q[j]):
@@ -559,8 +580,8 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
     cur_cost = np.float32(np.inf)
     if current >= 0:
         cur_cost = row_cost(features, current, q)
-        if frame_cost is not None:
-            cur_cost += frame_cost[current]
+        if costs is not None:
+            cur_cost += costs.frame_cost[current]
         cur_ok = valid[current]
         if cur_ok:
             if bias == np.inf:
@@ -578,8 +599,8 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
                 break
             if others[f]:
                 c = row_cost(features, f, q)
-                if frame_cost is not None:
-                    c += frame_cost[f]
+                if costs is not None:
+                    c += costs.frame_cost[f]
                 if c < best:
                     best = np.float64(c)
                     best_frame = f
@@ -607,15 +628,15 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
                     # partial costs only grow (and float32 rounding is monotone): no row of this leaf can
                     # reach the best
                     low = _min16(acc)
-                    if leaf_min is not None:
-                        low += leaf_min[-box - 1]
+                    if costs is not None:
+                        low += costs.leaf_min[-box - 1]
                     if low > best:
                         break
                 else:
                     for r in range(n_rows):
                         c = acc[r]
-                        if frame_cost is not None:
-                            c += frame_cost[f0 + r]
+                        if costs is not None:
+                            c += costs.frame_cost[f0 + r]
                         if c <= best:
                             f = f0 + r
                             if c == best and (best_frame < 0 or f >= best_frame):
@@ -629,10 +650,10 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
             acc[:] = 0.0
             for p in range(_PIECES):
                 box16_accumulate(node_lo, node_hi, box, q, p * nf // _PIECES, (p + 1) * nf // _PIECES, acc)
-                if node_min is not None:
+                if costs is not None:
                     lowest = np.inf
                     for k in range(node_count[box]):
-                        lowest = min(lowest, _lower(acc[k], node_min[box, k], rtol))
+                        lowest = min(lowest, _lower(acc[k], costs.node_min[box, k], rtol))
                     if lowest > thr:
                         break
                 elif _min16(acc) > thr:
@@ -641,8 +662,8 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
             n_kids = 0
             for k in range(node_count[box]):
                 d = acc[k]
-                if node_min is not None:
-                    d = _lower(acc[k], node_min[box, k], rtol)
+                if costs is not None:
+                    d = _lower(acc[k], costs.node_min[box, k], rtol)
                 if d > thr:
                     continue
                 i = n_kids
@@ -662,13 +683,10 @@ def aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_fi
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def aabb_batch_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_first, leaf_count, node_lo,
-                      node_hi, node_kids, node_count, queries, currents, skip, bias, rtol, n_seed, out_frames,
+def aabb_batch_kernel(features, valid, tree, costs, queries, currents, skip, bias, rtol, n_seed, out_frames,
                       out_costs):
     for i in numba.prange(queries.shape[0]):
-        f, c = aabb_kernel(features, valid, others, frame_cost, leaf_min, node_min, leaf_first, leaf_count,
-                           node_lo, node_hi, node_kids, node_count, queries[i], currents[i], skip, bias, rtol,
-                           n_seed)
+        f, c = aabb_kernel(features, valid, tree, costs, queries[i], currents[i], skip, bias, rtol, n_seed)
         out_frames[i] = f
         out_costs[i] = c
 
@@ -684,16 +702,17 @@ class AabbIndex:
         self.n_seed = int(n_seed)
         first, count, lo, hi = build_leaves(features, others, range_starts)
         tree = build_tree(lo, hi)
-        if frame_cost is None:
-            costs = (None, None, None)
-        else:
+        self.tree = AabbTree(others, first, count, *tree)
+        self.costs = None
+        if frame_cost is not None:
             frame_cost = np.ascontiguousarray(frame_cost, np.float32)
-            costs = (frame_cost,) + min_costs(tree[2], tree[3], first, count, frame_cost)
-        self.arrays = (others,) + costs + (first, count) + tree     # the kernels' arguments, in order
+            self.costs = FrameCosts(frame_cost, *min_costs(tree[2], tree[3], first, count, frame_cost))
+        costs = (None, None, None) if self.costs is None else tuple(self.costs)
+        self.arrays = (others,) + costs + (first, count) + tree     # what the index holds (Searcher.index_arrays)
 
     def search(self, features, valid, q, current, skip, bias):
-        return aabb_kernel(features, valid, *self.arrays, q, current, skip, bias, self.rtol, self.n_seed)
+        return aabb_kernel(features, valid, self.tree, self.costs, q, current, skip, bias, self.rtol, self.n_seed)
 
     def search_batch(self, features, valid, queries, currents, skip, bias, out_frames, out_costs):
-        aabb_batch_kernel(features, valid, *self.arrays, queries, currents, skip, bias, self.rtol,
+        aabb_batch_kernel(features, valid, self.tree, self.costs, queries, currents, skip, bias, self.rtol,
                           self.n_seed, out_frames, out_costs)
