@@ -37,7 +37,7 @@ from .playback import (Clips, Frames, Playhead, Root, new_pose, new_shown_pose, 
                        transition_parallel, transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
-from .collision_term import apply_collision_term, candidate_paths, collision_world
+from .collision_term import Group, apply_collision_term, candidate_paths, collision_world
 from .search_sets import annotation_rules, search_set, shared
 from .settings import CharacterSettings
 from .stage_calls import StageCalls
@@ -686,8 +686,8 @@ class Crowd:
                 best[sel[busy]], cost[sel[busy]] = ss.searcher.search_batch(
                     q[busy], current=self.frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
             if world is not None:
-                self._collide(world, ss, sel, agents, q, idle, idle_mask if idle.any() else None, mask, wide, skip,
-                              bias, best, cost)
+                self._collide(world, ss, sel, agents, q, idle, (idle_mask if idle.any() else None, mask),
+                              (wide, skip), bias, best, cost)
         jump = (best >= 0) & (best != self.frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
@@ -696,20 +696,19 @@ class Crowd:
                        movers, best[jump], self.db_arrays, self.stop_of, self.inert, self.play, self.packed,
                        self.scratch)
 
-    def _collide(self, world, ss, sel, agents, q, idle, idle_mask, mask, wide, skip, bias, best, cost) -> None:
+    def _collide(self, world, ss, sel, agents, q, idle, masks, skips, bias, best, cost) -> None:
         """The collision term over one group's answers (best, cost at sel), in place: idle and walking
-        agents searched with their own masks and skips."""
-        paths, point_k, reach = shared(self.db, "collision_paths",
-                                       lambda: candidate_paths(self.raw_features, self.traj_layout))
-        for part, m, k in ((np.flatnonzero(idle), idle_mask, wide), (np.flatnonzero(~idle), mask, skip)):
+        agents searched with their own masks and skips (masks, skips: the idle agents', the others')."""
+        cand = shared(self.db, "collision_paths", lambda: candidate_paths(self.raw_features, self.traj_layout))
+        for part, m, k in ((np.flatnonzero(idle), masks[0], skips[0]), (np.flatnonzero(~idle), masks[1], skips[1])):
             if not len(part):
                 continue
             at = sel[part]
             b, c = best[at], cost[at]
             ids = agents[at]
-            self.settled_last_tick += apply_collision_term(
-                ss.searcher, m, q[part], ids, self.frame[ids], k, bias, self.packed[ids, S.COLLISION_WEIGHT],
-                self.root_pos, self.root_yaw, world, paths, point_k, reach, b, c)
+            group = Group(ids, q[part], self.frame[ids], self.packed[ids, S.COLLISION_WEIGHT], self.root_pos,
+                          self.root_yaw)
+            self.settled_last_tick += apply_collision_term(ss.searcher, m, group, k, bias, world, cand, b, c)
             best[at], cost[at] = b, c
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
