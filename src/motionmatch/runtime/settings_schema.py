@@ -362,11 +362,6 @@ def defaults(table: str) -> dict:
     return {s.key: s.default for s in rows(table)}
 
 
-def columns(table: str) -> dict[str, int]:
-    """{column constant name: index} of a table's packed row: its rows with a `column`, in schema order."""
-    return {s.column: i for i, s in enumerate(s for s in rows(table) if s.column)}
-
-
 def packed_rows(*tables: str) -> tuple[Setting, ...]:
     """The rows with a packed column, of the given tables in that order (their index in the packed row)."""
     return tuple(s for t in tables for s in rows(t) if s.column)
