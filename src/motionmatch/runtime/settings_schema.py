@@ -10,6 +10,7 @@ accepted everywhere, and an error names `table.key` and the bound.
 
 Tables: "character" (CharacterSettings), "warp" (WarpSettings, CharacterSettings.warp), "controller"
 (ControllerSettings) and "weights" (feature channel weights; one row "*" bounds every channel).
+A settings file holds every table, each row but those with stored=False (set at run time).
 Units: s, m, m/s, deg (radians only where the unit says so), frames; "" for ratios and flags.
 """
 from __future__ import annotations
