@@ -61,8 +61,10 @@ def DATACLASSES_OF(rs):
     ("[character.weights]\nhips_velocity = nan\n", ["weights.hips_velocity", "finite number"]),
     ("[character]\nend_exclude = 2.5\n", ["character.end_exclude", "integer"]),
     ("[character]\nsearch_interval = \"fast\"\n", ["character.search_interval", "number"]),
-    ("[character]\nmode = \"lmm\"\n", ["unknown key 'mode'"]),
-    ("[controller]\ncamera_yaw = 1.0\n", ["unknown key 'camera_yaw'"]),
+    ("[character]\nmode = \"lmm\"\n", ["[character] mode is set at run time", "stored: false"]),
+    ("[controller]\ncamera_yaw = 1.0\n", ["[controller] camera_yaw is set at run time", "stored: false"]),
+    ("weights = 1.5\n", ["[weights] must be a table", "float"]),
+    ("[weights]\nhips_velocity = 1.0\n[character.weights]\nhips_velocity = 2.0\n", ["weights given twice"]),
     ("[character]\nfoo = 1\n", ["unknown key 'foo'"]),
 ])
 def test_hostile_settings_files_are_refused_cleanly(tmp_path, text, words):

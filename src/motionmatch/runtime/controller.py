@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .settings_schema import columns, defaults, packed_rows
+from .settings_schema import defaults, packed_rows
 from ..maths.springs import character_spring, half_damping, spring_exact
 
 _TWO_PI = 2.0 * math.pi
@@ -38,8 +38,23 @@ def wrap_angle(a):
 
 # The packed controller settings (ControllerSettings.packed): one column per controller row of the settings
 # schema with a `column` (C_DEAD_ZONE, ...), in schema order. A released stick's stop halflife of None is -1.
+# The column constants are written out so linters and readers resolve them (tests/runtime/test_settings_columns.py
+# holds them to the schema).
 _PACKED_KEYS = tuple(s.key for s in packed_rows("controller"))
-globals().update(columns("controller"))
+C_DEAD_ZONE = 0
+C_RESPONSE_EXPONENT = 1
+C_LOOK_DEAD_ZONE = 2
+C_WALK_FORWARD = 3
+C_WALK_SIDE = 4
+C_WALK_BACKWARD = 5
+C_RUN_FORWARD = 6
+C_RUN_SIDE = 7
+C_RUN_BACKWARD = 8
+C_VELOCITY_HALFLIFE = 9
+C_STOP_HALFLIFE = 10
+C_ROTATION_HALFLIFE = 11
+C_GAIT_HALFLIFE = 12
+C_CAMERA_YAW = 13
 _D = defaults("controller")
 
 
@@ -81,7 +96,7 @@ class ControllerSettings:
         """The settings as the float64 vector the compiled kernels read (see _gamepad_goals)."""
         row = np.array([getattr(self, k) for k in _PACKED_KEYS], dtype=np.float64)
         if self.stop_halflife is None:
-            row[C_STOP_HALFLIFE] = -1.0    # noqa: F821 (a generated column constant, above)
+            row[C_STOP_HALFLIFE] = -1.0
         return row
 
 

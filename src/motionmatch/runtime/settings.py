@@ -17,8 +17,60 @@ from .settings_schema import (INERTIALIZATION_METHODS, MODES, check_fields, defa
 from .warping import WarpSettings
 
 _PACKED = packed_rows("character", "warp")
-globals().update({s.column: i for i, s in enumerate(_PACKED)})
 COLUMNS = len(_PACKED)
+# The packed columns, written out so linters, IDEs and readers can resolve them; each is the index of its
+# `column` in _PACKED (tests/runtime/test_settings_columns.py holds them to the schema).
+SEARCH_INTERVAL = 0
+BIAS = 1
+COLLISION_WEIGHT = 2
+LMM_BIAS = 3
+LMM_PUSH = 4
+LMM_DRIFT = 5
+END_EXCLUDE = 6
+NO_REWIND = 7
+SHARP_SPEED = 8
+SHARP_ANGLE_DEG = 9
+INERTIALIZATION = 10
+HALFLIFE = 11
+BLEND_TIME = 12
+ADJUSTMENT = 13
+ADJ_POS_HALFLIFE = 14
+ADJ_ROT_HALFLIFE = 15
+ADJ_MAX_RATIO = 16
+ADJ_BACKWARD_TURN_RATIO = 17
+ADJ_BACKWARD_ROT_HALFLIFE = 18
+CLAMPING = 19
+CLAMP_RADIUS = 20
+CLAMP_ANGLE = 21
+FOOT_LOCKING = 22
+UNLOCK_RADIUS = 23
+LOCK_HALFLIFE = 24
+LOCK_GLIDE_HALFLIFE = 25
+IK = 26
+W_ORIENTATION = 27
+W_LIMIT = 28
+W_HIP_LIMIT = 29
+W_SPINE_LIMIT = 30
+W_SIDE_ANGLE = 31
+W_SIDE_BACKWARD = 32
+W_BACKWARD_ANGLE = 33
+W_ORIENT_HALFLIFE = 34
+W_MIN_TRAVEL = 35
+W_PLAY_RATE = 36
+W_RATE_MIN = 37
+W_RATE_MAX = 38
+W_RATE_SHARE = 39
+W_STRIDE = 40
+W_STRIDE_MIN = 41
+W_STRIDE_MAX = 42
+W_SPEED_HALFLIFE = 43
+W_STRIDE_UP_HALFLIFE = 44
+W_TIMESCALE = 45
+W_QUERY_FLOOR = 46
+W_SLOPE = 47
+W_SLOPE_MAX = 48
+W_SPINE_PITCH = 49
+W_SPINE_PITCH_MAX = 50
 # Ponton's two sliders (seed 002, eq. 3.16) multiply the trajectory and the pose channels' weights.
 RESPONSIVE_KINDS = ("trajectory_position", "trajectory_direction")
 QUALITY_KINDS = ("position", "velocity")

@@ -1,20 +1,24 @@
 """Settings files: a character's runtime settings as TOML, loaded with validation.
 
-Layout (every table and key optional; a missing key keeps the runtime's default):
+Layout: the tables of the settings schema, which `motionmatch settings --json` lists (every table and
+key optional; a missing key keeps the runtime's default):
 
     [character]             # CharacterSettings fields (seconds, metres, degrees)
     search_interval = 0.1
-    [character.weights]     # feature channel -> weight (missing: the schema's weight)
-    foot_position = 0.75
     [warp]                  # WarpSettings fields (CharacterSettings.warp)
     orientation_limit_deg = 90.0
     [controller]            # ControllerSettings fields (m/s, seconds, radians)
     velocity_halflife = 0.15
+    [weights]               # feature channel -> weight (missing: the database's weight)
+    foot_position = 0.75
+
+The weights may also be nested as [character.weights], which is how save_settings writes them (files
+written before [weights] was read keep loading); a file gives them one way or the other.
 
 Every key, its type and its bounds come from the settings schema (runtime/settings_schema.py), as they
-do for the runtime, the app and `tune`. An unknown table or key, a table that is not a table, a wrong type
-or a value out of range (NaN, inf and huge integers included) is a `SettingsError` naming the file,
-`table.key` and the bound.
+do for the runtime, the app and `tune`. An unknown table or key, a setting the schema does not store in
+files (stored: false, set at run time), a table that is not a table, a wrong type or a value out of range
+(NaN, inf and huge integers included) is a `SettingsError` naming the file, `table.key` and the bound.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from .character import CharacterSettings
 from ..files.atomic_file import replacing
 from ..files.input_bounds import MAX_NESTING, nesting_depth, read_bounded
 from .controller import ControllerSettings
-from .settings_schema import SettingError, rows, setting
+from .settings_schema import TABLES, SettingError, rows, setting
 
 
 MAX_SETTINGS_BYTES = 1 << 20     # a full settings file is about 3 kB
@@ -45,7 +49,7 @@ class RuntimeSettings(NamedTuple):
 
 
 def _tables(rs: RuntimeSettings) -> dict:
-    """table name -> the dataclass instance holding its fields."""
+    """table name -> the dataclass instance holding its fields (the weights table is a dict: see _weights)."""
     return {"character": rs.character, "warp": rs.character.warp, "controller": rs.controller}
 
 
@@ -61,6 +65,24 @@ def _check(table: str, key: str, value, where: str):
         raise SettingsError(f"{where}: {e}") from None
 
 
+def _weights(data: dict, nested, where: str, channels) -> dict:
+    """{channel: weight} of [weights] or [character.weights] (`nested`), checked against the schema's
+    weights row and, given `channels`, the database's channel names."""
+    given = {head: w for head, w in (("[weights]", data.get("weights")), ("[character.weights]", nested))
+             if w is not None}
+    if len(given) > 1:
+        raise SettingsError(f"{where}: weights given twice, in [weights] and [character.weights]; keep one")
+    out = {}
+    for head, weights in given.items():
+        if not isinstance(weights, dict):
+            raise SettingsError(f"{where}: {head} must be a table of channel = weight, got {type(weights).__name__}")
+        for ch, w in weights.items():
+            if channels is not None and ch not in channels:
+                raise SettingsError(f"{where}: {head} unknown channel {ch!r}; channels: {', '.join(channels)}")
+            out[ch] = _check("weights", ch, w, where)
+    return out
+
+
 def settings_from_dict(data: dict, where: str = "settings", channels=None) -> RuntimeSettings:
     """RuntimeSettings from a parsed settings file (defaults for what it leaves out).
 
@@ -69,30 +91,26 @@ def settings_from_dict(data: dict, where: str = "settings", channels=None) -> Ru
     if not isinstance(data, dict):
         raise SettingsError(f"{where}: expected tables of settings, got {type(data).__name__}")
     rs = RuntimeSettings(CharacterSettings(), ControllerSettings())
-    tables = _tables(rs)
-    unknown = sorted(set(data) - set(tables))
+    unknown = sorted(set(data) - set(TABLES), key=str)
     if unknown:
-        raise SettingsError(f"{where}: unknown table(s) {', '.join(map(str, unknown))}; known: {', '.join(tables)}")
-    for table, obj in tables.items():
+        raise SettingsError(f"{where}: unknown table(s) {', '.join(map(str, unknown))}; known: {', '.join(TABLES)}")
+    nested = None
+    for table, obj in _tables(rs).items():
         if not isinstance(data.get(table, {}), dict):
             raise SettingsError(f"{where}: [{table}] must be a table of key = value, "
                                 f"got {type(data[table]).__name__}")
         given = dict(data.get(table, {}))
-        weights = given.pop("weights", None) if table == "character" else None
+        if table == "character":
+            nested = given.pop("weights", None)
         known = _stored(table)
         for key, value in given.items():
             if key not in known:
+                if any(s.key == key for s in rows(table)):
+                    raise SettingsError(f"{where}: [{table}] {key} is set at run time, not in settings files "
+                                        f"(stored: false in `motionmatch settings --json`)")
                 raise SettingsError(f"{where}: [{table}] unknown key {key!r}; known: {', '.join(sorted(known))}")
             setattr(obj, key, _check(table, key, value, where))
-        if weights is not None:
-            if not isinstance(weights, dict):
-                raise SettingsError(f"{where}: [character.weights] must be a table of channel = weight, "
-                                    f"got {type(weights).__name__}")
-            for ch, w in weights.items():
-                if channels is not None and ch not in channels:
-                    raise SettingsError(f"{where}: [character.weights] unknown channel {ch!r}; "
-                                        f"channels: {', '.join(channels)}")
-                rs.character.weights[ch] = _check("weights", ch, w, where)
+    rs.character.weights.update(_weights(data, nested, where, channels))
     return rs
 
 

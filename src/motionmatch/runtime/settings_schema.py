@@ -10,6 +10,7 @@ accepted everywhere, and an error names `table.key` and the bound.
 
 Tables: "character" (CharacterSettings), "warp" (WarpSettings, CharacterSettings.warp), "controller"
 (ControllerSettings) and "weights" (feature channel weights; one row "*" bounds every channel).
+A settings file holds every table, each row but those with stored=False (set at run time).
 Units: s, m, m/s, deg (radians only where the unit says so), frames; "" for ratios and flags.
 """
 from __future__ import annotations
@@ -360,11 +361,6 @@ def rows(table: str) -> tuple[Setting, ...]:
 def defaults(table: str) -> dict:
     """{key: default} of a table (the runtime dataclasses take their defaults from here)."""
     return {s.key: s.default for s in rows(table)}
-
-
-def columns(table: str) -> dict[str, int]:
-    """{column constant name: index} of a table's packed row: its rows with a `column`, in schema order."""
-    return {s.column: i for i, s in enumerate(s for s in rows(table) if s.column)}
 
 
 def packed_rows(*tables: str) -> tuple[Setting, ...]:
