@@ -17,7 +17,7 @@ import pytest
 
 from motionmatch.app import backend as app_backend
 from motionmatch.app import server as srv
-from motionmatch.app import state as app_state
+from motionmatch.app import limits as app_limits
 from motionmatch.app import websocket as app_websocket
 from motionmatch.app.crowd.mode import SLOW_VIEWER_S, CrowdViewers, broadcast
 from motionmatch.app.crowd.world import crowd_world, step_world, users_near
@@ -106,7 +106,7 @@ def test_closed_session_releases_its_recording(small_server):
 
 
 def test_half_open_request_is_dropped(jlpm_db, monkeypatch):
-    monkeypatch.setattr(app_state, "HEADER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(app_limits, "HEADER_TIMEOUT_S", 1.0)
     app = srv.make_app(app_backend.runtime_backend(jlpm_db))
 
     async def go():
@@ -139,7 +139,7 @@ def _png_header_only(width: int, height: int) -> bytes:
 
 
 def test_uploads_are_checked_before_decoding(small_server, monkeypatch):
-    monkeypatch.setattr(app_state, "BODY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(app_limits, "BODY_TIMEOUT_S", 1.0)
 
     async def go():
         async with aiohttp.ClientSession() as s:

@@ -36,7 +36,8 @@ from .backend import Backend
 from .crowd.mode import add_crowd_routes
 from .hosts import guard, server_host_names
 from .routes import MAX_SCENARIO_BYTES, MAX_TERRAIN_BYTES, add_routes
-from .limits import HEADER_TIMEOUT_S, MAX_SESSIONS, PORT_TRIES
+from . import limits
+from .limits import MAX_SESSIONS, PORT_TRIES
 from .state import STATE, AppState
 from .vr import add_vr_routes
 from .websocket import websocket_handler
@@ -72,7 +73,7 @@ def app_runner(app: web.Application) -> web.AppRunner:
     """The runner to serve `app` with: a connection that has not sent a whole request's headers within
     HEADER_TIMEOUT_S (or idles that long between requests) is closed (aiohttp's default holds it for an
     hour, so a few thousand half-open requests would hold the server's sockets)."""
-    return web.AppRunner(app, access_log=None, keepalive_timeout=HEADER_TIMEOUT_S)
+    return web.AppRunner(app, access_log=None, keepalive_timeout=limits.HEADER_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------------------------------
