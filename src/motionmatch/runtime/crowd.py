@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import time
+from operator import attrgetter
 
 import numba
 import numpy as np
@@ -25,29 +26,25 @@ import numpy as np
 from ..search.common import searchable_frames
 from . import learned
 from . import settings as S
-from .frame_velocities import database_velocities
-from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
-                         new_state, reset_state)
-from .inertialization import new_offsets
+from .crowd_state import new_crowd_state, record_search, reset_row
+from .controller import GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
-from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
-                       lively_holds, plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
-                       trajectory_layout)
-from .playback import (Clips, Frames, Playhead, Root, new_pose, new_shown_pose, playback_serial, playback_stage,
-                       transition_parallel, transition_stage)
+from .matching import (FORCE, IDLE_NO_REWIND_S, plan_serial, plan_stage, predict_stage, query_serial, query_stage,
+                       resting)
+from .playback import (Clips, Frames, Playhead, playback_serial, playback_stage, transition_parallel,
+                       transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
 from .collision_term import apply_collision_term, candidate_paths, collision_world
-from .search_sets import annotation_rules, search_set, shared
+from .search_sets import search_set, shared
 from .settings import CharacterSettings
 from .stage_calls import StageCalls
 from .steering import steer_controllers
 from .threads import ThreadChooser
-from .timescale import future_speeds, horizon_frames, timescale_stage
-from .trajectory_heights import height_layout, height_query
-from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, LEG_BUFFER, Display, Feet, Rig, Terrain, output_serial,
-                       output_stage)
-from .warping import FIXED_RATE, PoseWarpRig, clip_speeds, has_side_steps, new_warp_table
+from .timescale import timescale_stage
+from .trajectory_heights import height_query
+from .touchups import HAS_GROUND, Terrain, output_serial, output_stage
+from .warping import FIXED_RATE
 
 
 # Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
@@ -96,85 +93,20 @@ class Crowd:
             raise ValueError(f"settings: expected one CharacterSettings or a list of {n}, got {len(settings)}")
         self.settings = settings
         self.controller_settings = controller_settings or ControllerSettings()
-        J, F = db.num_joints, db.features.raw.shape[1]
-        self.num_joints = J
-        # Per-database arrays, shared with every character on this database.
-        self.velocities = shared(db, "velocities", lambda: database_velocities(db))
-        vel, ang, rvel, rang = self.velocities
-        self.range_of = shared(db, "range_of", lambda: np.repeat(np.arange(len(db.range_starts)),
-                                                                 db.range_stops - db.range_starts))
-        self.stop_of = shared(db, "stop_of", lambda: np.asarray(db.range_stops, dtype=np.int64)[self.range_of])
-        self.still_to = shared(db, "still_to", lambda: still_stretch_ends(rvel, rang, db.range_stops, db.fps))
-        self.holdable = shared(db, "holdable", lambda: lively_holds(
-            db, self.still_to - np.arange(db.num_frames) >= IDLE_MIN_HOLD_S * db.fps, self.still_to))
-        self.clip_speed = shared(db, "clip_speed",
-                                 lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
-        self.db_arrays = Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
-        self.future_speeds = shared(db, "future_speeds", lambda: future_speeds(
-            rvel, db.range_stops, horizon_frames(db.features.schema), db.fps))
-        self.raw_features = np.ascontiguousarray(db.features.raw)
-        self.contacts_db = np.ascontiguousarray(db.contacts)
-        self.clips = Clips(self.clip_speed, self.stop_of, self.contacts_db)
-        self.annotations = annotation_rules(db)
-        self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
-        self.traj_times = self.traj_offsets / float(db.fps)
-        self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
-        self.side_steps = shared(db, "side_steps", lambda: has_side_steps(self.raw_features, self.traj_layout, db.fps))
-        parents = np.asarray(db.skeleton.parents, dtype=np.int64)
-        roles = db.roles
-        rig = PoseWarpRig(roles, parents)
-        legs = np.array([[roles[f"{side}_{part}"] for part in ("upper_leg", "lower_leg", "foot", "toe")]
-                         for side in ("left", "right")], dtype=np.int64)
-        reach = np.array([(1.0 - LEG_BUFFER) * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
-                          for _, lo, ft, _ in legs])
-        self.rig = Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
+        self.num_joints = db.num_joints
+        self.state = new_crowd_state(db, n, self.controller_settings)
         # The compiled stages are called through `calls`: the records below are typed once, not every tick.
         self.calls = StageCalls()
         self.set_terrain(None)
-        # State, one row per character.
-        self.ctrl = new_state(n, self.controller_settings)
-        self.warp = new_warp_table(n, self.side_steps)
-        self.search_state = np.zeros((n, SEARCH_COLUMNS))
-        self.frame = np.zeros(n, dtype=np.int64)
-        self.frame_frac = np.zeros(n)
-        self.rate, self.stride, self.warp_angle = np.ones(n), np.ones(n), np.zeros(n)
-        self.root_pos, self.root_yaw, self.root_vel = np.zeros((n, 3)), np.zeros(n), np.zeros((n, 3))
-        self.contacts = np.zeros((n, 2), dtype=np.bool_)
-        self.play = Playhead(self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle, self.contacts)
-        self.root = Root(self.root_pos, self.root_yaw, self.root_vel)
-        self.inert = new_offsets(n, J)
-        self.local = new_shown_pose(n, J)     # the shown (inertialized) pose
-        self.scratch = (new_pose(n, J), new_pose(n, J))     # a transition's source and destination poses
-        self.heights_state = np.zeros((n, HEIGHT_COLUMNS))
-        self.locks = np.zeros((n, 2), dtype=FOOT_LOCK)
-        self.locked = np.zeros((n, 2), dtype=np.bool_)
-        self.feet = Feet(self.heights_state, self.locks, self.locked)
-        self.global_positions = np.zeros((n, J, 3), dtype=np.float32)
-        self.global_rotations = np.zeros((n, J, 4), dtype=np.float32)
-        self.out = Display(np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 4)),
-                           self.global_positions, self.global_rotations)
-        self.traj_pos = np.zeros((n, len(self.traj_offsets), 3))
-        self.traj_rot = np.zeros((n, len(self.traj_offsets), 4))
-        self.desired = Desired(self.traj_pos, self.traj_rot, self.traj_times, self.traj_layout)
-        # The last search of each character (for debugging tools).
-        self.last_query = np.zeros((n, F), dtype=np.float32)
-        self.last_best = np.full(n, -1, dtype=np.int64)
-        self.last_cost = np.full(n, np.nan)
-        self.last_current = np.full(n, -1, dtype=np.int64)
-        self.last_search_time = np.full(n, np.nan)
-        self.jumped = np.zeros(n, dtype=np.bool_)
-        self.transitions = np.zeros(n, dtype=np.int64)
         self.time = 0.0
         self.searches_last_tick = 0
-        self.searched = np.zeros(n, dtype=np.int64)
         self.everyone = np.arange(n)
         self.set_threads(threads)
-        self.phase = np.zeros(n)
-        self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.set_base, self.active_set = {}, [None] * n   # database sets (use_set)
 
-        # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents (world/obstacle_routes.py)
-        self.obstacles, self.steered, self.routed = None, np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
+        # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents
+        # (world/obstacle_routes.py)
+        self.obstacles = None
         # The collision term of the search (runtime/collision_term.py): with obstacles, and against the other
         # agents when they avoid each other (set_collision_agents); `settled_last_tick` searches paid for it.
         self.collide_agents, self.settled_last_tick = False, 0
@@ -236,12 +168,12 @@ class Crowd:
         self.packed, self.search_sets, self.tag_filters, self.masks = packed, search_sets, tag_filters, masks
         for i in range(self.n):
             if old_filters is not None and old_filters[i] != self.tag_filters[i]:
-                self.search_state[i, FORCE] = 1.0
+                self.state.search.timers[i, FORCE] = 1.0
             if old is not None and old[i, S.INERTIALIZATION] != self.packed[i, S.INERTIALIZATION]:
-                for a in self.inert:
+                for a in self.state.inertialization.offsets:
                     a[i] = 0.0
             if not self.settings[i].foot_locking:
-                self.locks[i] = 0
+                self.state.touchups.feet.locks[i] = 0
         # Agents searched together: same searcher, mask and bias.
         groups = {}
         for i in range(self.n):
@@ -300,22 +232,22 @@ class Crowd:
         if model is not None:
             src = learned.new_source(model, self.db, n)
             for i in range(n):
-                f = int(self.frame[i])
-                learned.enter(src, i, self.raw_features[f])
-                self._cross_transition(i, self.db_arrays, f, src.pose, n + i)
+                f = int(self.state.playback.play.frame[i])
+                learned.enter(src, i, self.state.db.raw_features[f])
+                self._cross_transition(i, self.state.db.frames, f, src.pose, n + i)
             self._set_learned(src)
         else:
             src = self.learned
             for i in range(n):
                 ss, m = self.search_sets[i], self.masks[i]
                 best, _ = ss.searcher.search(ss.normalize(src.raw[i]), mask=None if m is None else m[1])
-                best = int(best) if best >= 0 else int(self.frame[i])
-                self._cross_transition(i, src.pose, i, self.db_arrays, best)
-                self.frame[i], self.frame_frac[i] = best, 0.0
+                best = int(best) if best >= 0 else int(self.state.playback.play.frame[i])
+                self._cross_transition(i, src.pose, i, self.state.db.frames, best)
+                self.state.playback.play.frame[i], self.state.playback.play.frac[i] = best, 0.0
             self._set_learned(None)
-        self.transitions += 1
-        self.clip_hold[:] = False
-        self.search_state[:, FORCE] = 1.0
+        self.state.search.transitions[:] += 1
+        self.state.search.clip_hold[:] = False
+        self.state.search.timers[:, FORCE] = 1.0
 
     def _set_learned(self, src) -> None:
         """Learned agents play `src` (learned.LearnedSource; None: classic agents); their Clips and Playhead
@@ -324,16 +256,16 @@ class Crowd:
         if src is not None:
             self.learned_clips = Clips(src.speeds, src.stop, src.contacts)
             # Each learned agent plays its own pose row (rate, stride and warp are the crowd's).
-            self.learned_play = self.play._replace(frame=src.frame, frac=src.frac)
+            self.learned_play = self.state.playback.play._replace(frame=src.frame, frac=src.frac)
 
     def _cross_transition(self, i: int, src_frames: Frames, src_row: int, dst_frames: Frames, dst_row: int) -> None:
         """Agent i moves from row src_row of one pose source to row dst_row of another, an inertialized
         transition like a search jump (the stages' transition on a two-row source)."""
         pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_frames, dst_frames)))
-        play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), self.rate, self.stride, self.warp_angle,
-                        self.contacts)
-        transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), self.inert, play,
-                         self.packed, self.scratch)
+        play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), self.state.playback.play.rate, self.state.playback.play.stride, self.state.playback.play.warp_angle,
+                        self.state.playback.play.contacts)
+        transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), self.state.inertialization.offsets, play,
+                         self.packed, self.state.inertialization.scratch)
 
     def _model(self):
         return shared(self.db, ("lmm", self.model_path), lambda: learned.learned_model(self.db, self.model_path))
@@ -356,14 +288,14 @@ class Crowd:
         s.tag_filter, s.weights = spec.tags, {**base, **spec.weights}
         s.packed()                                 # checks the weights' bounds before anything changes
         search_set(self.db, s).mask(self.db, s.tag_filter)   # ... their channel names and the tags
-        force = self.search_state[i, FORCE]
+        force = self.state.search.timers[i, FORCE]
         self.settings[i] = s
         log, self.input_log = self.input_log, None      # logged as one use_set, not as a settings change
         try:
             self.apply_settings()
         finally:
             self.input_log = log
-        self.search_state[i, FORCE] = 1.0 if interrupt else force
+        self.state.search.timers[i, FORCE] = 1.0 if interrupt else force
         self.active_set[i] = spec.name
         if log is not None:
             self._logged_settings = None
@@ -383,14 +315,13 @@ class Crowd:
             self.terrain = Terrain(True, np.ascontiguousarray(terrain.heights, dtype=np.float64),
                                    float(terrain.origin[0]), float(terrain.origin[1]), float(terrain.cell),
                                    float(halflife))
-        if hasattr(self, "heights_state"):
-            self.heights_state[:, HAS_GROUND] = 0.0     # the ground smoothing restarts from the new ground
+        self.state.touchups.feet.heights[:, HAS_GROUND] = 0.0     # the ground smoothing restarts from the new ground
 
     def set_obstacles(self, obstacles) -> None:
         """Static obstacles (obstacles.Obstacles, None or empty = none) every agent's controller steers
         around (runtime/steering.py); without them the tick does no obstacle work at all."""
         self.obstacles = obstacles if obstacles is not None and obstacles.count else None
-        self.steered[:] = False
+        self.state.controller.steered[:] = False
         if self.input_log is not None:
             self._logged("obstacles", obstacles_dict(obstacles))
 
@@ -405,16 +336,16 @@ class Crowd:
         if (self.obstacles is None and not (self.collide_agents and self.n > 1)) \
                 or not self.packed[:, S.COLLISION_WEIGHT].any():
             return None
-        vel = self.ctrl[:, [VX, VZ]]
-        return collision_world(self.obstacles, self.root_pos[:, [0, 2]], vel, self.traj_times,
+        vel = self.state.controller.table[:, [VX, VZ]]
+        return collision_world(self.obstacles, self.state.playback.root.pos[:, [0, 2]], vel, self.state.db.traj_times,
                                self.collide_agents and self.n > 1)
 
     def steer(self, before: np.ndarray, agents, dt: float) -> np.ndarray:
         """Steer the controllers of `agents` around the obstacles after their goals were set this tick;
         before: the controller table before the tick (a copy). Returns steered (n,) bool."""
         cs = self.controller_settings
-        return steer_controllers(self.ctrl, before, agents, self.obstacles, dt, cs.rotation_halflife,
-                                 cs.gait_halflife, self.steered)
+        return steer_controllers(self.state.controller.table, before, agents, self.obstacles, dt, cs.rotation_halflife,
+                                 cs.gait_halflife, self.state.controller.steered)
 
     def reset_agent(self, i: int, position=(0.0, 0.0, 0.0), yaw: float = 0.0, start_frame=None) -> None:
         """Agent i stands at `position` facing `yaw` (radians, 0 faces +Z, positive turns +Z toward +X),
@@ -428,34 +359,12 @@ class Crowd:
         f = int(start_frame)
         if not 0 <= f < db.num_frames:
             raise ValueError(f"start_frame {f} outside [0, {db.num_frames})")
-        self.frame[i], self.frame_frac[i] = f, 0.0
-        self.rate[i] = self.stride[i] = 1.0
-        self.warp_angle[i] = 0.0
-        self.warp[i] = new_warp_table(1, self.side_steps)[0]
-        reset_state(self.ctrl, i, self.controller_settings, position, yaw)
-        self.root_pos[i] = [float(c) for c in position]
-        self.root_yaw[i] = float(yaw)
-        self.root_vel[i] = 0.0
-        frames, row = self.db_arrays, f
+        frames, row = self.state.db.frames, f
         if self.learned is not None:
-            learned.start(self.learned, i, self.raw_features[f])
+            learned.start(self.learned, i, self.state.db.raw_features[f])
             frames, row = self.learned.pose, i     # its own pose row
-        local = self.local
-        local.pos[i], local.rot[i] = frames.positions[row], frames.rotations[row]
-        local.vel[i], local.angvel[i] = frames.vel[row, :1], frames.angvel[row, :1]
-        for a in self.inert:
-            a[i] = 0.0
-        self.search_state[i] = 0.0
-        self.search_state[i, FORCE] = 1.0
-        self.clip_hold[i] = False
+        reset_row(self.state, i, f, position, yaw, self.controller_settings, frames, row)
         self.requests.reset(i)
-        self.phase[i] = (i * 0.6180339887498949) % 1.0     # golden-ratio spread; agent 0 (a Character): 0
-        self.transitions[i] = 0
-        self.contacts[i] = False
-        self.locks[i] = 0
-        self.heights_state[i] = 0.0
-        self.last_best[i], self.last_current[i] = -1, -1
-        self.last_search_time[i] = np.nan
         self._output(0.0, np.array([i]))
         self._logged("reset_agent", [i, [float(c) for c in position], float(yaw), f])
 
@@ -481,13 +390,13 @@ class Crowd:
 
     def _step(self, move, run, strafe, look, dt) -> None:
         driven = self.requests_driving()
-        kept = self.ctrl[driven].copy() if len(driven) else None
-        before = None if self.obstacles is None else self.ctrl.copy()
-        (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
+        kept = self.state.controller.table[driven].copy() if len(driven) else None
+        before = None if self.obstacles is None else self.state.controller.table.copy()
+        (gamepad_step if self.parallel else gamepad_serial)(self.state.controller.table, move, run, strafe, look, float(dt), self.controller_settings.packed())
         if before is not None:
-            self.steer(before, np.setdiff1d(np.flatnonzero(~self.routed), driven), dt)
+            self.steer(before, np.setdiff1d(np.flatnonzero(~self.state.controller.routed), driven), dt)
         if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
-            self.ctrl[driven] = kept
+            self.state.controller.table[driven] = kept
             self.drive_requests(driven, dt)
         self.advance(dt)
 
@@ -502,35 +411,35 @@ class Crowd:
 
     def drive_requests(self, agents, dt: float = 1.0 / 60.0) -> None:
         """Advance the controllers of `agents` (of requests_driving) dt seconds toward their requests' targets."""
-        self.requests.drive(self.ctrl, agents, self.controller_settings, float(dt))
+        self.requests.drive(self.state.controller.table, agents, self.controller_settings, float(dt))
 
     def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
         """The tick after the controllers moved (step, or a driver on a Controller view of `ctrl`):
         matching, playback and output. predictor(i) -> (positions (K, 3), rotations (K, 4)) gives the
-        desired trajectory of agent i at self.traj_offsets instead of the controller's prediction."""
+        desired trajectory of agent i at self.state.db.traj_offsets instead of the controller's prediction."""
         self._tick(lambda: self._advance(float(dt), predictor))
 
     def _advance(self, dt: float, predictor) -> None:
         self.ticks += 1
         t0 = time.perf_counter()
-        searching = self.searched
+        searching = self.state.search.searching
         L = self.learned
         # Learned agents play no clip to hold (still_to 0: never held).
-        frame, stop, still = ((self.frame, self.stop_of, self.still_to) if L is None
+        frame, stop, still = ((self.state.playback.play.frame, self.state.db.clips.stop, self.state.db.still_to) if L is None
                               else (L.frame, L.never, np.zeros_like(L.never)))
-        rules = self.annotations
+        rules = self.state.db.annotations
         if rules.loop_to is not None and L is None:
-            looping, start = loop_wraps(rules.loop_to, self.frame, self.clip_hold)
+            looping, start = loop_wraps(rules.loop_to, self.state.playback.play.frame, self.state.search.clip_hold)
             if len(looping):      # a loop range's end continues at its start: an inertialized jump
-                self.transitions[looping] += 1
-                self.calls(transition_stage, looping, start, self.db_arrays, self.stop_of, self.inert, self.play,
-                           self.packed, self.scratch)
-        (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, frame, stop, self.clip_hold,
+                self.state.search.transitions[looping] += 1
+                self.calls(transition_stage, looping, start, self.state.db.frames, self.state.db.clips.stop, self.state.inertialization.offsets, self.state.playback.play,
+                           self.packed, self.state.inertialization.scratch)
+        (plan_stage if self.parallel else plan_serial)(dt, self.state.controller.table, self.state.playback.warp, self.state.search.timers, self.packed, frame, stop, self.state.search.clip_hold,
                    still, searching)
         if rules.blocked is not None and L is None:
-            hold_blocked(rules.blocked, self.frame, self.stop_of, searching)
+            hold_blocked(rules.blocked, self.state.playback.play.frame, self.state.db.clips.stop, searching)
         if self.requests.busy and L is None:
-            self.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
+            self.state.playback.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
         if len(agents):
@@ -538,13 +447,13 @@ class Crowd:
         t1 = time.perf_counter()
         # The pose source: the next database frame, or the learned agents' stepped and decompressed pose.
         if L is None:
-            timescale_stage(dt, self.ctrl, self.warp, self.packed, self.frame, *self.future_speeds, self.rate,
-                            self.stride)
+            timescale_stage(dt, self.state.controller.table, self.state.playback.warp, self.packed, self.state.playback.play.frame, *self.state.db.future_speeds, self.state.playback.play.rate,
+                            self.state.playback.play.stride)
         else:
-            learned.advance(L, self.rate, dt)
+            learned.advance(L, self.state.playback.play.rate, dt)
         frames, clips, play = self.pose_source()
-        self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, self.ctrl, self.warp,
-                   self.packed, play, self.inert, self.local, self.root)
+        self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, self.state.controller.table, self.state.playback.warp,
+                   self.packed, play, self.state.inertialization.offsets, self.state.inertialization.shown, self.state.playback.root)
         t2 = time.perf_counter()
         self._output(dt, self.everyone)
         self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
@@ -585,30 +494,30 @@ class Crowd:
     def _requested(self, i: int, released: bool) -> None:
         """A new request of agent i searches now (the one it replaced may have held its clip)."""
         if released:
-            self.clip_hold[i] = False
-        self.search_state[i, FORCE] = 1.0
+            self.state.search.clip_hold[i] = False
+        self.state.search.timers[i, FORCE] = 1.0
 
     def _release(self, i: int) -> None:
         """An action ended or was cancelled: agent i's clip hold ends and it searches now."""
-        self.clip_hold[i] = False
-        self.search_state[i, FORCE] = 1.0
+        self.state.search.clip_hold[i] = False
+        self.state.search.timers[i, FORCE] = 1.0
 
     def _apply(self, d) -> None:
         """Apply the requests' decisions after a tick (requests.Decisions)."""
-        self.clip_hold[d.hold] = True
+        self.state.search.clip_hold[d.hold] = True
         for i in d.release:
             self._release(i)
         for i in d.follow:
-            follow_root(self.ctrl, i, self.root)
+            follow_root(self.state.controller.table, i, self.state.playback.root)
         for i, (x, z) in d.glide.items():
-            self.root_pos[i, 0], self.root_pos[i, 2] = x, z
+            self.state.playback.root.pos[i, 0], self.state.playback.root.pos[i, 2] = x, z
 
     def play_clip(self, i: int, range_index: int | None, offset_frames: int = 0) -> None:
         """Agent i jumps (inertialized) to frame `offset_frames` of clip `range_index` and plays it with
         searches suspended until the clip is about to end; None resumes searching now."""
         if range_index is None:
-            self.clip_hold[i] = False
-            self.search_state[i, FORCE] = 1.0
+            self.state.search.clip_hold[i] = False
+            self.state.search.timers[i, FORCE] = 1.0
             self._logged("play_clip", [int(i), None, int(offset_frames)])
             return
         if self.learned is not None:
@@ -622,32 +531,32 @@ class Crowd:
         if not 0 <= off < stop - start - 1:
             raise ValueError(f"offset {off} outside clip {db.range_names[r]!r} (0..{stop - start - 2} frames)")
         to = start + off
-        if to != self.frame[i]:
-            self.transitions[i] += 1
-            self.calls(transition_stage, np.array([i]), np.array([to]), self.db_arrays, self.stop_of, self.inert,
-                       self.play, self.packed, self.scratch)
-        self.clip_hold[i] = True
+        if to != self.state.playback.play.frame[i]:
+            self.state.search.transitions[i] += 1
+            self.calls(transition_stage, np.array([i]), np.array([to]), self.state.db.frames, self.state.db.clips.stop, self.state.inertialization.offsets,
+                       self.state.playback.play, self.packed, self.state.inertialization.scratch)
+        self.state.search.clip_hold[i] = True
         self._logged("play_clip", [int(i), r, off])
 
     def _search(self, agents: np.ndarray, predictor) -> None:
         cs = self.controller_settings
-        offsets = self.traj_offsets.astype(np.float64)
-        predict_stage(agents, self.ctrl, offsets, float(self.db.fps), cs.rotation_halflife, self.traj_pos,
-                      self.traj_rot)
+        offsets = self.state.db.traj_offsets.astype(np.float64)
+        predict_stage(agents, self.state.controller.table, offsets, float(self.db.fps), cs.rotation_halflife, self.state.search.desired.pos,
+                      self.state.search.desired.rot)
         if predictor is not None:
             for i in agents:
                 p, r = predictor(int(i))
-                self.traj_pos[i], self.traj_rot[i] = p, r
+                self.state.search.desired.pos[i], self.state.search.desired.rot[i] = p, r
         if self.requests.busy:
-            for i, (p, r) in self.requests.predict(agents, self.ctrl, cs, self.traj_offsets, self.db.fps).items():
-                self.traj_pos[i], self.traj_rot[i] = p, r
-        raw = np.empty((len(agents), self.raw_features.shape[1]))
+            for i, (p, r) in self.requests.predict(agents, self.state.controller.table, cs, self.state.db.traj_offsets, self.db.fps).items():
+                self.state.search.desired.pos[i], self.state.search.desired.rot[i] = p, r
+        raw = np.empty((len(agents), self.state.db.raw_features.shape[1]))
         L = self.learned
-        features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
+        features, frame = (self.state.db.raw_features, self.state.playback.play.frame) if L is None else (L.raw, L.frame)
         self.calls(query_stage if self.parallel and len(agents) >= PARALLEL_FROM else query_serial, agents, features,
-                   frame, self.desired, self.ctrl, self.warp, self.packed, self.root, raw)
-        if len(self.height_layout):
-            self.calls(height_query, agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
+                   frame, self.state.search.desired, self.state.controller.table, self.state.playback.warp, self.packed, self.state.playback.root, raw)
+        if len(self.state.db.height_layout):
+            self.calls(height_query, agents, self.state.search.desired.pos, self.state.playback.root.pos, self.terrain, self.state.db.height_layout, raw)
         if L is not None:
             self._learned_search(agents, raw)
             return
@@ -657,7 +566,7 @@ class Crowd:
         if self.requests.busy:
             own = self.requests.shapes_search(agents)
             if own.any():
-                best[own], cost[own], self.last_query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
+                best[own], cost[own], self.state.search.query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
                 groups = np.where(own, -1, groups)
         world = self._collision_world()
         self.settled_last_tick = 0
@@ -665,42 +574,42 @@ class Crowd:
             sel = np.flatnonzero(groups == g)
             ss, mask, bias, skip = self.groups[g]
             q = ss.normalize(raw[sel])
-            self.last_query[agents[sel]] = q
+            self.state.search.query[agents[sel]] = q
             # The frames just around the playing one are excluded inside the search: a small jump back
             # replays what was just shown (a stutter loop on slow walks), and throwing such a result
             # away afterwards left a character frozen on a short clip's last frame.
             # Idle characters search alone: on frames with a still stretch ahead to hold, off the one they
             # just played (no pose loop).
-            idle = resting(self.ctrl, agents[sel])
+            idle = resting(self.state.controller.table, agents[sel])
             wide = max(skip, int(round(IDLE_NO_REWIND_S * self.db.fps)))
             if idle.any():
-                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], self.holdable)
+                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], self.state.db.holdable)
                 idle_mask = None if held is None else held[1]
             if len(sel) == 1 or idle.any():
                 for k in range(len(sel)) if len(sel) == 1 else np.flatnonzero(idle):
-                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(self.frame[agents[sel[k]]]),
+                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(self.state.playback.play.frame[agents[sel[k]]]),
                                                                     skip=wide if idle[k] else skip, bias=bias,
                                                                     mask=idle_mask if idle[k] else mask)
             if len(sel) > 1 and not idle.all():
                 busy = np.flatnonzero(~idle)
                 best[sel[busy]], cost[sel[busy]] = ss.searcher.search_batch(
-                    q[busy], current=self.frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
+                    q[busy], current=self.state.playback.play.frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
             if world is not None:
                 self._collide(world, ss, sel, agents, q, idle, idle_mask if idle.any() else None, mask, wide, skip,
                               bias, best, cost)
-        jump = (best >= 0) & (best != self.frame[agents])
+        jump = (best >= 0) & (best != self.state.playback.play.frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
             movers = agents[jump]
             self.calls(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM else transition_stage,
-                       movers, best[jump], self.db_arrays, self.stop_of, self.inert, self.play, self.packed,
-                       self.scratch)
+                       movers, best[jump], self.state.db.frames, self.state.db.clips.stop, self.state.inertialization.offsets, self.state.playback.play, self.packed,
+                       self.state.inertialization.scratch)
 
     def _collide(self, world, ss, sel, agents, q, idle, idle_mask, mask, wide, skip, bias, best, cost) -> None:
         """The collision term over one group's answers (best, cost at sel), in place: idle and walking
         agents searched with their own masks and skips."""
         paths, point_k, reach = shared(self.db, "collision_paths",
-                                       lambda: candidate_paths(self.raw_features, self.traj_layout))
+                                       lambda: candidate_paths(self.state.db.raw_features, self.state.db.traj_layout))
         for part, m, k in ((np.flatnonzero(idle), idle_mask, wide), (np.flatnonzero(~idle), mask, skip)):
             if not len(part):
                 continue
@@ -708,41 +617,32 @@ class Crowd:
             b, c = best[at], cost[at]
             ids = agents[at]
             self.settled_last_tick += apply_collision_term(
-                ss.searcher, m, q[part], ids, self.frame[ids], k, bias, self.packed[ids, S.COLLISION_WEIGHT],
-                self.root_pos, self.root_yaw, world, paths, point_k, reach, b, c)
+                ss.searcher, m, q[part], ids, self.state.playback.play.frame[ids], k, bias, self.packed[ids, S.COLLISION_WEIGHT],
+                self.state.playback.root.pos, self.state.playback.root.yaw, world, paths, point_k, reach, b, c)
             best[at], cost[at] = b, c
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose
         (last_best stays -1: no database frame)."""
         L = self.learned
-        jump, cost, self.last_query[agents] = learned.search(L, agents, raw, self.packed[agents, S.LMM_BIAS],
+        jump, cost, self.state.search.query[agents] = learned.search(L, agents, raw, self.packed[agents, S.LMM_BIAS],
                                                              self.packed[agents, S.LMM_PUSH],
                                                              self.packed[agents, S.LMM_DRIFT])
         self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
         if jump.any():
             movers = agents[jump]
-            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, self.inert, self.learned_play,
-                       self.packed, self.scratch)
+            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, self.state.inertialization.offsets, self.learned_play,
+                       self.packed, self.state.inertialization.scratch)
             L.frame[movers] = movers
 
     def _searched(self, agents, best, cost, jump) -> None:
-        """Bookkeeping after a search: timers, the debugging record, transition counts."""
-        # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
-        # not search all at once every interval.
-        interval = self.packed[agents, S.SEARCH_INTERVAL]
-        self.search_state[agents, TIMER] = interval - interval * self.phase[agents]
-        self.phase[agents] = 0.0
-        self.search_state[agents, FORCE] = 0.0
-        self.last_current[agents] = self.frame[agents]
-        self.last_best[agents], self.last_cost[agents] = best, cost
-        self.last_search_time[agents] = self.time
-        self.jumped[agents] = jump
-        self.transitions[agents[jump]] += 1
+        """Bookkeeping after a search (crowd_state.record_search)."""
+        record_search(self.state.search, self.state.playback.play.frame, self.packed[agents, S.SEARCH_INTERVAL],
+                      agents, best, cost, jump, self.time)
 
     def _output(self, dt: float, only) -> None:
         self.calls(output_stage if self.parallel and len(only) >= PARALLEL_FROM else output_serial, only, float(dt),
-                   self.local, self.root, self.play, self.packed, self.rig, self.terrain, self.feet, self.out,
+                   self.state.inertialization.shown, self.state.playback.root, self.state.playback.play, self.packed, self.state.db.rig, self.terrain, self.state.touchups.feet, self.state.touchups.out,
                    0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
 
     # ------------------------------------------------------------------------------------------
@@ -751,38 +651,62 @@ class Crowd:
     @property
     def root_positions(self) -> np.ndarray:
         """(n, 3) character roots (the simulation-bone joint of the shown pose), metres."""
-        return self.root_pos
+        return self.state.playback.root.pos
 
     @property
     def root_yaws(self) -> np.ndarray:
         """(n,) root yaws, radians."""
-        return self.root_yaw
+        return self.state.playback.root.yaw
 
     @property
     def sim_positions(self) -> np.ndarray:
         """(n, 3) controller simulation positions, metres."""
-        return self.ctrl[:, [PX, PY, PZ]]
+        return self.state.controller.table[:, [PX, PY, PZ]]
 
     @property
     def sim_velocities(self) -> np.ndarray:
         """(n, 3) controller simulation velocities, m/s."""
         v = np.zeros((self.n, 3))
-        v[:, 0], v[:, 2] = self.ctrl[:, VX], self.ctrl[:, VZ]
+        v[:, 0], v[:, 2] = self.state.controller.table[:, VX], self.state.controller.table[:, VZ]
         return v
 
     @property
     def desired_velocities(self) -> np.ndarray:
         """(n, 3) velocities asked by this tick's input, m/s."""
         v = np.zeros((self.n, 3))
-        v[:, 0], v[:, 2] = self.ctrl[:, GOAL_VX], self.ctrl[:, GOAL_VZ]
+        v[:, 0], v[:, 2] = self.state.controller.table[:, GOAL_VX], self.state.controller.table[:, GOAL_VZ]
         return v
 
     def pose_source(self) -> tuple[Frames, Clips, Playhead]:
         """What playback samples: the database's frames, or the learned agents' own pose rows."""
         if self.learned is None:
-            return self.db_arrays, self.clips, self.play
+            return self.state.db.frames, self.state.db.clips, self.state.playback.play
         return self.learned.pose, self.learned_clips, self.learned_play
 
     def local_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Agent i's output local pose (J, 3) / (J, 4), joint 0 the character root in the world (for BVH)."""
-        return self.out.local_pos[i].copy(), self.out.local_rot[i].copy()
+        return self.state.touchups.out.local_pos[i].copy(), self.state.touchups.out.local_rot[i].copy()
+
+
+# The state's arrays other modules read (character.py, requests.py, the app, offline tools, devtools), by
+# their names from before the state had groups: name -> its place in Crowd.state. Views: the next tick
+# writes them.
+PUBLIC_ARRAYS = {
+    "db_arrays": "db.frames", "velocities": "db.velocities", "range_of": "db.range_of", "stop_of": "db.clips.stop",
+    "still_to": "db.still_to", "holdable": "db.holdable", "future_speeds": "db.future_speeds",
+    "raw_features": "db.raw_features", "contacts_db": "db.clips.contacts", "traj_offsets": "db.traj_offsets",
+    "rig": "db.rig",
+    "ctrl": "controller.table", "routed": "controller.routed",
+    "search_state": "search.timers", "clip_hold": "search.clip_hold", "searched": "search.searching",
+    "traj_pos": "search.desired.pos", "last_query": "search.query", "last_best": "search.best",
+    "last_cost": "search.cost", "last_current": "search.current", "last_search_time": "search.time",
+    "jumped": "search.jumped", "transitions": "search.transitions",
+    "frame": "playback.play.frame", "frame_frac": "playback.play.frac", "rate": "playback.play.rate",
+    "stride": "playback.play.stride", "warp_angle": "playback.play.warp_angle", "contacts": "playback.play.contacts",
+    "root_pos": "playback.root.pos", "root_yaw": "playback.root.yaw", "root_vel": "playback.root.vel",
+    "inert": "inertialization.offsets", "local": "inertialization.shown",
+    "locked": "touchups.feet.locked", "out": "touchups.out",
+    "global_positions": "touchups.out.positions", "global_rotations": "touchups.out.rotations",
+}
+for _name, _path in PUBLIC_ARRAYS.items():
+    setattr(Crowd, _name, property(attrgetter("state." + _path), doc=f"Crowd.state.{_path} (a view)."))
