@@ -1,17 +1,21 @@
-"""N motion-matched characters over one Database, state as structure-of-arrays, stepped by batched
-stages (a single Character is a crowd of one).
+"""N motion-matched characters over one Database, stepped by batched stages (a single Character is a
+crowd of one). The state is structure-of-arrays in named groups (runtime/crowd_state.py); `Crowd` holds
+it with the settings, the search groups and the pose source, and offers the calls that change them.
 
-Each `step` (one tick, normally 1/60 s) runs, for all characters at once:
-1. controller (controller.gamepad_step): goals from the sticks, springs advanced;
+One tick (`Crowd.tick`, normally 1/60 s; `step` gives it sticks) runs, for all characters at once:
+1. controller (controller.gamepad_step, drivers, requests, steering.steer_controllers): goals from the
+   sticks, springs advanced, goals bent around obstacles;
 2. plan (matching.plan_stage): orientation-warp plan and who searches now (each character's own
    search phase, sharp input changes, the clip running out);
-3. queries (matching.predict_stage + query_stage), normalized per weight set, searched as one batch per
-   (weights, tag filter, bias) group; results that are not a small rewind become transitions
+3. search (matching.predict_stage + query_stage), queries normalized per weight set and searched as one
+   batch per (weights, tag filter, bias) group; results that are not a small rewind become transitions
    (playback.transition_stage);
-4. playback (playback.playback_stage): play rate and stride, advance, sample, inertialize, root
-   integration and synchronization with the simulation, orientation twist;
-5. output (touchups.output_stage): root placement, orientation warp, forward kinematics, ground,
-   foot locking, hips drop, slope warping and leg IK.
+4. pose source (timescale.timescale_stage, or the learned model stepped);
+5. playback and inertialization (playback.playback_stage): play rate and stride, advance, sample,
+   inertialize, root integration and synchronization with the simulation, orientation twist;
+6. touch-ups (touchups.output_stage): root placement, orientation warp, forward kinematics, ground,
+   foot locking, hips drop, slope warping and leg IK;
+7. requests (requests.Requests.after_playback): events delivered, actions ended, roots at rest.
 Seeds: 000 sections 3.3-3.6, 001, 002 section 3.3, 003, 004.
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import copy
 import time
 from operator import attrgetter
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -26,8 +31,9 @@ import numpy as np
 from ..search.common import searchable_frames
 from . import learned
 from . import settings as S
-from .crowd_state import new_crowd_state, record_search, reset_row
-from .controller import GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step
+from .crowd_state import SearchGroup, new_crowd_state, record_search, reset_row
+from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, Controller, ControllerSettings, gamepad_serial,
+                         gamepad_step)
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_NO_REWIND_S, plan_serial, plan_stage, predict_stage, query_serial, query_stage,
                        resting)
@@ -35,7 +41,7 @@ from .playback import (Clips, Frames, Playhead, playback_serial, playback_stage,
                        transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
-from .collision_term import apply_collision_term, candidate_paths, collision_world
+from .collision_term import CollisionWorld, apply_collision_term, candidate_paths, collision_world as new_world
 from .search_sets import search_set, shared
 from .settings import CharacterSettings
 from .stage_calls import StageCalls
@@ -47,9 +53,21 @@ from .touchups import HAS_GROUND, Terrain, output_serial, output_stage
 from .warping import FIXED_RATE
 
 
+# No agents (an empty index array made once: a tick without requests builds none).
+NO_AGENTS = np.empty(0, dtype=np.int64)
+
 # Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
 # costs more than a few characters' work.
 PARALLEL_FROM = 32
+
+
+class Sticks(NamedTuple):
+    """One tick's stick input of n agents (controller.gamepad_step)."""
+
+    move: np.ndarray       # (n, 2) float64 x right, z forward (world frame), magnitude 0..1
+    run: np.ndarray        # (n,) bool
+    strafe: np.ndarray     # (n,) bool
+    look: np.ndarray       # (n, 2) float64 facing stick; NaN rows: no look input
 
 
 def crowd_mode(settings) -> tuple[str, str | None]:
@@ -107,6 +125,9 @@ class Crowd:
         # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents
         # (world/obstacle_routes.py)
         self.obstacles = None
+        # Agents whose controller a driver moves instead of the stick (set_driver), and the Controller views
+        # drivers are handed (controller()).
+        self.drivers, self.controllers = {}, {}
         # The collision term of the search (runtime/collision_term.py): with obstacles, and against the other
         # agents when they avoid each other (set_collision_agents); `settled_last_tick` searches paid for it.
         self.collide_agents, self.settled_last_tick = False, 0
@@ -125,26 +146,7 @@ class Crowd:
         """Threads of each tick: "auto" (the faster of one and all, measured tick by tick: runtime/threads.py)
         or a fixed count (1 = the calling thread only). Crowds under PARALLEL_FROM agents use one thread."""
         self.thread_chooser = ThreadChooser.of_setting(threads, small=self.n < PARALLEL_FROM)
-        self.threads_last_tick, self.parallel, self._ticking = 1, False, False
-
-    def _tick(self, body) -> None:
-        """Run body() with the thread count the chooser picks, and time it for the chooser."""
-        if self._ticking:
-            body()
-            return
-        k = self.thread_chooser.pick()
-        before = numba.get_num_threads()
-        self.parallel = k > 1
-        self._ticking = True
-        t0 = time.perf_counter()
-        try:
-            numba.set_num_threads(k)
-            body()
-        finally:
-            numba.set_num_threads(before)
-            self._ticking = False
-        self.thread_chooser.record(k, time.perf_counter() - t0)
-        self.threads_last_tick = k
+        self.threads_last_tick, self.parallel = 1, False
 
     def apply_settings(self) -> None:
         """Repack every agent's settings (after changing them): weights pick the shared normalized
@@ -186,8 +188,8 @@ class Crowd:
             self.group_of[members] = g
             i = members[0]
             m = self.masks[i]
-            self.groups.append((self.search_sets[i], None if m is None else m[1], float(self.packed[i, S.BIAS]),
-                                int(self.packed[i, S.NO_REWIND])))
+            self.groups.append(SearchGroup(self.search_sets[i], None if m is None else m[1],
+                                           float(self.packed[i, S.BIAS]), int(self.packed[i, S.NO_REWIND])))
         if self.input_log is not None:
             self._log_settings()
         if mode != (self.mode, self.model_path):
@@ -262,10 +264,12 @@ class Crowd:
         """Agent i moves from row src_row of one pose source to row dst_row of another, an inertialized
         transition like a search jump (the stages' transition on a two-row source)."""
         pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_frames, dst_frames)))
-        play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), self.state.playback.play.rate, self.state.playback.play.stride, self.state.playback.play.warp_angle,
-                        self.state.playback.play.contacts)
-        transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), self.state.inertialization.offsets, play,
-                         self.packed, self.state.inertialization.scratch)
+        shown = self.state.playback.play
+        play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), shown.rate, shown.stride, shown.warp_angle,
+                        shown.contacts)
+        inert = self.state.inertialization
+        transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), inert.offsets, play,
+                         self.packed, inert.scratch)
 
     def _model(self):
         return shared(self.db, ("lmm", self.model_path), lambda: learned.learned_model(self.db, self.model_path))
@@ -330,22 +334,33 @@ class Crowd:
         crowds whose agents avoid each other (crowd files); obstacles count whenever set."""
         self.collide_agents = bool(on)
 
-    def _collision_world(self):
+    def collision_world(self) -> CollisionWorld | None:
         """The tick's CollisionWorld, or None when the collision term has nothing to look at (no obstacles,
         no agents counted) or every weight is 0: then the search is exactly as without the term."""
-        if (self.obstacles is None and not (self.collide_agents and self.n > 1)) \
-                or not self.packed[:, S.COLLISION_WEIGHT].any():
+        others = self.collide_agents and self.n > 1
+        if (self.obstacles is None and not others) or not self.packed[:, S.COLLISION_WEIGHT].any():
             return None
-        vel = self.state.controller.table[:, [VX, VZ]]
-        return collision_world(self.obstacles, self.state.playback.root.pos[:, [0, 2]], vel, self.state.db.traj_times,
-                               self.collide_agents and self.n > 1)
+        s = self.state
+        return new_world(self.obstacles, s.playback.root.pos[:, [0, 2]], s.controller.table[:, [VX, VZ]],
+                         s.db.traj_times, others)
 
-    def steer(self, before: np.ndarray, agents, dt: float) -> np.ndarray:
-        """Steer the controllers of `agents` around the obstacles after their goals were set this tick;
-        before: the controller table before the tick (a copy). Returns steered (n,) bool."""
-        cs = self.controller_settings
-        return steer_controllers(self.state.controller.table, before, agents, self.obstacles, dt, cs.rotation_halflife,
-                                 cs.gait_halflife, self.state.controller.steered)
+    def set_driver(self, i: int, driver) -> None:
+        """Agent i's controller follows `driver` instead of its stick: an object with step(controller, t, dt)
+        and predict(controller, offsets, fps) (a scenario's driver, controller.PathFollower), handed
+        controller(i); None: the stick again. An input log cannot hold a driver: it stops being replayable."""
+        if driver is None:
+            self.drivers.pop(i, None)
+            return
+        self.drivers[i] = driver
+        if self.input_log is not None:
+            self.input_log.refuse(f"a crowd's agent {i} follows a {type(driver).__name__} driver")
+
+    def controller(self, i: int) -> Controller:
+        """A Controller view of agent i's row of the controller table (made once per agent)."""
+        view = self.controllers.get(i)
+        if view is None:
+            view = self.controllers[i] = Controller(self.controller_settings, table=self.state.controller.table, row=i)
+        return view
 
     def reset_agent(self, i: int, position=(0.0, 0.0, 0.0), yaw: float = 0.0, start_frame=None) -> None:
         """Agent i stands at `position` facing `yaw` (radians, 0 faces +Z, positive turns +Z toward +X),
@@ -377,90 +392,149 @@ class Crowd:
     # the tick
 
     def step(self, move, run, strafe, look, dt: float = 1.0 / 60.0) -> None:
-        """Advance every agent one tick. move: (n, 2) stick (x right, z forward, world frame), magnitude
-        0..1 (longer sticks are clamped); run, strafe: (n,) bool; look: (n, 2), NaN rows = no look."""
+        """Advance every agent one tick by its stick. move: (n, 2) stick (x right, z forward, world frame),
+        magnitude 0..1 (longer sticks are clamped); run, strafe: (n,) bool; look: (n, 2), NaN rows = no look."""
         n = self.n
-        move = np.ascontiguousarray(np.broadcast_to(np.asarray(move, dtype=np.float64), (n, 2)))
-        look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
-        run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
-        strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
+        sticks = Sticks(np.ascontiguousarray(np.broadcast_to(np.asarray(move, dtype=np.float64), (n, 2))),
+                        np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,))),
+                        np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,))),
+                        np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2))))
         if self.input_log is not None:
-            self.input_log.tick((move.copy(), run.copy(), strafe.copy(), look.copy()), dt)
-        self._tick(lambda: self._step(move, run, strafe, look, dt))
+            self.input_log.tick(tuple(a.copy() for a in sticks), dt)
+        self.tick(dt, sticks)
 
-    def _step(self, move, run, strafe, look, dt) -> None:
-        driven = self.requests_driving()
-        kept = self.state.controller.table[driven].copy() if len(driven) else None
-        before = None if self.obstacles is None else self.state.controller.table.copy()
-        (gamepad_step if self.parallel else gamepad_serial)(self.state.controller.table, move, run, strafe, look, float(dt), self.controller_settings.packed())
-        if before is not None:
-            self.steer(before, np.setdiff1d(np.flatnonzero(~self.state.controller.routed), driven), dt)
-        if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
-            self.state.controller.table[driven] = kept
-            self.drive_requests(driven, dt)
-        self.advance(dt)
-
-    def requests_driving(self) -> np.ndarray:
-        """Agents whose controller a request drives this tick (stops, foot plants) instead of their input."""
-        return self.requests.driving() if self.requests.busy else np.empty(0, dtype=np.int64)
-
-    def request_drives(self, agent: int) -> bool:
-        """Whether a request drives `agent`'s controller this tick: requests_driving for one agent, without
-        building an array while no request is active (2 us of a one-character frame of 30)."""
-        return self.requests.busy and agent in self.requests.driving()
-
-    def drive_requests(self, agents, dt: float = 1.0 / 60.0) -> None:
-        """Advance the controllers of `agents` (of requests_driving) dt seconds toward their requests' targets."""
-        self.requests.drive(self.state.controller.table, agents, self.controller_settings, float(dt))
-
-    def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
-        """The tick after the controllers moved (step, or a driver on a Controller view of `ctrl`):
-        matching, playback and output. predictor(i) -> (positions (K, 3), rotations (K, 4)) gives the
-        desired trajectory of agent i at self.state.db.traj_offsets instead of the controller's prediction."""
-        self._tick(lambda: self._advance(float(dt), predictor))
-
-    def _advance(self, dt: float, predictor) -> None:
+    def tick(self, dt: float = 1.0 / 60.0, sticks: Sticks | None = None) -> None:
+        """Advance every agent dt seconds, stage by stage, on the threads the chooser picks (timed for it).
+        sticks: every agent's stick (step); None when each agent has a driver (set_driver). stage_us: each
+        stage's time, microseconds."""
+        dt = float(dt)
         self.ticks += 1
+        k, threads_before = self.thread_chooser.pick(), numba.get_num_threads()
+        self.parallel = k > 1
         t0 = time.perf_counter()
-        searching = self.state.search.searching
-        L = self.learned
+        try:
+            numba.set_num_threads(k)
+            predicted = self._control(dt, sticks)
+            t1 = time.perf_counter()
+            agents = self._plan(dt)
+            if len(agents):
+                self._search(agents, predicted)
+            t2 = time.perf_counter()
+            self._advance_source(dt)
+            self._playback(dt)
+            t3 = time.perf_counter()
+            self._output(dt, self.everyone)
+            self.stage_us = {"controller": (t1 - t0) * 1e6, "search": (t2 - t1) * 1e6, "playback": (t3 - t2) * 1e6,
+                             "output": (time.perf_counter() - t3) * 1e6}
+            self.time += dt
+            self._follow_requests(dt)
+        finally:
+            numba.set_num_threads(threads_before)
+        self.thread_chooser.record(k, time.perf_counter() - t0)
+        self.threads_last_tick = k
+
+    def _control(self, dt: float, sticks: Sticks | None) -> dict:
+        """The controller stage: each controller advances dt seconds by its stick, its driver (set_driver) or
+        its request (stops, foot plants: runtime/requests.py), then heads around the obstacles, unless a
+        request or a route (`routed`) leads it. Returns {agent: driver} of the agents whose driver predicts
+        their desired trajectory: those not steered (a driver knows nothing of the obstacles)."""
+        ctrl, cs = self.state.controller.table, self.controller_settings
+        driven = self.requests.driving() if self.requests.busy else NO_AGENTS
+        before = None if self.obstacles is None else ctrl.copy()
+        if sticks is not None:
+            # The stick moves every row in one call; the rows a driver or request moves are put back after.
+            own = [*driven, *self.drivers]
+            kept = ctrl[own] if own else None
+            (gamepad_step if self.parallel else gamepad_serial)(ctrl, *sticks, dt, cs.packed())
+            if own:
+                ctrl[own] = kept
+        drivers = self.drivers if not len(driven) else {i: d for i, d in self.drivers.items() if i not in driven}
+        for i, driver in drivers.items():
+            driver.step(self.controller(i), self.time, dt)
+        if before is not None:
+            routed = self.state.controller.routed
+            agents = self.everyone if not (len(driven) or routed.any()) else np.setdiff1d(np.flatnonzero(~routed),
+                                                                                          driven)
+            steered = steer_controllers(ctrl, before, agents, self.obstacles, dt, cs.rotation_halflife,
+                                        cs.gait_halflife, self.state.controller.steered)
+            drivers = {i: d for i, d in drivers.items() if not steered[i]}
+        if len(driven):
+            self.requests.drive(ctrl, driven, cs, dt)
+        return drivers
+
+    def _plan(self, dt: float) -> np.ndarray:
+        """The plan stage (matching.plan_stage): the orientation-warp plan, and who searches now (each agent's
+        own search phase, sharp input changes, the clip running out); annotated loops jump back to their
+        start and blocked frames put searches off. Returns the agents that search (int64)."""
+        s, L = self.state, self.learned
+        play, searching = s.playback.play, s.search.searching
         # Learned agents play no clip to hold (still_to 0: never held).
-        frame, stop, still = ((self.state.playback.play.frame, self.state.db.clips.stop, self.state.db.still_to) if L is None
+        frame, stop, still = ((play.frame, s.db.clips.stop, s.db.still_to) if L is None
                               else (L.frame, L.never, np.zeros_like(L.never)))
-        rules = self.state.db.annotations
+        rules = s.db.annotations
         if rules.loop_to is not None and L is None:
-            looping, start = loop_wraps(rules.loop_to, self.state.playback.play.frame, self.state.search.clip_hold)
+            looping, start = loop_wraps(rules.loop_to, play.frame, s.search.clip_hold)
             if len(looping):      # a loop range's end continues at its start: an inertialized jump
-                self.state.search.transitions[looping] += 1
-                self.calls(transition_stage, looping, start, self.state.db.frames, self.state.db.clips.stop, self.state.inertialization.offsets, self.state.playback.play,
-                           self.packed, self.state.inertialization.scratch)
-        (plan_stage if self.parallel else plan_serial)(dt, self.state.controller.table, self.state.playback.warp, self.state.search.timers, self.packed, frame, stop, self.state.search.clip_hold,
-                   still, searching)
+                s.search.transitions[looping] += 1
+                self._transition(transition_stage, looping, start)
+        (plan_stage if self.parallel else plan_serial)(dt, s.controller.table, s.playback.warp, s.search.timers,
+                                                       self.packed, frame, stop, s.search.clip_hold, still, searching)
         if rules.blocked is not None and L is None:
-            hold_blocked(rules.blocked, self.state.playback.play.frame, self.state.db.clips.stop, searching)
+            hold_blocked(rules.blocked, play.frame, stop, searching)
         if self.requests.busy and L is None:
-            self.state.playback.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
+            s.playback.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
-        if len(agents):
-            self._search(agents, predictor)
-        t1 = time.perf_counter()
-        # The pose source: the next database frame, or the learned agents' stepped and decompressed pose.
+        return agents
+
+    def _advance_source(self, dt: float) -> None:
+        """The pose source's stage: each agent's play rate and stride from the error its database frames
+        predict (timescale.timescale_stage), or the learned agents' model stepped and decompressed."""
+        s, L = self.state, self.learned
+        play = s.playback.play
         if L is None:
-            timescale_stage(dt, self.state.controller.table, self.state.playback.warp, self.packed, self.state.playback.play.frame, *self.state.db.future_speeds, self.state.playback.play.rate,
-                            self.state.playback.play.stride)
+            timescale_stage(dt, s.controller.table, s.playback.warp, self.packed, play.frame, *s.db.future_speeds,
+                            play.rate, play.stride)
         else:
-            learned.advance(L, self.state.playback.play.rate, dt)
+            learned.advance(L, play.rate, dt)
+
+    def _playback(self, dt: float) -> None:
+        """The playback and inertialization stage (playback.playback_stage): play rate and stride, advance,
+        sample, inertialize, root integration and synchronization with the simulation, orientation twist."""
+        s = self.state
         frames, clips, play = self.pose_source()
-        self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, self.state.controller.table, self.state.playback.warp,
-                   self.packed, play, self.state.inertialization.offsets, self.state.inertialization.shown, self.state.playback.root)
-        t2 = time.perf_counter()
-        self._output(dt, self.everyone)
-        self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
-                         "output": (time.perf_counter() - t2) * 1e6}
-        self.time += dt
-        if self.requests.busy:
-            self._apply(self.requests.after_playback(self, dt))
+        self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, s.controller.table,
+                   s.playback.warp, self.packed, play, s.inertialization.offsets, s.inertialization.shown,
+                   s.playback.root)
+
+    def _output(self, dt: float, only) -> None:
+        """The touch-ups stage (touchups.output_stage) of agents `only`: root placement, orientation warp,
+        forward kinematics, ground, foot locking, hips drop, slope warping and leg IK."""
+        s = self.state
+        self.calls(output_stage if self.parallel and len(only) >= PARALLEL_FROM else output_serial, only, float(dt),
+                   s.inertialization.shown, s.playback.root, s.playback.play, self.packed, s.db.rig, self.terrain,
+                   s.touchups.feet, s.touchups.out, 0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
+
+    def _follow_requests(self, dt: float) -> None:
+        """The requests' stage, once the tick's frames are shown: events delivered, actions ended, roots at rest
+        (Requests.after_playback), applied to the agents."""
+        if not self.requests.busy:
+            return
+        d = self.requests.after_playback(self, dt)
+        s = self.state
+        s.search.clip_hold[d.hold] = True
+        for i in d.release:
+            self._release(i)
+        for i in d.follow:
+            follow_root(s.controller.table, i, s.playback.root)
+        for i, (x, z) in d.glide.items():
+            s.playback.root.pos[i, 0], s.playback.root.pos[i, 2] = x, z
+
+    def _transition(self, stage, agents: np.ndarray, to: np.ndarray) -> None:
+        """Inertialized transitions of `agents` to database frames `to` (a playback transition stage)."""
+        s = self.state
+        self.calls(stage, agents, to, s.db.frames, s.db.clips.stop, s.inertialization.offsets, s.playback.play,
+                   self.packed, s.inertialization.scratch)
 
     def _classic_only(self) -> None:
         if self.learned is not None:
@@ -502,16 +576,6 @@ class Crowd:
         self.state.search.clip_hold[i] = False
         self.state.search.timers[i, FORCE] = 1.0
 
-    def _apply(self, d) -> None:
-        """Apply the requests' decisions after a tick (requests.Decisions)."""
-        self.state.search.clip_hold[d.hold] = True
-        for i in d.release:
-            self._release(i)
-        for i in d.follow:
-            follow_root(self.state.controller.table, i, self.state.playback.root)
-        for i, (x, z) in d.glide.items():
-            self.state.playback.root.pos[i, 0], self.state.playback.root.pos[i, 2] = x, z
-
     def play_clip(self, i: int, range_index: int | None, offset_frames: int = 0) -> None:
         """Agent i jumps (inertialized) to frame `offset_frames` of clip `range_index` and plays it with
         searches suspended until the clip is about to end; None resumes searching now."""
@@ -533,93 +597,108 @@ class Crowd:
         to = start + off
         if to != self.state.playback.play.frame[i]:
             self.state.search.transitions[i] += 1
-            self.calls(transition_stage, np.array([i]), np.array([to]), self.state.db.frames, self.state.db.clips.stop, self.state.inertialization.offsets,
-                       self.state.playback.play, self.packed, self.state.inertialization.scratch)
+            self._transition(transition_stage, np.array([i]), np.array([to]))
         self.state.search.clip_hold[i] = True
         self._logged("play_clip", [int(i), r, off])
 
-    def _search(self, agents: np.ndarray, predictor) -> None:
-        cs = self.controller_settings
-        offsets = self.state.db.traj_offsets.astype(np.float64)
-        predict_stage(agents, self.state.controller.table, offsets, float(self.db.fps), cs.rotation_halflife, self.state.search.desired.pos,
-                      self.state.search.desired.rot)
-        if predictor is not None:
+    def _search(self, agents: np.ndarray, predicted: dict) -> None:
+        """The search stage of `agents`: desired trajectories (the controller's prediction, a driver's, a
+        request's), queries, then the database search (or the learned agents' projection) and the
+        transitions it decides. predicted: {agent: driver} whose driver predicts its trajectory."""
+        s, cs, fps = self.state, self.controller_settings, self.db.fps
+        desired = s.search.desired
+        predict_stage(agents, s.controller.table, s.db.traj_offsets.astype(np.float64), float(fps),
+                      cs.rotation_halflife, desired.pos, desired.rot)
+        if predicted:
+            offsets = [int(o) for o in s.db.traj_offsets]
             for i in agents:
-                p, r = predictor(int(i))
-                self.state.search.desired.pos[i], self.state.search.desired.rot[i] = p, r
+                if i in predicted:
+                    desired.pos[i], desired.rot[i] = predicted[i].predict(self.controller(int(i)), offsets, fps)
         if self.requests.busy:
-            for i, (p, r) in self.requests.predict(agents, self.state.controller.table, cs, self.state.db.traj_offsets, self.db.fps).items():
-                self.state.search.desired.pos[i], self.state.search.desired.rot[i] = p, r
-        raw = np.empty((len(agents), self.state.db.raw_features.shape[1]))
+            for i, (p, r) in self.requests.predict(agents, s.controller.table, cs, s.db.traj_offsets, fps).items():
+                desired.pos[i], desired.rot[i] = p, r
+        raw = np.empty((len(agents), s.db.raw_features.shape[1]))
         L = self.learned
-        features, frame = (self.state.db.raw_features, self.state.playback.play.frame) if L is None else (L.raw, L.frame)
+        features, frame = (s.db.raw_features, s.playback.play.frame) if L is None else (L.raw, L.frame)
         self.calls(query_stage if self.parallel and len(agents) >= PARALLEL_FROM else query_serial, agents, features,
-                   frame, self.state.search.desired, self.state.controller.table, self.state.playback.warp, self.packed, self.state.playback.root, raw)
-        if len(self.state.db.height_layout):
-            self.calls(height_query, agents, self.state.search.desired.pos, self.state.playback.root.pos, self.terrain, self.state.db.height_layout, raw)
-        if L is not None:
+                   frame, desired, s.controller.table, s.playback.warp, self.packed, s.playback.root, raw)
+        if len(s.db.height_layout):
+            self.calls(height_query, agents, desired.pos, s.playback.root.pos, self.terrain, s.db.height_layout, raw)
+        if L is None:
+            self._match(agents, raw)
+        else:
             self._learned_search(agents, raw)
-            return
+
+    def _match(self, agents: np.ndarray, raw: np.ndarray) -> None:
+        """The database search of `agents` for their raw queries (one row each): one batch per search group,
+        idle agents alone, requests' own searches, the collision term; then the transitions."""
+        s = self.state
+        frame = s.playback.play.frame
         best = np.empty(len(agents), dtype=np.int64)
         cost = np.empty(len(agents))
         groups = self.group_of[agents]
         if self.requests.busy:
             own = self.requests.shapes_search(agents)
             if own.any():
-                best[own], cost[own], self.state.search.query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
+                best[own], cost[own], s.search.query[agents[own]] = self.requests.search(
+                    self, agents[own], raw[own], self.controller_settings)
                 groups = np.where(own, -1, groups)
-        world = self._collision_world()
+        world = self.collision_world()
         self.settled_last_tick = 0
         for g in np.unique(groups[groups >= 0]):
             sel = np.flatnonzero(groups == g)
-            ss, mask, bias, skip = self.groups[g]
+            group = self.groups[g]
+            ss, mask, bias, skip = group
             q = ss.normalize(raw[sel])
-            self.state.search.query[agents[sel]] = q
+            s.search.query[agents[sel]] = q
             # The frames just around the playing one are excluded inside the search: a small jump back
             # replays what was just shown (a stutter loop on slow walks), and throwing such a result
             # away afterwards left a character frozen on a short clip's last frame.
             # Idle characters search alone: on frames with a still stretch ahead to hold, off the one they
             # just played (no pose loop).
-            idle = resting(self.state.controller.table, agents[sel])
+            idle = resting(s.controller.table, agents[sel])
             wide = max(skip, int(round(IDLE_NO_REWIND_S * self.db.fps)))
+            idle_mask = None
             if idle.any():
-                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], self.state.db.holdable)
+                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], s.db.holdable)
                 idle_mask = None if held is None else held[1]
             if len(sel) == 1 or idle.any():
                 for k in range(len(sel)) if len(sel) == 1 else np.flatnonzero(idle):
-                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(self.state.playback.play.frame[agents[sel[k]]]),
+                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(frame[agents[sel[k]]]),
                                                                     skip=wide if idle[k] else skip, bias=bias,
                                                                     mask=idle_mask if idle[k] else mask)
             if len(sel) > 1 and not idle.all():
                 busy = np.flatnonzero(~idle)
                 best[sel[busy]], cost[sel[busy]] = ss.searcher.search_batch(
-                    q[busy], current=self.state.playback.play.frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
+                    q[busy], current=frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
             if world is not None:
-                self._collide(world, ss, sel, agents, q, idle, idle_mask if idle.any() else None, mask, wide, skip,
-                              bias, best, cost)
-        jump = (best >= 0) & (best != self.state.playback.play.frame[agents])
+                b, c = best[sel], cost[sel]
+                self._collide(world, group, agents[sel], q, idle, idle_mask, wide, b, c)
+                best[sel], cost[sel] = b, c
+        jump = (best >= 0) & (best != frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
             movers = agents[jump]
-            self.calls(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM else transition_stage,
-                       movers, best[jump], self.state.db.frames, self.state.db.clips.stop, self.state.inertialization.offsets, self.state.playback.play, self.packed,
-                       self.state.inertialization.scratch)
+            self._transition(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM
+                             else transition_stage, movers, best[jump])
 
-    def _collide(self, world, ss, sel, agents, q, idle, idle_mask, mask, wide, skip, bias, best, cost) -> None:
-        """The collision term over one group's answers (best, cost at sel), in place: idle and walking
-        agents searched with their own masks and skips."""
+    def _collide(self, world, group: SearchGroup, ids: np.ndarray, q: np.ndarray, idle: np.ndarray, idle_mask,
+                 wide: int, best: np.ndarray, cost: np.ndarray) -> None:
+        """The collision term over the answers (best, cost) of one group's agents `ids`, in place: idle
+        agents searched with idle_mask and skip `wide` (frames), walking ones with the group's mask and skip."""
+        s = self.state
         paths, point_k, reach = shared(self.db, "collision_paths",
-                                       lambda: candidate_paths(self.state.db.raw_features, self.state.db.traj_layout))
-        for part, m, k in ((np.flatnonzero(idle), idle_mask, wide), (np.flatnonzero(~idle), mask, skip)):
+                                       lambda: candidate_paths(s.db.raw_features, s.db.traj_layout))
+        for part, m, k in ((np.flatnonzero(idle), idle_mask, wide), (np.flatnonzero(~idle), group.mask, group.skip)):
             if not len(part):
                 continue
-            at = sel[part]
-            b, c = best[at], cost[at]
-            ids = agents[at]
+            b, c = best[part], cost[part]
+            at = ids[part]
             self.settled_last_tick += apply_collision_term(
-                ss.searcher, m, q[part], ids, self.state.playback.play.frame[ids], k, bias, self.packed[ids, S.COLLISION_WEIGHT],
-                self.state.playback.root.pos, self.state.playback.root.yaw, world, paths, point_k, reach, b, c)
-            best[at], cost[at] = b, c
+                group.search_set.searcher, m, q[part], at, s.playback.play.frame[at], k, group.bias,
+                self.packed[at, S.COLLISION_WEIGHT], s.playback.root.pos, s.playback.root.yaw, world, paths, point_k,
+                reach, b, c)
+            best[part], cost[part] = b, c
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose
@@ -631,19 +710,15 @@ class Crowd:
         self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
         if jump.any():
             movers = agents[jump]
-            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, self.state.inertialization.offsets, self.learned_play,
-                       self.packed, self.state.inertialization.scratch)
+            inert = self.state.inertialization
+            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, inert.offsets, self.learned_play,
+                       self.packed, inert.scratch)
             L.frame[movers] = movers
 
     def _searched(self, agents, best, cost, jump) -> None:
         """Bookkeeping after a search (crowd_state.record_search)."""
         record_search(self.state.search, self.state.playback.play.frame, self.packed[agents, S.SEARCH_INTERVAL],
                       agents, best, cost, jump, self.time)
-
-    def _output(self, dt: float, only) -> None:
-        self.calls(output_stage if self.parallel and len(only) >= PARALLEL_FROM else output_serial, only, float(dt),
-                   self.state.inertialization.shown, self.state.playback.root, self.state.playback.play, self.packed, self.state.db.rig, self.terrain, self.state.touchups.feet, self.state.touchups.out,
-                   0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
 
     # ------------------------------------------------------------------------------------------
     # outputs

@@ -105,6 +105,15 @@ class CrowdState(NamedTuple):
     touchups: TouchupState
 
 
+class SearchGroup(NamedTuple):
+    """Agents searched together (Crowd.apply_settings groups them): one searcher, mask, bias and skip."""
+
+    search_set: object          # search_sets.SearchSet: the normalized features and their searcher
+    mask: np.ndarray | None     # (N,) bool frames the tag filter allows (None: all)
+    bias: float                 # the playing frame's cost discount
+    skip: int                   # frames around the playing one the search leaves out (no small rewinds)
+
+
 def database_arrays(db) -> DatabaseArrays:
     """The per-database arrays, each computed once per database (search_sets.shared)."""
     vel, ang, rvel, rang = velocities = shared(db, "velocities", lambda: database_velocities(db))
