@@ -88,14 +88,14 @@ def test_every_backend_matches_brute_force_with_the_penalty(db, backend):
 
 def test_the_term_is_off_without_obstacles_or_avoiding_agents(db):
     crowd = Crowd(db, 3)
-    assert crowd._collision_world() is None               # no obstacles, agents not counted
+    assert crowd.collision_world() is None               # no obstacles, agents not counted
     crowd.set_collision_agents(True)
-    assert crowd._collision_world() is not None
+    assert crowd.collision_world() is not None
     crowd.settings = [CharacterSettings(collision_weight=0.0)] * 3
     crowd.apply_settings()
-    assert crowd._collision_world() is None               # weight 0: off
+    assert crowd.collision_world() is None               # weight 0: off
     single = Crowd(db, 1)
     single.set_collision_agents(True)
-    assert single._collision_world() is None              # alone: no agents to meet
+    assert single.collision_world() is None              # alone: no agents to meet
     single.set_obstacles(OBSTACLES)
-    assert single._collision_world() is not None
+    assert single.collision_world() is not None

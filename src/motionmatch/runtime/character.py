@@ -9,8 +9,8 @@ import time
 import numpy as np
 
 from ..maths.kinematics import forward_kinematics
-from .controller import PX, PY, PZ, YAW, Controller, ControllerSettings, GamepadInput
-from .crowd import Crowd
+from .controller import PX, PY, PZ, YAW, ControllerSettings, GamepadInput
+from .crowd import Crowd, Sticks
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .playback import animation_pose
 from . import settings as S
@@ -54,7 +54,10 @@ class Character:
         self.db = db
         self.settings = settings or CharacterSettings()
         self.crowd = Crowd(db, 1, self.settings, None if start_frame is None else [start_frame], controller_settings)
-        self.controller = Controller(self.crowd.controller_settings, table=self.crowd.ctrl, row=0)
+        self.controller = self.crowd.controller(0)
+        # The gamepad's input as the crowd's sticks: one row, written each step.
+        self._sticks = Sticks(np.zeros((1, 2)), np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.bool_),
+                              np.zeros((1, 2)))
         self.skeleton = db.skeleton
         self.channel_names = db.features.schema.names
         self.known_tags = sorted(db.known_tags)
@@ -120,7 +123,7 @@ class Character:
         self.crowd.apply_settings()
         self.crowd.reset_agent(0, position, yaw, start_frame)
         self.crowd.reset_clock()
-        self.driver = None
+        self.set_driver(None)
         self._reset_counters()
         log = self.input_log
         if log is not None:         # the state after a reset depends on its arguments only: a new log
@@ -132,6 +135,7 @@ class Character:
         predict(controller, offsets, fps) (a scenario's driver or a PathFollower); None = gamepad.
         An input log holds drivers with a replay_spec() method (replay.ScenarioDriver)."""
         self.driver = driver
+        self.crowd.set_driver(0, driver)
         if self.input_log is not None:
             if driver is None or hasattr(driver, "replay_spec"):
                 self._logged("driver", None if driver is None else driver.replay_spec())
@@ -203,34 +207,24 @@ class Character:
     # the loop
 
     def step(self, inp: GamepadInput | None = None, dt: float = 1.0 / 60.0) -> None:
-        """Advance one frame: controller, matching, playback, inertialization, root, touch-ups."""
+        """Advance one frame, the crowd's tick: controller (by the gamepad `inp`, or the driver), matching,
+        playback, inertialization, root, touch-ups."""
         t0 = time.perf_counter()
         crowd = self.crowd
-        predictor = None
+        g = inp or GamepadInput()
         if self.input_log is not None:
-            g = inp or GamepadInput()
             self.input_log.tick({"move": [float(g.move[0]), float(g.move[1])],
                                  "look": None if g.look is None else [float(g.look[0]), float(g.look[1])],
                                  "run": bool(g.run), "strafe": bool(g.strafe)}, dt)
-        before = None if crowd.obstacles is None else crowd.ctrl.copy()
-        if crowd.request_drives(0):   # a stop or foot-plant request drives the controller (runtime/requests.py)
-            crowd.drive_requests([0], dt)
-            before = None
-        elif self.driver is not None:
-            driver, ctrl, fps = self.driver, self.controller, self.db.fps
-            driver.step(ctrl, crowd.time, dt)
-            offsets = [int(o) for o in crowd.traj_offsets]
-            predictor = lambda i: driver.predict(ctrl, offsets, fps)  # noqa: E731
-        else:
-            self.controller.update(inp or GamepadInput(), dt)
-        # Obstacles ahead bend the goal (runtime/steering.py); the prediction is then the steered
-        # controller's, not the driver's, which knows nothing of them.
-        if before is not None and crowd.steer(before, [0], dt)[0]:
-            predictor = None
-        t1 = time.perf_counter()
-        crowd.advance(dt, predictor)
-        self.t_controller_us = (t1 - t0) * 1e6
+        sticks = None
+        if self.driver is None:
+            sticks = self._sticks
+            sticks.move[0] = float(g.move[0]), float(g.move[1])
+            sticks.look[0] = (np.nan, np.nan) if g.look is None else (float(g.look[0]), float(g.look[1]))
+            sticks.run[0], sticks.strafe[0] = bool(g.run), bool(g.strafe)
+        crowd.tick(dt, sticks)
         us = crowd.stage_us
+        self.t_controller_us = us["controller"]
         self.t_search_us = us["search"] if crowd.searches_last_tick else 0.0
         self.t_inertialize_us, self.t_output_us = us["playback"], us["output"]
         if crowd.searches_last_tick:

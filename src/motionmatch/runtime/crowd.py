@@ -1,23 +1,29 @@
-"""N motion-matched characters over one Database, state as structure-of-arrays, stepped by batched
-stages (a single Character is a crowd of one).
+"""N motion-matched characters over one Database, stepped by batched stages (a single Character is a
+crowd of one). The state is structure-of-arrays in named groups (runtime/crowd_state.py); `Crowd` holds
+it with the settings, the search groups and the pose source, and offers the calls that change them.
 
-Each `step` (one tick, normally 1/60 s) runs, for all characters at once:
-1. controller (controller.gamepad_step): goals from the sticks, springs advanced;
+One tick (`Crowd.tick`, normally 1/60 s; `step` gives it sticks) runs, for all characters at once:
+1. controller (controller.gamepad_step, drivers, requests, steering.steer_controllers): goals from the
+   sticks, springs advanced, goals bent around obstacles;
 2. plan (matching.plan_stage): orientation-warp plan and who searches now (each character's own
    search phase, sharp input changes, the clip running out);
-3. queries (matching.predict_stage + query_stage), normalized per weight set, searched as one batch per
-   (weights, tag filter, bias) group; results that are not a small rewind become transitions
+3. search (matching.predict_stage + query_stage), queries normalized per weight set and searched as one
+   batch per (weights, tag filter, bias) group; results that are not a small rewind become transitions
    (playback.transition_stage);
-4. playback (playback.playback_stage): play rate and stride, advance, sample, inertialize, root
-   integration and synchronization with the simulation, orientation twist;
-5. output (touchups.output_stage): root placement, orientation warp, forward kinematics, ground,
-   foot locking, hips drop, slope warping and leg IK.
+4. pose source (timescale.timescale_stage, or the learned model stepped);
+5. playback and inertialization (playback.playback_stage): play rate and stride, advance, sample,
+   inertialize, root integration and synchronization with the simulation, orientation twist;
+6. touch-ups (touchups.output_stage): root placement, orientation warp, forward kinematics, ground,
+   foot locking, hips drop, slope warping and leg IK;
+7. requests (requests.Requests.after_playback): events delivered, actions ended, roots at rest.
 Seeds: 000 sections 3.3-3.6, 001, 002 section 3.3, 003, 004.
 """
 from __future__ import annotations
 
 import copy
 import time
+from operator import attrgetter
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -25,34 +31,43 @@ import numpy as np
 from ..search.common import searchable_frames
 from . import learned
 from . import settings as S
-from .frame_velocities import database_velocities
-from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, ControllerSettings, gamepad_serial, gamepad_step,
-                         new_state, reset_state)
-from .inertialization import new_offsets
+from .crowd_state import SearchGroup, new_crowd_state, record_search, reset_row
+from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, Controller, ControllerSettings, gamepad_serial,
+                         gamepad_step)
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
-from .matching import (FORCE, IDLE_MIN_HOLD_S, IDLE_NO_REWIND_S, SEARCH_COLUMNS, TIMER, Desired, plan_serial,
-                       lively_holds, plan_stage, predict_stage, query_serial, query_stage, resting, still_stretch_ends,
-                       trajectory_layout)
-from .playback import (Clips, Frames, Playhead, Root, new_pose, new_shown_pose, playback_serial, playback_stage,
-                       transition_parallel, transition_stage)
+from .matching import (FORCE, IDLE_NO_REWIND_S, plan_serial, plan_stage, predict_stage, query_serial, query_stage,
+                       resting)
+from .playback import (Clips, Frames, Playhead, playback_serial, playback_stage, transition_parallel,
+                       transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
-from .collision_term import Group, apply_collision_term, candidate_paths, collision_world
-from .search_sets import annotation_rules, search_set, shared
+from .collision_term import CollisionWorld, Group, apply_collision_term, candidate_paths, collision_world as new_world
+from .search_sets import search_set, shared
 from .settings import CharacterSettings
 from .stage_calls import StageCalls
 from .steering import steer_controllers
 from .threads import ThreadChooser
-from .timescale import future_speeds, horizon_frames, timescale_stage
-from .trajectory_heights import height_layout, height_query
-from .touchups import (FOOT_LOCK, HAS_GROUND, HEIGHT_COLUMNS, LEG_BUFFER, Display, Feet, Rig, Terrain, output_serial,
-                       output_stage)
-from .warping import FIXED_RATE, PoseWarpRig, clip_speeds, has_side_steps, new_warp_table
+from .timescale import timescale_stage
+from .trajectory_heights import height_query
+from .touchups import HAS_GROUND, Terrain, output_serial, output_stage
+from .warping import FIXED_RATE
 
+
+# No agents (an empty index array made once: a tick without requests builds none).
+NO_AGENTS = np.empty(0, dtype=np.int64)
 
 # Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
 # costs more than a few characters' work.
 PARALLEL_FROM = 32
+
+
+class Sticks(NamedTuple):
+    """One tick's stick input of n agents (controller.gamepad_step)."""
+
+    move: np.ndarray       # (n, 2) float64 x right, z forward (world frame), magnitude 0..1
+    run: np.ndarray        # (n,) bool
+    strafe: np.ndarray     # (n,) bool
+    look: np.ndarray       # (n, 2) float64 facing stick; NaN rows: no look input
 
 
 def crowd_mode(settings) -> tuple[str, str | None]:
@@ -96,85 +111,23 @@ class Crowd:
             raise ValueError(f"settings: expected one CharacterSettings or a list of {n}, got {len(settings)}")
         self.settings = settings
         self.controller_settings = controller_settings or ControllerSettings()
-        J, F = db.num_joints, db.features.raw.shape[1]
-        self.num_joints = J
-        # Per-database arrays, shared with every character on this database.
-        self.velocities = shared(db, "velocities", lambda: database_velocities(db))
-        vel, ang, rvel, rang = self.velocities
-        self.range_of = shared(db, "range_of", lambda: np.repeat(np.arange(len(db.range_starts)),
-                                                                 db.range_stops - db.range_starts))
-        self.stop_of = shared(db, "stop_of", lambda: np.asarray(db.range_stops, dtype=np.int64)[self.range_of])
-        self.still_to = shared(db, "still_to", lambda: still_stretch_ends(rvel, rang, db.range_stops, db.fps))
-        self.holdable = shared(db, "holdable", lambda: lively_holds(
-            db, self.still_to - np.arange(db.num_frames) >= IDLE_MIN_HOLD_S * db.fps, self.still_to))
-        self.clip_speed = shared(db, "clip_speed",
-                                 lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
-        self.db_arrays = Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)
-        self.future_speeds = shared(db, "future_speeds", lambda: future_speeds(
-            rvel, db.range_stops, horizon_frames(db.features.schema), db.fps))
-        self.raw_features = np.ascontiguousarray(db.features.raw)
-        self.contacts_db = np.ascontiguousarray(db.contacts)
-        self.clips = Clips(self.clip_speed, self.stop_of, self.contacts_db)
-        self.annotations = annotation_rules(db)
-        self.traj_offsets, self.traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
-        self.traj_times = self.traj_offsets / float(db.fps)
-        self.height_layout = height_layout(db.features.schema, db.features.channel_slices, self.traj_offsets)
-        self.side_steps = shared(db, "side_steps", lambda: has_side_steps(self.raw_features, self.traj_layout, db.fps))
-        parents = np.asarray(db.skeleton.parents, dtype=np.int64)
-        roles = db.roles
-        rig = PoseWarpRig(roles, parents)
-        legs = np.array([[roles[f"{side}_{part}"] for part in ("upper_leg", "lower_leg", "foot", "toe")]
-                         for side in ("left", "right")], dtype=np.int64)
-        reach = np.array([(1.0 - LEG_BUFFER) * float(np.linalg.norm(db.positions[0, lo]) + np.linalg.norm(db.positions[0, ft]))
-                          for _, lo, ft, _ in legs])
-        self.rig = Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
+        self.num_joints = db.num_joints
+        self.state = new_crowd_state(db, n, self.controller_settings)
         # The compiled stages are called through `calls`: the records below are typed once, not every tick.
         self.calls = StageCalls()
         self.set_terrain(None)
-        # State, one row per character.
-        self.ctrl = new_state(n, self.controller_settings)
-        self.warp = new_warp_table(n, self.side_steps)
-        self.search_state = np.zeros((n, SEARCH_COLUMNS))
-        self.frame = np.zeros(n, dtype=np.int64)
-        self.frame_frac = np.zeros(n)
-        self.rate, self.stride, self.warp_angle = np.ones(n), np.ones(n), np.zeros(n)
-        self.root_pos, self.root_yaw, self.root_vel = np.zeros((n, 3)), np.zeros(n), np.zeros((n, 3))
-        self.contacts = np.zeros((n, 2), dtype=np.bool_)
-        self.play = Playhead(self.frame, self.frame_frac, self.rate, self.stride, self.warp_angle, self.contacts)
-        self.root = Root(self.root_pos, self.root_yaw, self.root_vel)
-        self.inert = new_offsets(n, J)
-        self.local = new_shown_pose(n, J)     # the shown (inertialized) pose
-        self.scratch = (new_pose(n, J), new_pose(n, J))     # a transition's source and destination poses
-        self.heights_state = np.zeros((n, HEIGHT_COLUMNS))
-        self.locks = np.zeros((n, 2), dtype=FOOT_LOCK)
-        self.locked = np.zeros((n, 2), dtype=np.bool_)
-        self.feet = Feet(self.heights_state, self.locks, self.locked)
-        self.global_positions = np.zeros((n, J, 3), dtype=np.float32)
-        self.global_rotations = np.zeros((n, J, 4), dtype=np.float32)
-        self.out = Display(np.zeros((n, J, 3)), np.zeros((n, J, 4)), np.zeros((n, J, 3)), np.zeros((n, J, 4)),
-                           self.global_positions, self.global_rotations)
-        self.traj_pos = np.zeros((n, len(self.traj_offsets), 3))
-        self.traj_rot = np.zeros((n, len(self.traj_offsets), 4))
-        self.desired = Desired(self.traj_pos, self.traj_rot, self.traj_times, self.traj_layout)
-        # The last search of each character (for debugging tools).
-        self.last_query = np.zeros((n, F), dtype=np.float32)
-        self.last_best = np.full(n, -1, dtype=np.int64)
-        self.last_cost = np.full(n, np.nan)
-        self.last_current = np.full(n, -1, dtype=np.int64)
-        self.last_search_time = np.full(n, np.nan)
-        self.jumped = np.zeros(n, dtype=np.bool_)
-        self.transitions = np.zeros(n, dtype=np.int64)
         self.time = 0.0
         self.searches_last_tick = 0
-        self.searched = np.zeros(n, dtype=np.int64)
         self.everyone = np.arange(n)
         self.set_threads(threads)
-        self.phase = np.zeros(n)
-        self.clip_hold = np.zeros(n, dtype=np.bool_)
         self.set_base, self.active_set = {}, [None] * n   # database sets (use_set)
 
-        # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents (world/obstacle_routes.py)
-        self.obstacles, self.steered, self.routed = None, np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
+        # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents
+        # (world/obstacle_routes.py)
+        self.obstacles = None
+        # Agents whose controller a driver moves instead of the stick (set_driver), and the Controller views
+        # drivers are handed (controller()).
+        self.drivers, self.controllers = {}, {}
         # The collision term of the search (runtime/collision_term.py): with obstacles, and against the other
         # agents when they avoid each other (set_collision_agents); `settled_last_tick` searches paid for it.
         self.collide_agents, self.settled_last_tick = False, 0
@@ -193,26 +146,7 @@ class Crowd:
         """Threads of each tick: "auto" (the faster of one and all, measured tick by tick: runtime/threads.py)
         or a fixed count (1 = the calling thread only). Crowds under PARALLEL_FROM agents use one thread."""
         self.thread_chooser = ThreadChooser.of_setting(threads, small=self.n < PARALLEL_FROM)
-        self.threads_last_tick, self.parallel, self._ticking = 1, False, False
-
-    def _tick(self, body) -> None:
-        """Run body() with the thread count the chooser picks, and time it for the chooser."""
-        if self._ticking:
-            body()
-            return
-        k = self.thread_chooser.pick()
-        before = numba.get_num_threads()
-        self.parallel = k > 1
-        self._ticking = True
-        t0 = time.perf_counter()
-        try:
-            numba.set_num_threads(k)
-            body()
-        finally:
-            numba.set_num_threads(before)
-            self._ticking = False
-        self.thread_chooser.record(k, time.perf_counter() - t0)
-        self.threads_last_tick = k
+        self.threads_last_tick, self.parallel = 1, False
 
     def apply_settings(self) -> None:
         """Repack every agent's settings (after changing them): weights pick the shared normalized
@@ -236,12 +170,12 @@ class Crowd:
         self.packed, self.search_sets, self.tag_filters, self.masks = packed, search_sets, tag_filters, masks
         for i in range(self.n):
             if old_filters is not None and old_filters[i] != self.tag_filters[i]:
-                self.search_state[i, FORCE] = 1.0
+                self.state.search.timers[i, FORCE] = 1.0
             if old is not None and old[i, S.INERTIALIZATION] != self.packed[i, S.INERTIALIZATION]:
-                for a in self.inert:
+                for a in self.state.inertialization.offsets:
                     a[i] = 0.0
             if not self.settings[i].foot_locking:
-                self.locks[i] = 0
+                self.state.touchups.feet.locks[i] = 0
         # Agents searched together: same searcher, mask and bias.
         groups = {}
         for i in range(self.n):
@@ -254,8 +188,8 @@ class Crowd:
             self.group_of[members] = g
             i = members[0]
             m = self.masks[i]
-            self.groups.append((self.search_sets[i], None if m is None else m[1], float(self.packed[i, S.BIAS]),
-                                int(self.packed[i, S.NO_REWIND])))
+            self.groups.append(SearchGroup(self.search_sets[i], None if m is None else m[1],
+                                           float(self.packed[i, S.BIAS]), int(self.packed[i, S.NO_REWIND])))
         if self.input_log is not None:
             self._log_settings()
         if mode != (self.mode, self.model_path):
@@ -300,22 +234,22 @@ class Crowd:
         if model is not None:
             src = learned.new_source(model, self.db, n)
             for i in range(n):
-                f = int(self.frame[i])
-                learned.enter(src, i, self.raw_features[f])
-                self._cross_transition(i, self.db_arrays, f, src.pose, n + i)
+                f = int(self.state.playback.play.frame[i])
+                learned.enter(src, i, self.state.db.raw_features[f])
+                self._cross_transition(i, self.state.db.frames, f, src.pose, n + i)
             self._set_learned(src)
         else:
             src = self.learned
             for i in range(n):
                 ss, m = self.search_sets[i], self.masks[i]
                 best, _ = ss.searcher.search(ss.normalize(src.raw[i]), mask=None if m is None else m[1])
-                best = int(best) if best >= 0 else int(self.frame[i])
-                self._cross_transition(i, src.pose, i, self.db_arrays, best)
-                self.frame[i], self.frame_frac[i] = best, 0.0
+                best = int(best) if best >= 0 else int(self.state.playback.play.frame[i])
+                self._cross_transition(i, src.pose, i, self.state.db.frames, best)
+                self.state.playback.play.frame[i], self.state.playback.play.frac[i] = best, 0.0
             self._set_learned(None)
-        self.transitions += 1
-        self.clip_hold[:] = False
-        self.search_state[:, FORCE] = 1.0
+        self.state.search.transitions[:] += 1
+        self.state.search.clip_hold[:] = False
+        self.state.search.timers[:, FORCE] = 1.0
 
     def _set_learned(self, src) -> None:
         """Learned agents play `src` (learned.LearnedSource; None: classic agents); their Clips and Playhead
@@ -324,16 +258,18 @@ class Crowd:
         if src is not None:
             self.learned_clips = Clips(src.speeds, src.stop, src.contacts)
             # Each learned agent plays its own pose row (rate, stride and warp are the crowd's).
-            self.learned_play = self.play._replace(frame=src.frame, frac=src.frac)
+            self.learned_play = self.state.playback.play._replace(frame=src.frame, frac=src.frac)
 
     def _cross_transition(self, i: int, src_frames: Frames, src_row: int, dst_frames: Frames, dst_row: int) -> None:
         """Agent i moves from row src_row of one pose source to row dst_row of another, an inertialized
         transition like a search jump (the stages' transition on a two-row source)."""
         pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_frames, dst_frames)))
-        play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), self.rate, self.stride, self.warp_angle,
-                        self.contacts)
-        transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), self.inert, play,
-                         self.packed, self.scratch)
+        shown = self.state.playback.play
+        play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), shown.rate, shown.stride, shown.warp_angle,
+                        shown.contacts)
+        inert = self.state.inertialization
+        transition_stage(np.array([i]), np.array([1]), pair, np.array([1, 2], dtype=np.int64), inert.offsets, play,
+                         self.packed, inert.scratch)
 
     def _model(self):
         return shared(self.db, ("lmm", self.model_path), lambda: learned.learned_model(self.db, self.model_path))
@@ -356,14 +292,14 @@ class Crowd:
         s.tag_filter, s.weights = spec.tags, {**base, **spec.weights}
         s.packed()                                 # checks the weights' bounds before anything changes
         search_set(self.db, s).mask(self.db, s.tag_filter)   # ... their channel names and the tags
-        force = self.search_state[i, FORCE]
+        force = self.state.search.timers[i, FORCE]
         self.settings[i] = s
         log, self.input_log = self.input_log, None      # logged as one use_set, not as a settings change
         try:
             self.apply_settings()
         finally:
             self.input_log = log
-        self.search_state[i, FORCE] = 1.0 if interrupt else force
+        self.state.search.timers[i, FORCE] = 1.0 if interrupt else force
         self.active_set[i] = spec.name
         if log is not None:
             self._logged_settings = None
@@ -383,14 +319,13 @@ class Crowd:
             self.terrain = Terrain(True, np.ascontiguousarray(terrain.heights, dtype=np.float64),
                                    float(terrain.origin[0]), float(terrain.origin[1]), float(terrain.cell),
                                    float(halflife))
-        if hasattr(self, "heights_state"):
-            self.heights_state[:, HAS_GROUND] = 0.0     # the ground smoothing restarts from the new ground
+        self.state.touchups.feet.heights[:, HAS_GROUND] = 0.0     # the ground smoothing restarts from the new ground
 
     def set_obstacles(self, obstacles) -> None:
         """Static obstacles (obstacles.Obstacles, None or empty = none) every agent's controller steers
         around (runtime/steering.py); without them the tick does no obstacle work at all."""
         self.obstacles = obstacles if obstacles is not None and obstacles.count else None
-        self.steered[:] = False
+        self.state.controller.steered[:] = False
         if self.input_log is not None:
             self._logged("obstacles", obstacles_dict(obstacles))
 
@@ -399,22 +334,33 @@ class Crowd:
         crowds whose agents avoid each other (crowd files); obstacles count whenever set."""
         self.collide_agents = bool(on)
 
-    def _collision_world(self):
+    def collision_world(self) -> CollisionWorld | None:
         """The tick's CollisionWorld, or None when the collision term has nothing to look at (no obstacles,
         no agents counted) or every weight is 0: then the search is exactly as without the term."""
-        if (self.obstacles is None and not (self.collide_agents and self.n > 1)) \
-                or not self.packed[:, S.COLLISION_WEIGHT].any():
+        others = self.collide_agents and self.n > 1
+        if (self.obstacles is None and not others) or not self.packed[:, S.COLLISION_WEIGHT].any():
             return None
-        vel = self.ctrl[:, [VX, VZ]]
-        return collision_world(self.obstacles, self.root_pos[:, [0, 2]], vel, self.traj_times,
-                               self.collide_agents and self.n > 1)
+        s = self.state
+        return new_world(self.obstacles, s.playback.root.pos[:, [0, 2]], s.controller.table[:, [VX, VZ]],
+                         s.db.traj_times, others)
 
-    def steer(self, before: np.ndarray, agents, dt: float) -> np.ndarray:
-        """Steer the controllers of `agents` around the obstacles after their goals were set this tick;
-        before: the controller table before the tick (a copy). Returns steered (n,) bool."""
-        cs = self.controller_settings
-        return steer_controllers(self.ctrl, before, agents, self.obstacles, dt, cs.rotation_halflife,
-                                 cs.gait_halflife, self.steered)
+    def set_driver(self, i: int, driver) -> None:
+        """Agent i's controller follows `driver` instead of its stick: an object with step(controller, t, dt)
+        and predict(controller, offsets, fps) (a scenario's driver, controller.PathFollower), handed
+        controller(i); None: the stick again. An input log cannot hold a driver: it stops being replayable."""
+        if driver is None:
+            self.drivers.pop(i, None)
+            return
+        self.drivers[i] = driver
+        if self.input_log is not None:
+            self.input_log.refuse(f"a crowd's agent {i} follows a {type(driver).__name__} driver")
+
+    def controller(self, i: int) -> Controller:
+        """A Controller view of agent i's row of the controller table (made once per agent)."""
+        view = self.controllers.get(i)
+        if view is None:
+            view = self.controllers[i] = Controller(self.controller_settings, table=self.state.controller.table, row=i)
+        return view
 
     def reset_agent(self, i: int, position=(0.0, 0.0, 0.0), yaw: float = 0.0, start_frame=None) -> None:
         """Agent i stands at `position` facing `yaw` (radians, 0 faces +Z, positive turns +Z toward +X),
@@ -428,34 +374,12 @@ class Crowd:
         f = int(start_frame)
         if not 0 <= f < db.num_frames:
             raise ValueError(f"start_frame {f} outside [0, {db.num_frames})")
-        self.frame[i], self.frame_frac[i] = f, 0.0
-        self.rate[i] = self.stride[i] = 1.0
-        self.warp_angle[i] = 0.0
-        self.warp[i] = new_warp_table(1, self.side_steps)[0]
-        reset_state(self.ctrl, i, self.controller_settings, position, yaw)
-        self.root_pos[i] = [float(c) for c in position]
-        self.root_yaw[i] = float(yaw)
-        self.root_vel[i] = 0.0
-        frames, row = self.db_arrays, f
+        frames, row = self.state.db.frames, f
         if self.learned is not None:
-            learned.start(self.learned, i, self.raw_features[f])
+            learned.start(self.learned, i, self.state.db.raw_features[f])
             frames, row = self.learned.pose, i     # its own pose row
-        local = self.local
-        local.pos[i], local.rot[i] = frames.positions[row], frames.rotations[row]
-        local.vel[i], local.angvel[i] = frames.vel[row, :1], frames.angvel[row, :1]
-        for a in self.inert:
-            a[i] = 0.0
-        self.search_state[i] = 0.0
-        self.search_state[i, FORCE] = 1.0
-        self.clip_hold[i] = False
+        reset_row(self.state, i, f, position, yaw, self.controller_settings, frames, row)
         self.requests.reset(i)
-        self.phase[i] = (i * 0.6180339887498949) % 1.0     # golden-ratio spread; agent 0 (a Character): 0
-        self.transitions[i] = 0
-        self.contacts[i] = False
-        self.locks[i] = 0
-        self.heights_state[i] = 0.0
-        self.last_best[i], self.last_current[i] = -1, -1
-        self.last_search_time[i] = np.nan
         self._output(0.0, np.array([i]))
         self._logged("reset_agent", [i, [float(c) for c in position], float(yaw), f])
 
@@ -468,90 +392,149 @@ class Crowd:
     # the tick
 
     def step(self, move, run, strafe, look, dt: float = 1.0 / 60.0) -> None:
-        """Advance every agent one tick. move: (n, 2) stick (x right, z forward, world frame), magnitude
-        0..1 (longer sticks are clamped); run, strafe: (n,) bool; look: (n, 2), NaN rows = no look."""
+        """Advance every agent one tick by its stick. move: (n, 2) stick (x right, z forward, world frame),
+        magnitude 0..1 (longer sticks are clamped); run, strafe: (n,) bool; look: (n, 2), NaN rows = no look."""
         n = self.n
-        move = np.ascontiguousarray(np.broadcast_to(np.asarray(move, dtype=np.float64), (n, 2)))
-        look = np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2)))
-        run = np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,)))
-        strafe = np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,)))
+        sticks = Sticks(np.ascontiguousarray(np.broadcast_to(np.asarray(move, dtype=np.float64), (n, 2))),
+                        np.ascontiguousarray(np.broadcast_to(np.asarray(run, dtype=np.bool_), (n,))),
+                        np.ascontiguousarray(np.broadcast_to(np.asarray(strafe, dtype=np.bool_), (n,))),
+                        np.ascontiguousarray(np.broadcast_to(np.asarray(look, dtype=np.float64), (n, 2))))
         if self.input_log is not None:
-            self.input_log.tick((move.copy(), run.copy(), strafe.copy(), look.copy()), dt)
-        self._tick(lambda: self._step(move, run, strafe, look, dt))
+            self.input_log.tick(tuple(a.copy() for a in sticks), dt)
+        self.tick(dt, sticks)
 
-    def _step(self, move, run, strafe, look, dt) -> None:
-        driven = self.requests_driving()
-        kept = self.ctrl[driven].copy() if len(driven) else None
-        before = None if self.obstacles is None else self.ctrl.copy()
-        (gamepad_step if self.parallel else gamepad_serial)(self.ctrl, move, run, strafe, look, float(dt), self.controller_settings.packed())
-        if before is not None:
-            self.steer(before, np.setdiff1d(np.flatnonzero(~self.routed), driven), dt)
-        if len(driven):   # a stop or foot-plant request drives these controllers instead of the stick
-            self.ctrl[driven] = kept
-            self.drive_requests(driven, dt)
-        self.advance(dt)
-
-    def requests_driving(self) -> np.ndarray:
-        """Agents whose controller a request drives this tick (stops, foot plants) instead of their input."""
-        return self.requests.driving() if self.requests.busy else np.empty(0, dtype=np.int64)
-
-    def request_drives(self, agent: int) -> bool:
-        """Whether a request drives `agent`'s controller this tick: requests_driving for one agent, without
-        building an array while no request is active (2 us of a one-character frame of 30)."""
-        return self.requests.busy and agent in self.requests.driving()
-
-    def drive_requests(self, agents, dt: float = 1.0 / 60.0) -> None:
-        """Advance the controllers of `agents` (of requests_driving) dt seconds toward their requests' targets."""
-        self.requests.drive(self.ctrl, agents, self.controller_settings, float(dt))
-
-    def advance(self, dt: float = 1.0 / 60.0, predictor=None) -> None:
-        """The tick after the controllers moved (step, or a driver on a Controller view of `ctrl`):
-        matching, playback and output. predictor(i) -> (positions (K, 3), rotations (K, 4)) gives the
-        desired trajectory of agent i at self.traj_offsets instead of the controller's prediction."""
-        self._tick(lambda: self._advance(float(dt), predictor))
-
-    def _advance(self, dt: float, predictor) -> None:
+    def tick(self, dt: float = 1.0 / 60.0, sticks: Sticks | None = None) -> None:
+        """Advance every agent dt seconds, stage by stage, on the threads the chooser picks (timed for it).
+        sticks: every agent's stick (step); None when each agent has a driver (set_driver). stage_us: each
+        stage's time, microseconds."""
+        dt = float(dt)
         self.ticks += 1
+        k, threads_before = self.thread_chooser.pick(), numba.get_num_threads()
+        self.parallel = k > 1
         t0 = time.perf_counter()
-        searching = self.searched
-        L = self.learned
+        try:
+            numba.set_num_threads(k)
+            predicted = self._control(dt, sticks)
+            t1 = time.perf_counter()
+            agents = self._plan(dt)
+            if len(agents):
+                self._search(agents, predicted)
+            t2 = time.perf_counter()
+            self._advance_source(dt)
+            self._playback(dt)
+            t3 = time.perf_counter()
+            self._output(dt, self.everyone)
+            self.stage_us = {"controller": (t1 - t0) * 1e6, "search": (t2 - t1) * 1e6, "playback": (t3 - t2) * 1e6,
+                             "output": (time.perf_counter() - t3) * 1e6}
+            self.time += dt
+            self._follow_requests(dt)
+        finally:
+            numba.set_num_threads(threads_before)
+        self.thread_chooser.record(k, time.perf_counter() - t0)
+        self.threads_last_tick = k
+
+    def _control(self, dt: float, sticks: Sticks | None) -> dict:
+        """The controller stage: each controller advances dt seconds by its stick, its driver (set_driver) or
+        its request (stops, foot plants: runtime/requests.py), then heads around the obstacles, unless a
+        request or a route (`routed`) leads it. Returns {agent: driver} of the agents whose driver predicts
+        their desired trajectory: those not steered (a driver knows nothing of the obstacles)."""
+        ctrl, cs = self.state.controller.table, self.controller_settings
+        driven = self.requests.driving() if self.requests.busy else NO_AGENTS
+        before = None if self.obstacles is None else ctrl.copy()
+        if sticks is not None:
+            # The stick moves every row in one call; the rows a driver or request moves are put back after.
+            own = [*driven, *self.drivers]
+            kept = ctrl[own] if own else None
+            (gamepad_step if self.parallel else gamepad_serial)(ctrl, *sticks, dt, cs.packed())
+            if own:
+                ctrl[own] = kept
+        drivers = self.drivers if not len(driven) else {i: d for i, d in self.drivers.items() if i not in driven}
+        for i, driver in drivers.items():
+            driver.step(self.controller(i), self.time, dt)
+        if before is not None:
+            routed = self.state.controller.routed
+            agents = self.everyone if not (len(driven) or routed.any()) else np.setdiff1d(np.flatnonzero(~routed),
+                                                                                          driven)
+            steered = steer_controllers(ctrl, before, agents, self.obstacles, dt, cs.rotation_halflife,
+                                        cs.gait_halflife, self.state.controller.steered)
+            drivers = {i: d for i, d in drivers.items() if not steered[i]}
+        if len(driven):
+            self.requests.drive(ctrl, driven, cs, dt)
+        return drivers
+
+    def _plan(self, dt: float) -> np.ndarray:
+        """The plan stage (matching.plan_stage): the orientation-warp plan, and who searches now (each agent's
+        own search phase, sharp input changes, the clip running out); annotated loops jump back to their
+        start and blocked frames put searches off. Returns the agents that search (int64)."""
+        s, L = self.state, self.learned
+        play, searching = s.playback.play, s.search.searching
         # Learned agents play no clip to hold (still_to 0: never held).
-        frame, stop, still = ((self.frame, self.stop_of, self.still_to) if L is None
+        frame, stop, still = ((play.frame, s.db.clips.stop, s.db.still_to) if L is None
                               else (L.frame, L.never, np.zeros_like(L.never)))
-        rules = self.annotations
+        rules = s.db.annotations
         if rules.loop_to is not None and L is None:
-            looping, start = loop_wraps(rules.loop_to, self.frame, self.clip_hold)
+            looping, start = loop_wraps(rules.loop_to, play.frame, s.search.clip_hold)
             if len(looping):      # a loop range's end continues at its start: an inertialized jump
-                self.transitions[looping] += 1
-                self.calls(transition_stage, looping, start, self.db_arrays, self.stop_of, self.inert, self.play,
-                           self.packed, self.scratch)
-        (plan_stage if self.parallel else plan_serial)(dt, self.ctrl, self.warp, self.search_state, self.packed, frame, stop, self.clip_hold,
-                   still, searching)
+                s.search.transitions[looping] += 1
+                self._transition(transition_stage, looping, start)
+        (plan_stage if self.parallel else plan_serial)(dt, s.controller.table, s.playback.warp, s.search.timers,
+                                                       self.packed, frame, stop, s.search.clip_hold, still, searching)
         if rules.blocked is not None and L is None:
-            hold_blocked(rules.blocked, self.frame, self.stop_of, searching)
+            hold_blocked(rules.blocked, play.frame, stop, searching)
         if self.requests.busy and L is None:
-            self.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
+            s.playback.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
         agents = np.flatnonzero(searching)
         self.searches_last_tick = len(agents)
-        if len(agents):
-            self._search(agents, predictor)
-        t1 = time.perf_counter()
-        # The pose source: the next database frame, or the learned agents' stepped and decompressed pose.
+        return agents
+
+    def _advance_source(self, dt: float) -> None:
+        """The pose source's stage: each agent's play rate and stride from the error its database frames
+        predict (timescale.timescale_stage), or the learned agents' model stepped and decompressed."""
+        s, L = self.state, self.learned
+        play = s.playback.play
         if L is None:
-            timescale_stage(dt, self.ctrl, self.warp, self.packed, self.frame, *self.future_speeds, self.rate,
-                            self.stride)
+            timescale_stage(dt, s.controller.table, s.playback.warp, self.packed, play.frame, *s.db.future_speeds,
+                            play.rate, play.stride)
         else:
-            learned.advance(L, self.rate, dt)
+            learned.advance(L, play.rate, dt)
+
+    def _playback(self, dt: float) -> None:
+        """The playback and inertialization stage (playback.playback_stage): play rate and stride, advance,
+        sample, inertialize, root integration and synchronization with the simulation, orientation twist."""
+        s = self.state
         frames, clips, play = self.pose_source()
-        self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, self.ctrl, self.warp,
-                   self.packed, play, self.inert, self.local, self.root)
-        t2 = time.perf_counter()
-        self._output(dt, self.everyone)
-        self.stage_us = {"search": (t1 - t0) * 1e6, "playback": (t2 - t1) * 1e6,
-                         "output": (time.perf_counter() - t2) * 1e6}
-        self.time += dt
-        if self.requests.busy:
-            self._apply(self.requests.after_playback(self, dt))
+        self.calls(playback_stage if self.parallel else playback_serial, dt, frames, clips, s.controller.table,
+                   s.playback.warp, self.packed, play, s.inertialization.offsets, s.inertialization.shown,
+                   s.playback.root)
+
+    def _output(self, dt: float, only) -> None:
+        """The touch-ups stage (touchups.output_stage) of agents `only`: root placement, orientation warp,
+        forward kinematics, ground, foot locking, hips drop, slope warping and leg IK."""
+        s = self.state
+        self.calls(output_stage if self.parallel and len(only) >= PARALLEL_FROM else output_serial, only, float(dt),
+                   s.inertialization.shown, s.playback.root, s.playback.play, self.packed, s.db.rig, self.terrain,
+                   s.touchups.feet, s.touchups.out, 0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
+
+    def _follow_requests(self, dt: float) -> None:
+        """The requests' stage, once the tick's frames are shown: events delivered, actions ended, roots at rest
+        (Requests.after_playback), applied to the agents."""
+        if not self.requests.busy:
+            return
+        d = self.requests.after_playback(self, dt)
+        s = self.state
+        s.search.clip_hold[d.hold] = True
+        for i in d.release:
+            self._release(i)
+        for i in d.follow:
+            follow_root(s.controller.table, i, s.playback.root)
+        for i, (x, z) in d.glide.items():
+            s.playback.root.pos[i, 0], s.playback.root.pos[i, 2] = x, z
+
+    def _transition(self, stage, agents: np.ndarray, to: np.ndarray) -> None:
+        """Inertialized transitions of `agents` to database frames `to` (a playback transition stage)."""
+        s = self.state
+        self.calls(stage, agents, to, s.db.frames, s.db.clips.stop, s.inertialization.offsets, s.playback.play,
+                   self.packed, s.inertialization.scratch)
 
     def _classic_only(self) -> None:
         if self.learned is not None:
@@ -585,30 +568,20 @@ class Crowd:
     def _requested(self, i: int, released: bool) -> None:
         """A new request of agent i searches now (the one it replaced may have held its clip)."""
         if released:
-            self.clip_hold[i] = False
-        self.search_state[i, FORCE] = 1.0
+            self.state.search.clip_hold[i] = False
+        self.state.search.timers[i, FORCE] = 1.0
 
     def _release(self, i: int) -> None:
         """An action ended or was cancelled: agent i's clip hold ends and it searches now."""
-        self.clip_hold[i] = False
-        self.search_state[i, FORCE] = 1.0
-
-    def _apply(self, d) -> None:
-        """Apply the requests' decisions after a tick (requests.Decisions)."""
-        self.clip_hold[d.hold] = True
-        for i in d.release:
-            self._release(i)
-        for i in d.follow:
-            follow_root(self.ctrl, i, self.root)
-        for i, (x, z) in d.glide.items():
-            self.root_pos[i, 0], self.root_pos[i, 2] = x, z
+        self.state.search.clip_hold[i] = False
+        self.state.search.timers[i, FORCE] = 1.0
 
     def play_clip(self, i: int, range_index: int | None, offset_frames: int = 0) -> None:
         """Agent i jumps (inertialized) to frame `offset_frames` of clip `range_index` and plays it with
         searches suspended until the clip is about to end; None resumes searching now."""
         if range_index is None:
-            self.clip_hold[i] = False
-            self.search_state[i, FORCE] = 1.0
+            self.state.search.clip_hold[i] = False
+            self.state.search.timers[i, FORCE] = 1.0
             self._logged("play_clip", [int(i), None, int(offset_frames)])
             return
         if self.learned is not None:
@@ -622,127 +595,129 @@ class Crowd:
         if not 0 <= off < stop - start - 1:
             raise ValueError(f"offset {off} outside clip {db.range_names[r]!r} (0..{stop - start - 2} frames)")
         to = start + off
-        if to != self.frame[i]:
-            self.transitions[i] += 1
-            self.calls(transition_stage, np.array([i]), np.array([to]), self.db_arrays, self.stop_of, self.inert,
-                       self.play, self.packed, self.scratch)
-        self.clip_hold[i] = True
+        if to != self.state.playback.play.frame[i]:
+            self.state.search.transitions[i] += 1
+            self._transition(transition_stage, np.array([i]), np.array([to]))
+        self.state.search.clip_hold[i] = True
         self._logged("play_clip", [int(i), r, off])
 
-    def _search(self, agents: np.ndarray, predictor) -> None:
-        cs = self.controller_settings
-        offsets = self.traj_offsets.astype(np.float64)
-        predict_stage(agents, self.ctrl, offsets, float(self.db.fps), cs.rotation_halflife, self.traj_pos,
-                      self.traj_rot)
-        if predictor is not None:
+    def _search(self, agents: np.ndarray, predicted: dict) -> None:
+        """The search stage of `agents`: desired trajectories (the controller's prediction, a driver's, a
+        request's), queries, then the database search (or the learned agents' projection) and the
+        transitions it decides. predicted: {agent: driver} whose driver predicts its trajectory."""
+        s, cs, fps = self.state, self.controller_settings, self.db.fps
+        desired = s.search.desired
+        predict_stage(agents, s.controller.table, s.db.traj_offsets.astype(np.float64), float(fps),
+                      cs.rotation_halflife, desired.pos, desired.rot)
+        if predicted:
+            offsets = [int(o) for o in s.db.traj_offsets]
             for i in agents:
-                p, r = predictor(int(i))
-                self.traj_pos[i], self.traj_rot[i] = p, r
+                if i in predicted:
+                    desired.pos[i], desired.rot[i] = predicted[i].predict(self.controller(int(i)), offsets, fps)
         if self.requests.busy:
-            for i, (p, r) in self.requests.predict(agents, self.ctrl, cs, self.traj_offsets, self.db.fps).items():
-                self.traj_pos[i], self.traj_rot[i] = p, r
-        raw = np.empty((len(agents), self.raw_features.shape[1]))
+            for i, (p, r) in self.requests.predict(agents, s.controller.table, cs, s.db.traj_offsets, fps).items():
+                desired.pos[i], desired.rot[i] = p, r
+        raw = np.empty((len(agents), s.db.raw_features.shape[1]))
         L = self.learned
-        features, frame = (self.raw_features, self.frame) if L is None else (L.raw, L.frame)
+        features, frame = (s.db.raw_features, s.playback.play.frame) if L is None else (L.raw, L.frame)
         self.calls(query_stage if self.parallel and len(agents) >= PARALLEL_FROM else query_serial, agents, features,
-                   frame, self.desired, self.ctrl, self.warp, self.packed, self.root, raw)
-        if len(self.height_layout):
-            self.calls(height_query, agents, self.traj_pos, self.root_pos, self.terrain, self.height_layout, raw)
-        if L is not None:
+                   frame, desired, s.controller.table, s.playback.warp, self.packed, s.playback.root, raw)
+        if len(s.db.height_layout):
+            self.calls(height_query, agents, desired.pos, s.playback.root.pos, self.terrain, s.db.height_layout, raw)
+        if L is None:
+            self._match(agents, raw)
+        else:
             self._learned_search(agents, raw)
-            return
+
+    def _match(self, agents: np.ndarray, raw: np.ndarray) -> None:
+        """The database search of `agents` for their raw queries (one row each): one batch per search group,
+        idle agents alone, requests' own searches, the collision term; then the transitions."""
+        s = self.state
+        frame = s.playback.play.frame
         best = np.empty(len(agents), dtype=np.int64)
         cost = np.empty(len(agents))
         groups = self.group_of[agents]
         if self.requests.busy:
             own = self.requests.shapes_search(agents)
             if own.any():
-                best[own], cost[own], self.last_query[agents[own]] = self.requests.search(self, agents[own], raw[own], cs)
+                best[own], cost[own], s.search.query[agents[own]] = self.requests.search(
+                    self, agents[own], raw[own], self.controller_settings)
                 groups = np.where(own, -1, groups)
-        world = self._collision_world()
+        world = self.collision_world()
         self.settled_last_tick = 0
         for g in np.unique(groups[groups >= 0]):
             sel = np.flatnonzero(groups == g)
-            ss, mask, bias, skip = self.groups[g]
+            group = self.groups[g]
+            ss, mask, bias, skip = group
             q = ss.normalize(raw[sel])
-            self.last_query[agents[sel]] = q
+            s.search.query[agents[sel]] = q
             # The frames just around the playing one are excluded inside the search: a small jump back
             # replays what was just shown (a stutter loop on slow walks), and throwing such a result
             # away afterwards left a character frozen on a short clip's last frame.
             # Idle characters search alone: on frames with a still stretch ahead to hold, off the one they
             # just played (no pose loop).
-            idle = resting(self.ctrl, agents[sel])
+            idle = resting(s.controller.table, agents[sel])
             wide = max(skip, int(round(IDLE_NO_REWIND_S * self.db.fps)))
+            idle_mask = None
             if idle.any():
-                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], self.holdable)
+                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], s.db.holdable)
                 idle_mask = None if held is None else held[1]
             if len(sel) == 1 or idle.any():
                 for k in range(len(sel)) if len(sel) == 1 else np.flatnonzero(idle):
-                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(self.frame[agents[sel[k]]]),
+                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(frame[agents[sel[k]]]),
                                                                     skip=wide if idle[k] else skip, bias=bias,
                                                                     mask=idle_mask if idle[k] else mask)
             if len(sel) > 1 and not idle.all():
                 busy = np.flatnonzero(~idle)
                 best[sel[busy]], cost[sel[busy]] = ss.searcher.search_batch(
-                    q[busy], current=self.frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
+                    q[busy], current=frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
             if world is not None:
-                self._collide(world, ss, sel, agents, q, idle, (idle_mask if idle.any() else None, mask),
-                              (wide, skip), bias, best, cost)
-        jump = (best >= 0) & (best != self.frame[agents])
+                b, c = best[sel], cost[sel]
+                self._collide(world, group, agents[sel], q, idle, idle_mask, wide, b, c)
+                best[sel], cost[sel] = b, c
+        jump = (best >= 0) & (best != frame[agents])
         self._searched(agents, best, cost, jump)
         if jump.any():
             movers = agents[jump]
-            self.calls(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM else transition_stage,
-                       movers, best[jump], self.db_arrays, self.stop_of, self.inert, self.play, self.packed,
-                       self.scratch)
+            self._transition(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM
+                             else transition_stage, movers, best[jump])
 
-    def _collide(self, world, ss, sel, agents, q, idle, masks, skips, bias, best, cost) -> None:
-        """The collision term over one group's answers (best, cost at sel), in place: idle and walking
-        agents searched with their own masks and skips (masks, skips: the idle agents', the others')."""
-        cand = shared(self.db, "collision_paths", lambda: candidate_paths(self.raw_features, self.traj_layout))
-        for part, m, k in ((np.flatnonzero(idle), masks[0], skips[0]), (np.flatnonzero(~idle), masks[1], skips[1])):
+    def _collide(self, world, group: SearchGroup, ids: np.ndarray, q: np.ndarray, idle: np.ndarray, idle_mask,
+                 wide: int, best: np.ndarray, cost: np.ndarray) -> None:
+        """The collision term over the answers (best, cost) of one group's agents `ids`, in place: idle
+        agents searched with idle_mask and skip `wide` (frames), walking ones with the group's mask and skip."""
+        s = self.state
+        cand = shared(self.db, "collision_paths", lambda: candidate_paths(s.db.raw_features, s.db.traj_layout))
+        for part, m, k in ((np.flatnonzero(idle), idle_mask, wide), (np.flatnonzero(~idle), group.mask, group.skip)):
             if not len(part):
                 continue
-            at = sel[part]
-            b, c = best[at], cost[at]
-            ids = agents[at]
-            group = Group(ids, q[part], self.frame[ids], self.packed[ids, S.COLLISION_WEIGHT], self.root_pos,
-                          self.root_yaw)
-            self.settled_last_tick += apply_collision_term(ss.searcher, m, group, k, bias, world, cand, b, c)
-            best[at], cost[at] = b, c
+            b, c = best[part], cost[part]
+            at = ids[part]
+            agents = Group(at, q[part], s.playback.play.frame[at], self.packed[at, S.COLLISION_WEIGHT],
+                           s.playback.root.pos, s.playback.root.yaw)
+            self.settled_last_tick += apply_collision_term(group.search_set.searcher, m, agents, k, group.bias, world,
+                                                           cand, b, c)
+            best[part], cost[part] = b, c
 
     def _learned_search(self, agents: np.ndarray, raw: np.ndarray) -> None:
         """Learned agents project their queries; a jump is an inertialized transition to the projected pose
         (last_best stays -1: no database frame)."""
         L = self.learned
-        jump, cost, self.last_query[agents] = learned.search(L, agents, raw, self.packed[agents, S.LMM_BIAS],
+        jump, cost, self.state.search.query[agents] = learned.search(L, agents, raw, self.packed[agents, S.LMM_BIAS],
                                                              self.packed[agents, S.LMM_PUSH],
                                                              self.packed[agents, S.LMM_DRIFT])
         self._searched(agents, np.full(len(agents), -1, dtype=np.int64), cost, jump)
         if jump.any():
             movers = agents[jump]
-            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, self.inert, self.learned_play,
-                       self.packed, self.scratch)
+            inert = self.state.inertialization
+            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, inert.offsets, self.learned_play,
+                       self.packed, inert.scratch)
             L.frame[movers] = movers
 
     def _searched(self, agents, best, cost, jump) -> None:
-        """Bookkeeping after a search: timers, the debugging record, transition counts."""
-        # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
-        # not search all at once every interval.
-        interval = self.packed[agents, S.SEARCH_INTERVAL]
-        self.search_state[agents, TIMER] = interval - interval * self.phase[agents]
-        self.phase[agents] = 0.0
-        self.search_state[agents, FORCE] = 0.0
-        self.last_current[agents] = self.frame[agents]
-        self.last_best[agents], self.last_cost[agents] = best, cost
-        self.last_search_time[agents] = self.time
-        self.jumped[agents] = jump
-        self.transitions[agents[jump]] += 1
-
-    def _output(self, dt: float, only) -> None:
-        self.calls(output_stage if self.parallel and len(only) >= PARALLEL_FROM else output_serial, only, float(dt),
-                   self.local, self.root, self.play, self.packed, self.rig, self.terrain, self.feet, self.out,
-                   0.0 if self.learned is None else learned.LEARNED_RELOCK_SPEED)
+        """Bookkeeping after a search (crowd_state.record_search)."""
+        record_search(self.state.search, self.state.playback.play.frame, self.packed[agents, S.SEARCH_INTERVAL],
+                      agents, best, cost, jump, self.time)
 
     # ------------------------------------------------------------------------------------------
     # outputs
@@ -750,38 +725,62 @@ class Crowd:
     @property
     def root_positions(self) -> np.ndarray:
         """(n, 3) character roots (the simulation-bone joint of the shown pose), metres."""
-        return self.root_pos
+        return self.state.playback.root.pos
 
     @property
     def root_yaws(self) -> np.ndarray:
         """(n,) root yaws, radians."""
-        return self.root_yaw
+        return self.state.playback.root.yaw
 
     @property
     def sim_positions(self) -> np.ndarray:
         """(n, 3) controller simulation positions, metres."""
-        return self.ctrl[:, [PX, PY, PZ]]
+        return self.state.controller.table[:, [PX, PY, PZ]]
 
     @property
     def sim_velocities(self) -> np.ndarray:
         """(n, 3) controller simulation velocities, m/s."""
         v = np.zeros((self.n, 3))
-        v[:, 0], v[:, 2] = self.ctrl[:, VX], self.ctrl[:, VZ]
+        v[:, 0], v[:, 2] = self.state.controller.table[:, VX], self.state.controller.table[:, VZ]
         return v
 
     @property
     def desired_velocities(self) -> np.ndarray:
         """(n, 3) velocities asked by this tick's input, m/s."""
         v = np.zeros((self.n, 3))
-        v[:, 0], v[:, 2] = self.ctrl[:, GOAL_VX], self.ctrl[:, GOAL_VZ]
+        v[:, 0], v[:, 2] = self.state.controller.table[:, GOAL_VX], self.state.controller.table[:, GOAL_VZ]
         return v
 
     def pose_source(self) -> tuple[Frames, Clips, Playhead]:
         """What playback samples: the database's frames, or the learned agents' own pose rows."""
         if self.learned is None:
-            return self.db_arrays, self.clips, self.play
+            return self.state.db.frames, self.state.db.clips, self.state.playback.play
         return self.learned.pose, self.learned_clips, self.learned_play
 
     def local_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Agent i's output local pose (J, 3) / (J, 4), joint 0 the character root in the world (for BVH)."""
-        return self.out.local_pos[i].copy(), self.out.local_rot[i].copy()
+        return self.state.touchups.out.local_pos[i].copy(), self.state.touchups.out.local_rot[i].copy()
+
+
+# The state's arrays other modules read (character.py, requests.py, the app, offline tools, devtools), by
+# their names from before the state had groups: name -> its place in Crowd.state. Views: the next tick
+# writes them.
+PUBLIC_ARRAYS = {
+    "db_arrays": "db.frames", "velocities": "db.velocities", "range_of": "db.range_of", "stop_of": "db.clips.stop",
+    "still_to": "db.still_to", "holdable": "db.holdable", "future_speeds": "db.future_speeds",
+    "raw_features": "db.raw_features", "contacts_db": "db.clips.contacts", "traj_offsets": "db.traj_offsets",
+    "rig": "db.rig",
+    "ctrl": "controller.table", "routed": "controller.routed",
+    "search_state": "search.timers", "clip_hold": "search.clip_hold", "searched": "search.searching",
+    "traj_pos": "search.desired.pos", "last_query": "search.query", "last_best": "search.best",
+    "last_cost": "search.cost", "last_current": "search.current", "last_search_time": "search.time",
+    "jumped": "search.jumped", "transitions": "search.transitions",
+    "frame": "playback.play.frame", "frame_frac": "playback.play.frac", "rate": "playback.play.rate",
+    "stride": "playback.play.stride", "warp_angle": "playback.play.warp_angle", "contacts": "playback.play.contacts",
+    "root_pos": "playback.root.pos", "root_yaw": "playback.root.yaw", "root_vel": "playback.root.vel",
+    "inert": "inertialization.offsets", "local": "inertialization.shown",
+    "locked": "touchups.feet.locked", "out": "touchups.out",
+    "global_positions": "touchups.out.positions", "global_rotations": "touchups.out.rotations",
+}
+for _name, _path in PUBLIC_ARRAYS.items():
+    setattr(Crowd, _name, property(attrgetter("state." + _path), doc=f"Crowd.state.{_path} (a view)."))
