@@ -61,6 +61,11 @@ def test_parse_message_rejects_bad_input():
             messages.parse_message(text)
 
 
+def test_every_message_type_has_one_handler():
+    # The door (messages.SCHEMAS) and the dispatch table (websocket.HANDLERS) list the same types.
+    assert list(app_websocket.HANDLERS) == list(messages.SCHEMAS)
+
+
 # --------------------------------------------------------------------------------------------------
 # HTTP
 

@@ -32,7 +32,7 @@ class Backend:
     character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table, and for the
                                     # default body "crowd_glb": a coarser mesh for crowd mode} or None
     # More client message types: {type: (schema as in messages.SCHEMAS, handler(session, fields) -> reply
-    # or None)}
+    # or None)}, joining websocket.HANDLERS
     messages: dict = field(default_factory=dict)
     # {feature channel: default weight} of the database (GET /api/settings/schema lists them; None: unknown)
     channel_weights: dict | None = None

@@ -1,6 +1,6 @@
 """One connected page: its character, input state, recording, scenario and debugging tools; messages
-already validated (messages.py) are applied by `Session.handle`, and `Session.frame_bytes` encodes the
-binary frame sent after each tick (format: app/server.py's docstring).
+already validated (messages.py) are applied by its `on_<type>` methods (websocket.HANDLERS), and
+`Session.frame_bytes` encodes the binary frame sent after each tick (format: app/server.py's docstring).
 """
 from __future__ import annotations
 
@@ -176,75 +176,81 @@ class Session:
             self.ch.apply_settings()
             raise MessageError(str(exc)) from None
 
-    def handle(self, kind: str, f: dict) -> dict | None:
-        """Apply one validated message; return a reply or None."""
-        if kind in self.backend.messages:     # the mode's own messages (Backend.messages)
-            return self.backend.messages[kind][1](self, f)
-        if kind == "input":
-            self.move, self.look = f["move"], f.get("look")
-            self.run, self.strafe = f.get("run", False), f.get("strafe", False)
-            return None
-        if kind == "settings":
-            self.apply_settings(f)
-            return {"type": "settings", "settings": self.settings_dict()}
-        if kind == "reset":
-            self.stop_scenario()
-            self.ch.reset()
-            self.sim_time = 0.0
-            return {"type": "reset"}
-        if kind == "pause":
-            self.paused = f["paused"]
-            return {"type": "pause", "paused": self.paused}
-        if kind == "record":
-            log = self.ch.input_log
-            if f["action"] == "start":
-                self.recording = True
-                if log is not None:
-                    log.open_window()
-            elif f["action"] == "stop":
-                self.recording = False
-                if log is not None:
-                    log.close_window()
-            else:
-                self.recorded.clear()
-                if log is not None:
-                    log.windows.clear()
-            return self.record_status()
-        if kind == "scenario_stop":
-            self.stop_scenario()
-            return {"type": "scenario", "state": "stopped", "name": self.scenario_name}
-        if kind == "ping":
-            return {"type": "pong", "t": f["t"]}
-        if kind == "debug":
-            self.ghosts = f.get("ghosts", self.ghosts)
-            return {"type": "debug", "ghosts": self.ghosts}
-        if kind == "inspect":
-            return self.inspect(f)
-        if kind == "play_clip":
-            try:
-                self.ch.play_clip(f["clip"], f.get("offset", 0))
-            except ValueError as exc:
-                raise MessageError(str(exc)) from None
-            return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
-        if kind == "action":
-            try:
-                self.ch.request_action(f["event"], f["event_in"])
-            except ValueError as exc:
-                raise MessageError(str(exc)) from None
-            return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
-        if kind == "search_set":
-            try:
-                self.ch.use_set(SetSpec(f["name"], f.get("tags"), f.get("weights", {})), f.get("interrupt", True))
-            except ValueError as exc:
-                raise MessageError(str(exc)) from None
-            self.pending.append({"type": "settings", "settings": self.settings_dict()})   # the set's filter and weights
-            return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
-        if kind == "terrain":
-            self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
-            return self.terrain_status()
-        raise MessageError(f"unhandled message type {kind!r}")
+    # One method per client message type, each taking the fields messages.parse_message validated and
+    # returning the reply or None; websocket.HANDLERS maps the types to them.
 
-    def inspect(self, f: dict) -> dict:
+    def on_input(self, f: dict) -> None:
+        self.move, self.look = f["move"], f.get("look")
+        self.run, self.strafe = f.get("run", False), f.get("strafe", False)
+
+    def on_settings(self, f: dict) -> dict:
+        self.apply_settings(f)
+        return {"type": "settings", "settings": self.settings_dict()}
+
+    def on_reset(self, f: dict) -> dict:
+        self.stop_scenario()
+        self.ch.reset()
+        self.sim_time = 0.0
+        return {"type": "reset"}
+
+    def on_pause(self, f: dict) -> dict:
+        self.paused = f["paused"]
+        return {"type": "pause", "paused": self.paused}
+
+    def on_record(self, f: dict) -> dict:
+        log = self.ch.input_log
+        if f["action"] == "start":
+            self.recording = True
+            if log is not None:
+                log.open_window()
+        elif f["action"] == "stop":
+            self.recording = False
+            if log is not None:
+                log.close_window()
+        else:
+            self.recorded.clear()
+            if log is not None:
+                log.windows.clear()
+        return self.record_status()
+
+    def on_scenario_stop(self, f: dict) -> dict:
+        self.stop_scenario()
+        return {"type": "scenario", "state": "stopped", "name": self.scenario_name}
+
+    def on_ping(self, f: dict) -> dict:
+        return {"type": "pong", "t": f["t"]}
+
+    def on_debug(self, f: dict) -> dict:
+        self.ghosts = f.get("ghosts", self.ghosts)
+        return {"type": "debug", "ghosts": self.ghosts}
+
+    def on_play_clip(self, f: dict) -> dict:
+        try:
+            self.ch.play_clip(f["clip"], f.get("offset", 0))
+        except ValueError as exc:
+            raise MessageError(str(exc)) from None
+        return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
+
+    def on_action(self, f: dict) -> dict:
+        try:
+            self.ch.request_action(f["event"], f["event_in"])
+        except ValueError as exc:
+            raise MessageError(str(exc)) from None
+        return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
+
+    def on_search_set(self, f: dict) -> dict:
+        try:
+            self.ch.use_set(SetSpec(f["name"], f.get("tags"), f.get("weights", {})), f.get("interrupt", True))
+        except ValueError as exc:
+            raise MessageError(str(exc)) from None
+        self.pending.append({"type": "settings", "settings": self.settings_dict()})   # the set's filter and weights
+        return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
+
+    def on_terrain(self, f: dict) -> dict:
+        self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
+        return self.terrain_status()
+
+    def on_inspect(self, f: dict) -> dict:
         """The candidates of one search (a record from debug()["search"]): top k with per-channel
         costs and the continuing frame's cost, each with its clip and frame within the clip."""
         ch = self.ch

@@ -8,6 +8,7 @@ import json
 import logging
 import secrets
 import time
+from typing import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
 
@@ -22,6 +23,8 @@ log = logging.getLogger("motionmatch.app")
 MAX_FRAME_BYTES = 64 * 1024     # beyond this aiohttp closes the connection (code 1009)
 SERVER_FULL_CLOSE_CODE = 1013   # WebSocket "try again later": max_sessions pages are connected
 WEIGHTS_INTERVAL_S = 0.25       # a session's weight changes apply at most this often (latest values win)
+
+Handler = Callable[[Session, dict], "dict | None | Awaitable[dict | None]"]
 
 
 async def _send_json(ws: web.WebSocketResponse, obj: dict) -> None:
@@ -100,6 +103,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     log.info("session %s opened (%d active)", sid, len(state.sessions))
     await _send_json(ws, session.hello())
     task = asyncio.create_task(_simulate(session))
+    handlers = {**HANDLERS, **{kind: handler for kind, (_, handler) in backend.messages.items()}}
     try:
         async for msg in ws:
             if msg.type == WSMsgType.ERROR:
@@ -117,18 +121,9 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
             try:
                 kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data),
                                              backend.messages)
-                if kind == "inspect":   # ranks the whole database: off the loop that streams frames
-                    reply = await asyncio.get_running_loop().run_in_executor(None, session.handle, kind, fields)
-                elif kind == "settings" and "weights" in fields:
-                    # The settings reply comes once the weights are applied, with every field.
-                    session.check_weights(fields["weights"])
-                    weights = fields.pop("weights")
-                    if fields:
-                        session.handle(kind, fields)
-                    queue_weights(session, weights)
-                    reply = None
-                else:
-                    reply = session.handle(kind, fields)
+                reply = handlers[kind](session, fields)
+                if isinstance(reply, asyncio.Future):
+                    reply = await reply
             except MessageError as exc:
                 reply = {"type": "error", "message": str(exc)}
             except Exception as exc:  # a bug in one session's character must not stop the others
@@ -156,6 +151,45 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         log.info("session %s closed after %.1f s: %d frames, %.1f kB/s, step %.0f us (%d active)", sid, secs,
                  session.frames_sent, session.bytes_sent / secs / 1e3, session.step_us, len(state.sessions))
     return ws
+
+
+def _off_loop(handler: Callable[[Session, dict], dict | None]) -> Handler:
+    """`handler` run on the executor's threads, its reply awaited while the session's frames stream on."""
+    def run(session: Session, fields: dict) -> asyncio.Future:
+        return asyncio.get_running_loop().run_in_executor(None, handler, session, fields)
+    return run
+
+
+def _settings(session: Session, fields: dict) -> dict | None:
+    """Settings apply at once, but feature weights through queue_weights: the settings reply then comes
+    once the weights are applied, with every field."""
+    if "weights" not in fields:
+        return session.on_settings(fields)
+    session.check_weights(fields["weights"])
+    weights = fields.pop("weights")
+    if fields:
+        session.on_settings(fields)
+    queue_weights(session, weights)
+    return None
+
+
+# Every client message type (messages.SCHEMAS) -> its handler(session, fields): the reply, None, or a
+# Future of the reply. A mode's own types (Backend.messages) join these per connection.
+HANDLERS: dict[str, Handler] = {
+    "input": Session.on_input,
+    "settings": _settings,
+    "reset": Session.on_reset,
+    "pause": Session.on_pause,
+    "record": Session.on_record,
+    "scenario_stop": Session.on_scenario_stop,
+    "ping": Session.on_ping,
+    "debug": Session.on_debug,
+    "inspect": _off_loop(Session.on_inspect),     # ranks the whole database: off the loop that streams frames
+    "play_clip": Session.on_play_clip,
+    "terrain": Session.on_terrain,
+    "action": Session.on_action,
+    "search_set": Session.on_search_set,
+}
 
 
 def queue_weights(session: Session, weights: dict) -> None:
