@@ -151,16 +151,10 @@ class Session:
         given = self.ch.settings.weights or {}
         return {c: float(given.get(c, defaults.get(c, 1.0))) for c in self.ch.channel_names}
 
-    def check_weights(self, weights: dict) -> None:
-        names = set(self.ch.channel_names)
-        unknown = sorted(set(weights) - names)
-        if unknown:
-            raise MessageError(f"unknown feature channel(s): {', '.join(unknown)}"[:300])
-
     def apply_settings(self, fields: dict) -> None:
+        """Set settings fields already checked (messages.session_schemas) on the character and apply them;
+        when the character refuses them (ValueError), the old values come back and MessageError says why."""
         s = self.ch.settings
-        if "weights" in fields:
-            self.check_weights(fields["weights"])
         old = {k: getattr(s, k) for k in fields}
         for k, v in fields.items():
             if k == "weights":

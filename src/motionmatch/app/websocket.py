@@ -13,7 +13,7 @@ from typing import Awaitable, Callable
 from aiohttp import WSMsgType, web
 
 from .hosts import origin_ok
-from .messages import MessageError, parse_message
+from .messages import MessageError, parse_message, session_schemas
 from .session import RATE_PER_S, Session
 from .limits import DT, MAX_CATCHUP
 from .state import STATE
@@ -104,6 +104,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     await _send_json(ws, session.hello())
     task = asyncio.create_task(_simulate(session))
     handlers = {**HANDLERS, **{kind: handler for kind, (_, handler) in backend.messages.items()}}
+    schemas = session_schemas(character.channel_names, backend.messages)
     try:
         async for msg in ws:
             if msg.type == WSMsgType.ERROR:
@@ -119,8 +120,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
                                           f"({session.dropped} dropped so far)"})
                 continue
             try:
-                kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data),
-                                             backend.messages)
+                # The door: every field is checked here, once; the handlers take the fields as they are.
+                kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data), schemas)
                 reply = handlers[kind](session, fields)
                 if isinstance(reply, asyncio.Future):
                     reply = await reply
@@ -165,7 +166,6 @@ def _settings(session: Session, fields: dict) -> dict | None:
     once the weights are applied, with every field."""
     if "weights" not in fields:
         return session.on_settings(fields)
-    session.check_weights(fields["weights"])
     weights = fields.pop("weights")
     if fields:
         session.on_settings(fields)
@@ -196,7 +196,6 @@ def queue_weights(session: Session, weights: dict) -> None:
     """Feature weights apply off the event loop (a new weight set normalizes the features and builds
     an index: milliseconds to seconds on big databases) and at most every WEIGHTS_INTERVAL_S; values
     arriving meanwhile coalesce, the latest winning. The settings reply follows the application."""
-    session.check_weights(weights)
     session.weights_pending.update(weights)
     if session.weights_task is None or session.weights_task.done():
         session.weights_task = asyncio.create_task(_apply_weights(session))
