@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
+import types
+import typing
 import shutil
 import subprocess
 import threading
@@ -55,6 +58,49 @@ class ServerThread:
         asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+def protocol_mismatches(obj, protocol) -> list[str]:
+    """How `obj` falls short of the typing.Protocol `protocol` (empty: it implements it): a member it
+    lacks, a value (attribute or property) not of the annotated type, or a method that refuses a call the
+    protocol allows (positional, by keyword, with the required arguments only)."""
+    out = [] if isinstance(obj, protocol) else [f"not an instance of {protocol.__name__}"]
+    hints = typing.get_type_hints(protocol)
+    for name, member in vars(protocol).items():
+        if name.startswith("_") and name not in hints:
+            continue
+        if not hasattr(obj, name):
+            out.append(f"{name}: missing")
+        elif isinstance(member, property):
+            out += _type_mismatch(name, getattr(obj, name), typing.get_type_hints(member.fget).get("return"))
+        elif inspect.isfunction(member):
+            out += _signature_mismatch(name, inspect.signature(member), getattr(obj, name))
+    for name in hints.keys() - vars(protocol).keys():
+        out += [f"{name}: missing"] if not hasattr(obj, name) else _type_mismatch(name, getattr(obj, name), hints[name])
+    return out
+
+
+def _type_mismatch(name, value, hint) -> list[str]:
+    if hint is None:
+        return []
+    origin = typing.get_origin(hint)
+    kinds = tuple(typing.get_origin(a) or a for a in typing.get_args(hint)) if origin in (typing.Union, types.UnionType) \
+        else (origin or hint,)
+    return [] if isinstance(value, kinds) else [f"{name}: {type(value).__name__} is not {hint}"]
+
+
+def _signature_mismatch(name, wanted: inspect.Signature, method) -> list[str]:
+    params = [p for p in wanted.parameters.values() if p.name != "self"]
+    have = inspect.signature(method)
+    calls = {"positional": ([0] * len(params), {}), "keywords": ([], {p.name: 0 for p in params}),
+             "required only": ([0] * sum(p.default is p.empty for p in params), {})}
+    out = []
+    for how, (args, kwargs) in calls.items():
+        try:
+            have.bind(*args, **kwargs)
+        except TypeError as exc:
+            out.append(f"{name}{have} refuses the protocol's {how} call ({exc})")
+    return out
+
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))

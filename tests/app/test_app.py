@@ -61,6 +61,19 @@ def test_parse_message_rejects_bad_input():
             messages.parse_message(text)
 
 
+def test_settings_weights_are_checked_at_the_door():
+    schemas = messages.session_schemas(["a", "b"])
+    assert messages.parse_message('{"type":"settings","weights":{"a":2}}', schemas) == ("settings", {"weights": {"a": 2.0}})
+    with pytest.raises(messages.MessageError, match="unknown feature channel"):
+        messages.parse_message('{"type":"settings","weights":{"a":2,"c":1}}', schemas)
+    assert list(schemas) == list(messages.SCHEMAS)     # the same types, settings' weights narrowed
+
+
+def test_every_message_type_has_one_handler():
+    # The door (messages.SCHEMAS) and the dispatch table (websocket.HANDLERS) list the same types.
+    assert list(app_websocket.HANDLERS) == list(messages.SCHEMAS)
+
+
 # --------------------------------------------------------------------------------------------------
 # HTTP
 

@@ -512,7 +512,10 @@ def test_character_failing_every_frame_ends_its_session_with_a_message():
     from motionmatch.app import server as srv
     from motionmatch.app import session as app_session
 
-    class Broken:
+    class Broken:       # the members of DrivenCharacter (app/driven.py) this test reaches
+        def start_input_log(self):
+            pass
+
         def step(self, inp, dt):
             raise RuntimeError("always")
 

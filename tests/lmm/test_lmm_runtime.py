@@ -52,6 +52,13 @@ def test_learned_character_walks_a_scenario_without_nan(tiny_model, jlpm_db):
     assert moved > 0.2                                                 # the learned root motion moves it
 
 
+def test_learned_character_is_driven(tiny_model, jlpm_db):
+    from app_fixtures import protocol_mismatches
+    from motionmatch.app.driven import DrivenCharacter
+    ch = Character(jlpm_db, CharacterSettings(mode="lmm", model=str(tiny_model)))
+    assert ch.crowd.mode == "lmm" and protocol_mismatches(ch, DrivenCharacter) == []
+
+
 def test_learned_agents_jump_by_their_own_bias(tiny_model, jlpm_db):
     """`lmm_bias`, not the classic `bias`, decides a learned agent's jumps."""
     def transitions(**kw):

@@ -9,7 +9,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..runtime.settings_schema import database_weights
-from ..offline.scenario import parse_scenario
+from ..offline.scenario import Scenario, parse_scenario
+from .driven import DrivenCharacter
 from ..runtime.character import Character, CharacterSettings, warm_up
 from ..runtime.controller import GamepadInput
 from ..body import rigged_model
@@ -24,14 +25,14 @@ CROWD_VOXEL_M = 0.03            # m: the crowd's default body (the user's is mes
 class Backend:
     """How sessions get their character, inputs and scenarios (the real runtime by default)."""
 
-    new_character: Callable[[], Any]
+    new_character: Callable[[], DrivenCharacter]
     make_input: Callable[..., Any]
-    load_scenario: Callable[[Any], Any] | None = None
+    load_scenario: Callable[[dict], Scenario] | None = None
     description: str = ""
     character: dict | None = None   # {"glb": bytes, "name": str, "retarget": rigged_model table, and for the
                                     # default body "crowd_glb": a coarser mesh for crowd mode} or None
     # More client message types: {type: (schema as in messages.SCHEMAS, handler(session, fields) -> reply
-    # or None)}
+    # or None)}, joining websocket.HANDLERS
     messages: dict = field(default_factory=dict)
     # {feature channel: default weight} of the database (GET /api/settings/schema lists them; None: unknown)
     channel_weights: dict | None = None

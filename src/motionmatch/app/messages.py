@@ -1,12 +1,13 @@
 """The app's client messages: every text message a page sends over its WebSocket is a JSON object with a
-`type`, checked here against `SCHEMAS` before the session sees it; a bad one raises MessageError, whose
-text goes back to the page as an `error` reply (the message is dropped).
+`type`, checked here against `SCHEMAS` (a connection's: `session_schemas`) before the session sees it, and
+only here; a bad one raises MessageError, whose text goes back to the page as an `error` reply (the
+message is dropped).
 """
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..runtime.settings_schema import Setting, SettingError, app_fields, setting
 from ..offline.scenario import clamp_stick
@@ -137,13 +138,35 @@ SCHEMAS: dict[str, dict[str, tuple[Callable, bool]]] = {
 }
 
 
+def _channel_weights(channels: Iterable[str]):
+    """A settings message's weights for one character: checked as _weights, and naming only its feature
+    channels."""
+    known = frozenset(channels)
+
+    def check(v, name):
+        weights = _weights(v, name)
+        unknown = sorted(set(weights) - known)
+        if unknown:
+            raise MessageError(f"unknown feature channel(s): {', '.join(unknown)}"[:300])
+        return weights
+    return check
+
+
+def session_schemas(channels: Iterable[str], extra: dict | None = None) -> dict:
+    """The schemas of one connection's messages: SCHEMAS with the settings' weights limited to its
+    character's feature `channels`, and a mode's own types (extra: Backend.messages, {type: (schema,
+    handler)}). Checked there, a setting is applied as it comes."""
+    settings = {**SCHEMAS["settings"], "weights": (_channel_weights(channels), False)}
+    return {**SCHEMAS, "settings": settings, **{kind: schema for kind, (schema, _) in (extra or {}).items()}}
+
+
 def reject_constant(name):
     raise MessageError(f"{name} is not valid JSON")
 
 
-def parse_message(data: str | bytes, extra: dict | None = None) -> tuple[str, dict]:
-    """Validate one client text message; return (type, fields) or raise MessageError. extra: more
-    message types {type: (schema, handler)} (Backend.messages), schemas as in SCHEMAS."""
+def parse_message(data: str | bytes, schemas: dict = SCHEMAS) -> tuple[str, dict]:
+    """Validate one client text message against `schemas` (a connection's: session_schemas); return
+    (type, fields) or raise MessageError."""
     if not isinstance(data, str):
         raise MessageError("binary frames are not accepted; send JSON text")
     if len(data.encode("utf-8", "replace")) > MAX_TEXT_BYTES:
@@ -157,7 +180,6 @@ def parse_message(data: str | bytes, extra: dict | None = None) -> tuple[str, di
     if not isinstance(obj, dict):
         raise MessageError("a message must be a JSON object with a 'type'")
     kind = obj.get("type")
-    schemas = {**SCHEMAS, **{k: schema for k, (schema, _) in (extra or {}).items()}}
     if not isinstance(kind, str) or kind not in schemas:
         raise MessageError(f"unknown message type {kind!r}; expected one of {', '.join(schemas)}")
     schema = schemas[kind]

@@ -69,7 +69,7 @@ async def replay_log_handler(request: web.Request) -> web.Response:
     """The session's input log (runtime/input_log.py) since its character's last reset, with the
     recorded windows: `motionmatch synth --replay FILE` regenerates the recorded motion bit for bit."""
     session = _session_or_404(request)
-    log = getattr(session.ch, "input_log", None)
+    log = session.ch.input_log
     if log is None:
         raise web.HTTPNotFound(text="this character keeps no input log\n")
     try:    # the database digest takes a moment: off the event loop
@@ -84,8 +84,7 @@ async def replay_log_handler(request: web.Request) -> web.Response:
 async def settings_file_handler(request: web.Request) -> web.Response:
     """The session's live settings as a settings file (TOML, see runtime/settings_file.py) to download."""
     ch = _session_or_404(request).ch
-    controller = getattr(getattr(ch, "controller", None), "settings", None)
-    text = dumps_settings(ch.settings, controller, comment="saved from the motionmatch app; "
+    text = dumps_settings(ch.settings, ch.controller.settings, comment="saved from the motionmatch app; "
                           "load with --settings FILE (synth, serve, bench quality)")
     name = time.strftime("motionmatch-settings-%Y%m%d-%H%M%S.toml")
     return web.Response(text=text, content_type="application/toml",
@@ -116,7 +115,7 @@ async def scenario_handler(request: web.Request) -> web.Response:
         session.start_scenario(scenario, name)
     except MessageError as exc:
         return web.json_response({"type": "error", "message": f"bad scenario: {exc}"}, status=400)
-    obstacles = getattr(scenario, "obstacles", None)
+    obstacles = scenario.obstacles
     return web.json_response({"type": "scenario", "state": "playing", "name": name, "duration": duration,
                               "obstacles": [] if obstacles is None else obstacles.to_list()})
 

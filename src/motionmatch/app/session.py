@@ -1,6 +1,6 @@
 """One connected page: its character, input state, recording, scenario and debugging tools; messages
-already validated (messages.py) are applied by `Session.handle`, and `Session.frame_bytes` encodes the
-binary frame sent after each tick (format: app/server.py's docstring).
+already validated (messages.py) are applied by its `on_<type>` methods (websocket.HANDLERS), and
+`Session.frame_bytes` encodes the binary frame sent after each tick (format: app/server.py's docstring).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from aiohttp import web
 
 from ..motion.posture import frame_posture
 from .backend import Backend
+from .driven import DrivenCharacter
 from .messages import MAX_TEXT_BYTES, SETTINGS_FIELDS, MessageError
 from .recording import Recording
 from .limits import DT
@@ -24,6 +25,7 @@ from ..search.inspect import inspect_search
 from ..runtime.database_sets import SetSpec
 from ..world.terrain import Heightfield
 from ..offline.replay import ScenarioDriver
+from ..offline.scenario import Scenario
 
 log = logging.getLogger("motionmatch.app")
 
@@ -68,7 +70,7 @@ def _transposed(features: np.ndarray) -> np.ndarray:
 class Session:
     """One connected page: its character, input state, recording and scenario."""
 
-    def __init__(self, sid: str, ws: web.WebSocketResponse, character, backend: Backend):
+    def __init__(self, sid: str, ws: web.WebSocketResponse, character: DrivenCharacter, backend: Backend):
         self.id, self.ws, self.ch, self.backend = sid, ws, character, backend
         self.move, self.look, self.run, self.strafe = (0.0, 0.0), None, False, False
         self.paused = False
@@ -99,8 +101,7 @@ class Session:
         self.reset_times: list[float] = []
         # The character's input log (runtime/input_log.py): from its last reset, so a Record press can be
         # downloaded as a file that `motionmatch synth --replay` turns into the same motion.
-        if hasattr(character, "start_input_log"):
-            character.start_input_log()
+        character.start_input_log()
 
     def close(self) -> None:
         """Release what the session holds (recording, scenario, caches) once its page is gone: the
@@ -127,12 +128,12 @@ class Session:
     def hello(self) -> dict:
         sk = self.ch.skeleton
         return {"type": "hello", "session": self.id, "fps": round(1.0 / DT), "names": list(sk.names),
-                "parents": [int(p) for p in sk.parents], "channels": list(getattr(self.ch, "channel_names", [])),
-                "tags": list(getattr(self.ch, "known_tags", [])), "settings": self.settings_dict(),
+                "parents": [int(p) for p in sk.parents], "channels": list(self.ch.channel_names),
+                "tags": list(self.ch.known_tags), "settings": self.settings_dict(),
                 "limits": {"max_message_bytes": MAX_TEXT_BYTES, "rate_per_s": RATE_PER_S,
                            "record_frames": MAX_RECORD_FRAMES},
                 "backend": self.backend.description, "character": self.character_info(),
-                "lmm": bool(getattr(self.ch.settings, "model", None))}
+                "lmm": bool(self.ch.settings.model)}
 
     def character_info(self) -> dict | None:
         c = self.backend.character
@@ -140,31 +141,21 @@ class Session:
 
     def settings_dict(self) -> dict:
         s = self.ch.settings
-        out = {k: getattr(s, k) for k in SETTINGS_FIELDS if hasattr(s, k)}
+        out = {k: getattr(s, k) for k in SETTINGS_FIELDS}
         out["weights"] = self.effective_weights()
         return _round(out, 4)
 
     def effective_weights(self) -> dict:
         """Every channel's weight: the setting where given, else the feature schema's default."""
-        schema = getattr(getattr(getattr(self.ch, "db", None), "features", None), "schema", None)
-        defaults = {c.name: float(c.weight) for c in getattr(schema, "channels", [])}
-        given = getattr(self.ch.settings, "weights", {}) or {}
-        return {c: float(given.get(c, defaults.get(c, 1.0))) for c in getattr(self.ch, "channel_names", [])}
-
-    def check_weights(self, weights: dict) -> None:
-        names = set(getattr(self.ch, "channel_names", []))
-        unknown = sorted(set(weights) - names)
-        if unknown:
-            raise MessageError(f"unknown feature channel(s): {', '.join(unknown)}"[:300])
+        defaults = {c.name: float(c.weight) for c in self.ch.db.features.schema.channels}
+        given = self.ch.settings.weights or {}
+        return {c: float(given.get(c, defaults.get(c, 1.0))) for c in self.ch.channel_names}
 
     def apply_settings(self, fields: dict) -> None:
+        """Set settings fields already checked (messages.session_schemas) on the character and apply them;
+        when the character refuses them (ValueError), the old values come back and MessageError says why."""
         s = self.ch.settings
-        if "weights" in fields:
-            self.check_weights(fields["weights"])
-        old = {k: getattr(s, k) for k in fields if hasattr(s, k)}
-        missing = sorted(set(fields) - set(old))
-        if missing:
-            raise MessageError(f"this character has no setting(s): {', '.join(missing)}")
+        old = {k: getattr(s, k) for k in fields}
         for k, v in fields.items():
             if k == "weights":
                 v = {**s.weights, **v}
@@ -179,81 +170,81 @@ class Session:
             self.ch.apply_settings()
             raise MessageError(str(exc)) from None
 
-    def handle(self, kind: str, f: dict) -> dict | None:
-        """Apply one validated message; return a reply or None."""
-        if kind in self.backend.messages:     # the mode's own messages (Backend.messages)
-            return self.backend.messages[kind][1](self, f)
-        if kind == "input":
-            self.move, self.look = f["move"], f.get("look")
-            self.run, self.strafe = f.get("run", False), f.get("strafe", False)
-            return None
-        if kind == "settings":
-            self.apply_settings(f)
-            return {"type": "settings", "settings": self.settings_dict()}
-        if kind == "reset":
-            self.stop_scenario()
-            self.ch.reset()
-            self.sim_time = 0.0
-            return {"type": "reset"}
-        if kind == "pause":
-            self.paused = f["paused"]
-            return {"type": "pause", "paused": self.paused}
-        if kind == "record":
-            log = getattr(self.ch, "input_log", None)
-            if f["action"] == "start":
-                self.recording = True
-                if log is not None:
-                    log.open_window()
-            elif f["action"] == "stop":
-                self.recording = False
-                if log is not None:
-                    log.close_window()
-            else:
-                self.recorded.clear()
-                if log is not None:
-                    log.windows.clear()
-            return self.record_status()
-        if kind == "scenario_stop":
-            self.stop_scenario()
-            return {"type": "scenario", "state": "stopped", "name": self.scenario_name}
-        if kind == "ping":
-            return {"type": "pong", "t": f["t"]}
-        if kind == "debug":
-            self.ghosts = f.get("ghosts", self.ghosts)
-            return {"type": "debug", "ghosts": self.ghosts}
-        if kind == "inspect":
-            return self.inspect(f)
-        if kind == "play_clip":
-            try:
-                self.ch.play_clip(f["clip"], f.get("offset", 0))
-            except ValueError as exc:
-                raise MessageError(str(exc)) from None
-            return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
-        if kind == "action":
-            ask = getattr(self.ch, "request_action", None)
-            if ask is None:
-                raise MessageError("this character takes no action requests")
-            try:
-                ask(f["event"], f["event_in"])
-            except ValueError as exc:
-                raise MessageError(str(exc)) from None
-            return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
-        if kind == "search_set":
-            use = getattr(self.ch, "use_set", None)
-            if use is None:
-                raise MessageError("this character has no database sets")
-            try:
-                use(SetSpec(f["name"], f.get("tags"), f.get("weights", {})), f.get("interrupt", True))
-            except ValueError as exc:
-                raise MessageError(str(exc)) from None
-            self.pending.append({"type": "settings", "settings": self.settings_dict()})   # the set's filter and weights
-            return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
-        if kind == "terrain":
-            self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
-            return self.terrain_status()
-        raise MessageError(f"unhandled message type {kind!r}")
+    # One method per client message type, each taking the fields messages.parse_message validated and
+    # returning the reply or None; websocket.HANDLERS maps the types to them.
 
-    def inspect(self, f: dict) -> dict:
+    def on_input(self, f: dict) -> None:
+        self.move, self.look = f["move"], f.get("look")
+        self.run, self.strafe = f.get("run", False), f.get("strafe", False)
+
+    def on_settings(self, f: dict) -> dict:
+        self.apply_settings(f)
+        return {"type": "settings", "settings": self.settings_dict()}
+
+    def on_reset(self, f: dict) -> dict:
+        self.stop_scenario()
+        self.ch.reset()
+        self.sim_time = 0.0
+        return {"type": "reset"}
+
+    def on_pause(self, f: dict) -> dict:
+        self.paused = f["paused"]
+        return {"type": "pause", "paused": self.paused}
+
+    def on_record(self, f: dict) -> dict:
+        log = self.ch.input_log
+        if f["action"] == "start":
+            self.recording = True
+            if log is not None:
+                log.open_window()
+        elif f["action"] == "stop":
+            self.recording = False
+            if log is not None:
+                log.close_window()
+        else:
+            self.recorded.clear()
+            if log is not None:
+                log.windows.clear()
+        return self.record_status()
+
+    def on_scenario_stop(self, f: dict) -> dict:
+        self.stop_scenario()
+        return {"type": "scenario", "state": "stopped", "name": self.scenario_name}
+
+    def on_ping(self, f: dict) -> dict:
+        return {"type": "pong", "t": f["t"]}
+
+    def on_debug(self, f: dict) -> dict:
+        self.ghosts = f.get("ghosts", self.ghosts)
+        return {"type": "debug", "ghosts": self.ghosts}
+
+    def on_play_clip(self, f: dict) -> dict:
+        try:
+            self.ch.play_clip(f["clip"], f.get("offset", 0))
+        except ValueError as exc:
+            raise MessageError(str(exc)) from None
+        return {"type": "play_clip", "clip": f["clip"], "offset": f.get("offset", 0)}
+
+    def on_action(self, f: dict) -> dict:
+        try:
+            self.ch.request_action(f["event"], f["event_in"])
+        except ValueError as exc:
+            raise MessageError(str(exc)) from None
+        return {"type": "action", "event": f["event"], "event_in": f["event_in"]}
+
+    def on_search_set(self, f: dict) -> dict:
+        try:
+            self.ch.use_set(SetSpec(f["name"], f.get("tags"), f.get("weights", {})), f.get("interrupt", True))
+        except ValueError as exc:
+            raise MessageError(str(exc)) from None
+        self.pending.append({"type": "settings", "settings": self.settings_dict()})   # the set's filter and weights
+        return {"type": "search_set", "name": f["name"], "interrupt": f.get("interrupt", True)}
+
+    def on_terrain(self, f: dict) -> dict:
+        self.set_terrain(None if f["kind"] == "flat" else Heightfield.procedural(f["kind"]), f["kind"])
+        return self.terrain_status()
+
+    def on_inspect(self, f: dict) -> dict:
         """The candidates of one search (a record from debug()["search"]): top k with per-channel
         costs and the continuing frame's cost, each with its clip and frame within the clip."""
         ch = self.ch
@@ -325,31 +316,26 @@ class Session:
 
     # -- simulation ------------------------------------------------------------------------------
 
-    def start_scenario(self, scenario, name: str) -> None:
-        """Play a scenario from the character's current state. Characters with set_driver get the
-        scenario's driver (paths work too), others its inputs; a scenario style sets the tag filter."""
+    def start_scenario(self, scenario: Scenario, name: str) -> None:
+        """Play a scenario from the character's current state: the character gets the scenario's driver
+        (paths work too); a scenario style sets the tag filter."""
         self.stop_scenario()
         self.scenario, self.scenario_name, self.scenario_time = scenario, name, 0.0
-        self.saved_tag_filter = getattr(self.ch.settings, "tag_filter", None)
-        style = getattr(scenario, "style", None)
-        if style and hasattr(self.ch.settings, "tag_filter"):
-            self.apply_settings({"tag_filter": style})   # raises MessageError on a style unknown here
+        self.saved_tag_filter = self.ch.settings.tag_filter
+        if scenario.style:
+            self.apply_settings({"tag_filter": scenario.style})   # raises MessageError on a style unknown here
             self.pending.append({"type": "settings", "settings": self.settings_dict()})
-        if hasattr(self.ch, "set_driver") and hasattr(scenario, "to_dict"):
-            self.ch.set_driver(ScenarioDriver(scenario.to_dict(), getattr(self.ch, "time", 0.0)))
-        if hasattr(self.ch, "set_obstacles"):     # the scenario's obstacles live as long as it plays
-            self.ch.set_obstacles(getattr(scenario, "obstacles", None))
+        self.ch.set_driver(ScenarioDriver(scenario.to_dict(), self.ch.time))
+        self.ch.set_obstacles(scenario.obstacles)     # the scenario's obstacles live as long as it plays
         self.paused = False
 
     def stop_scenario(self) -> None:
         if self.scenario is None:
             return
         self.scenario = None
-        if hasattr(self.ch, "set_driver"):
-            self.ch.set_driver(None)
-        if hasattr(self.ch, "set_obstacles"):
-            self.ch.set_obstacles(None)
-        if getattr(self.ch.settings, "tag_filter", None) != self.saved_tag_filter:
+        self.ch.set_driver(None)
+        self.ch.set_obstacles(None)
+        if self.ch.settings.tag_filter != self.saved_tag_filter:
             self.apply_settings({"tag_filter": self.saved_tag_filter})
             self.pending.append({"type": "settings", "settings": self.settings_dict()})
 
@@ -412,7 +398,7 @@ class Session:
         if self.recording:
             if not self.recorded.append(*self.ch.local_pose()):
                 self.recording = False
-                log = getattr(self.ch, "input_log", None)
+                log = self.ch.input_log
                 if log is not None:
                     log.close_window()
                 self.pending.append({**self.record_status(), "warning": "recording limit reached"})
@@ -423,14 +409,11 @@ class Session:
         dbg["scenario"] = ({"name": self.scenario_name, "time": self.scenario_time,
                             "duration": float(self.scenario.duration)} if self.scenario is not None else None)
         dbg["recording"] = len(self.recorded) if (self.recording or len(self.recorded)) else 0
-        ctrl = getattr(self.ch, "controller", None)
-        if ctrl is not None:
-            dv, rv = ctrl.desired_velocity, self.ch.root_velocity
-            dbg["speed"] = {"asked": math.hypot(dv[0], dv[2]), "delivered": math.hypot(rv[0], rv[2])}
-        db, gp = getattr(self.ch, "db", None), getattr(self.ch, "global_positions", None)
-        if db is not None and gp is not None:       # the graphs' posture and style lanes
-            dbg["posture"] = frame_posture(db, gp)
-            dbg["clip_styles"] = [t for t in dbg.get("tags", ()) if t in db.style_tags]
+        dv, rv = self.ch.controller.desired_velocity, self.ch.root_velocity
+        dbg["speed"] = {"asked": math.hypot(dv[0], dv[2]), "delivered": math.hypot(rv[0], rv[2])}
+        db = self.ch.db             # the graphs' posture and style lanes
+        dbg["posture"] = frame_posture(db, self.ch.global_positions)
+        dbg["clip_styles"] = [t for t in dbg.get("tags", ()) if t in db.style_tags]
         if self.ghosts:
             dbg["ghosts"] = {"raw": np.ravel(self.ch.pose_before_inertialization()),
                              "before_touchups": np.ravel(self.ch.pose_before_touchups())}

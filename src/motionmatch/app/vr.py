@@ -28,11 +28,18 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from aiohttp import web
 
+from ..motion.animation import Skeleton
+from ..posedb.database import Database
+from ..runtime.controller import Controller
+from ..runtime.database_sets import SetSpec
+from ..runtime.input_log import InputLog
 from ..runtime.settings import CharacterSettings
+from ..search import Searcher
 from ..vr.driver import VRDriver, VRDriverSettings, facing_yaw, vr_character_settings
 from ..vr.live import MAX_TIME_S, LiveTrackerFeed, LiveVRDriver
 from ..vr.trackers import (DEVICES, STREAM_FPS, BodyTruth, TrackerFileError, TrackerStream, device_pose,
@@ -101,8 +108,9 @@ def held_out_clips(data_root=None) -> list[tuple[str, Path, tuple[float, float]]
 
 class VRCharacter:
     """A runtime Character driven by a tracker stream (a Replay, looped, or a LiveTrackerFeed) with
-    the VR touch-ups on every output pose; without a stream, the ordinary gamepad character. Everything
-    not defined here is the inner character's, so a Session uses it as it uses a Character."""
+    the VR touch-ups on every output pose; without a stream, the ordinary gamepad character. It is a
+    DrivenCharacter (app/driven.py): the members a Session uses that the stream does not change are the
+    inner character's, forwarded one by one."""
 
     def __init__(self, inner, network, calibration, settings: VRDriverSettings, replay: Replay | None = None):
         self.inner, self.network, self.calibration, self.vr_settings = inner, network, calibration, settings
@@ -113,8 +121,80 @@ class VRCharacter:
         if replay is not None:
             self.set_replay(replay)
 
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
+    # -- the inner character's ------------------------------------------------------------------
+
+    @property
+    def db(self) -> Database:
+        return self.inner.db
+
+    @property
+    def settings(self) -> CharacterSettings:
+        # A property, not a copy: use_set replaces the inner character's settings object.
+        return self.inner.settings
+
+    @property
+    def skeleton(self) -> Skeleton:
+        return self.inner.skeleton
+
+    @property
+    def channel_names(self) -> Sequence[str]:
+        return self.inner.channel_names
+
+    @property
+    def known_tags(self) -> Sequence[str]:
+        return self.inner.known_tags
+
+    @property
+    def slices(self) -> dict[str, slice]:
+        return self.inner.slices
+
+    @property
+    def controller(self) -> Controller:
+        return self.inner.controller
+
+    @property
+    def input_log(self) -> InputLog | None:
+        return self.inner.input_log
+
+    @property
+    def searcher(self) -> Searcher:
+        return self.inner.searcher
+
+    @property
+    def time(self) -> float:
+        return self.inner.time
+
+    @property
+    def root_pos(self) -> np.ndarray:
+        return self.inner.root_pos
+
+    @property
+    def root_velocity(self) -> np.ndarray:
+        return self.inner.root_velocity
+
+    def apply_settings(self) -> None:
+        self.inner.apply_settings()
+
+    def pose_before_inertialization(self) -> np.ndarray:
+        return self.inner.pose_before_inertialization()
+
+    def pose_before_touchups(self) -> np.ndarray:
+        return self.inner.pose_before_touchups()
+
+    def set_obstacles(self, obstacles) -> None:
+        self.inner.set_obstacles(obstacles)
+
+    def set_terrain(self, terrain) -> None:
+        self.inner.set_terrain(terrain)
+
+    def play_clip(self, range_index: int | None, offset_frames: int = 0) -> None:
+        self.inner.play_clip(range_index, offset_frames)
+
+    def request_action(self, event: str, event_in: float) -> None:
+        self.inner.request_action(event, event_in)
+
+    def use_set(self, spec: SetSpec, interrupt: bool = True) -> None:
+        self.inner.use_set(spec, interrupt)
 
     # -- streams -------------------------------------------------------------------------------
 

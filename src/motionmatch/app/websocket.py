@@ -8,11 +8,12 @@ import json
 import logging
 import secrets
 import time
+from typing import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
 
 from .hosts import origin_ok
-from .messages import MessageError, parse_message
+from .messages import MessageError, parse_message, session_schemas
 from .session import RATE_PER_S, Session
 from .limits import DT, MAX_CATCHUP
 from .state import STATE
@@ -22,6 +23,8 @@ log = logging.getLogger("motionmatch.app")
 MAX_FRAME_BYTES = 64 * 1024     # beyond this aiohttp closes the connection (code 1009)
 SERVER_FULL_CLOSE_CODE = 1013   # WebSocket "try again later": max_sessions pages are connected
 WEIGHTS_INTERVAL_S = 0.25       # a session's weight changes apply at most this often (latest values win)
+
+Handler = Callable[[Session, dict], "dict | None | Awaitable[dict | None]"]
 
 
 async def _send_json(ws: web.WebSocketResponse, obj: dict) -> None:
@@ -100,6 +103,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     log.info("session %s opened (%d active)", sid, len(state.sessions))
     await _send_json(ws, session.hello())
     task = asyncio.create_task(_simulate(session))
+    handlers = {**HANDLERS, **{kind: handler for kind, (_, handler) in backend.messages.items()}}
+    schemas = session_schemas(character.channel_names, backend.messages)
     try:
         async for msg in ws:
             if msg.type == WSMsgType.ERROR:
@@ -115,20 +120,11 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
                                           f"({session.dropped} dropped so far)"})
                 continue
             try:
-                kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data),
-                                             backend.messages)
-                if kind == "inspect":   # ranks the whole database: off the loop that streams frames
-                    reply = await asyncio.get_running_loop().run_in_executor(None, session.handle, kind, fields)
-                elif kind == "settings" and "weights" in fields:
-                    # The settings reply comes once the weights are applied, with every field.
-                    session.check_weights(fields["weights"])
-                    weights = fields.pop("weights")
-                    if fields:
-                        session.handle(kind, fields)
-                    queue_weights(session, weights)
-                    reply = None
-                else:
-                    reply = session.handle(kind, fields)
+                # The door: every field is checked here, once; the handlers take the fields as they are.
+                kind, fields = parse_message(msg.data if msg.type == WSMsgType.TEXT else bytes(msg.data), schemas)
+                reply = handlers[kind](session, fields)
+                if isinstance(reply, asyncio.Future):
+                    reply = await reply
             except MessageError as exc:
                 reply = {"type": "error", "message": str(exc)}
             except Exception as exc:  # a bug in one session's character must not stop the others
@@ -158,11 +154,48 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     return ws
 
 
+def _off_loop(handler: Callable[[Session, dict], dict | None]) -> Handler:
+    """`handler` run on the executor's threads, its reply awaited while the session's frames stream on."""
+    def run(session: Session, fields: dict) -> asyncio.Future:
+        return asyncio.get_running_loop().run_in_executor(None, handler, session, fields)
+    return run
+
+
+def _settings(session: Session, fields: dict) -> dict | None:
+    """Settings apply at once, but feature weights through queue_weights: the settings reply then comes
+    once the weights are applied, with every field."""
+    if "weights" not in fields:
+        return session.on_settings(fields)
+    weights = fields.pop("weights")
+    if fields:
+        session.on_settings(fields)
+    queue_weights(session, weights)
+    return None
+
+
+# Every client message type (messages.SCHEMAS) -> its handler(session, fields): the reply, None, or a
+# Future of the reply. A mode's own types (Backend.messages) join these per connection.
+HANDLERS: dict[str, Handler] = {
+    "input": Session.on_input,
+    "settings": _settings,
+    "reset": Session.on_reset,
+    "pause": Session.on_pause,
+    "record": Session.on_record,
+    "scenario_stop": Session.on_scenario_stop,
+    "ping": Session.on_ping,
+    "debug": Session.on_debug,
+    "inspect": _off_loop(Session.on_inspect),     # ranks the whole database: off the loop that streams frames
+    "play_clip": Session.on_play_clip,
+    "terrain": Session.on_terrain,
+    "action": Session.on_action,
+    "search_set": Session.on_search_set,
+}
+
+
 def queue_weights(session: Session, weights: dict) -> None:
     """Feature weights apply off the event loop (a new weight set normalizes the features and builds
     an index: milliseconds to seconds on big databases) and at most every WEIGHTS_INTERVAL_S; values
     arriving meanwhile coalesce, the latest winning. The settings reply follows the application."""
-    session.check_weights(weights)
     session.weights_pending.update(weights)
     if session.weights_task is None or session.weights_task.done():
         session.weights_task = asyncio.create_task(_apply_weights(session))

@@ -55,10 +55,9 @@ def _users(app) -> tuple[np.ndarray, np.ndarray]:
     """Ground positions and velocities (u, 2) of the connected users' characters (their roots)."""
     pos, vel = [], []
     for s in app[STATE].sessions.values():
-        p, v = getattr(s.ch, "root_pos", None), getattr(s.ch, "root_velocity", None)
-        if p is not None and v is not None:
-            pos.append((p[0], p[2]))
-            vel.append((v[0], v[2]))
+        p, v = s.ch.root_pos, s.ch.root_velocity
+        pos.append((p[0], p[2]))
+        vel.append((v[0], v[2]))
     return users_near(np.array(pos, dtype=np.float64).reshape(-1, 2), np.array(vel, dtype=np.float64).reshape(-1, 2))
 
 
