@@ -136,8 +136,8 @@ def test_missing_framework_names_the_extra(jlpm_db_path, tmp_path, monkeypatch, 
 
 def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkeypatch, capsys):
     """An interrupted run (here: at the start of the projector stage) continues where it stopped."""
-    import motionmatch.search
     from motionmatch.cli import main
+    from motionmatch.lmm import train
     out = tmp_path / "m.npz"
     # The fixture's layer width: the compiled training steps are reused.
     args = ["lmm", "train", "--db", str(jlpm_db_path), "-o", str(out), "--iterations", "30", "--frames", "150",
@@ -147,7 +147,7 @@ def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkey
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(motionmatch.search, "Searcher", interrupted)
+        m.setattr(train, "Searcher", interrupted)     # the projector stage's first step
         assert main(args) == 130
     assert out.with_name("m.checkpoint.npz").exists() and not out.exists()
     capsys.readouterr()
