@@ -282,7 +282,9 @@ def test_recorded_session_replays_bit_for_bit(server, tmp_path):
     names = {next(k for k in e if k != "tick") for e in log["entries"]}
     assert {"input", "settings", "driver"} <= names
     ticks = window_ticks(log)
-    assert len(ticks) == len(pos) >= 70
+    # 70 frames were received after the start was sent, but those already on their way when the server read
+    # it were ticked before the recording began (69 under two test workers on a loaded machine).
+    assert len(ticks) == len(pos) >= 60
     again = replay_poses(database.load_database(database_path()), log)
     assert np.array_equal(again["local_pos"][ticks, 0].astype(np.float32), pos)
     assert np.array_equal(again["local_rot"][ticks, 0].astype(np.float32), rot)

@@ -152,7 +152,7 @@ def test_missing_framework_names_the_extra(jlpm_db_path, tmp_path, monkeypatch, 
 
 def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkeypatch, capsys):
     """An interrupted run (here: at the start of the projector stage) continues where it stopped."""
-    import motionmatch.search
+    import motionmatch.lmm.train as tr
     from motionmatch.cli import main
     out = tmp_path / "m.npz"
     # The fixture's layer width: the compiled training steps are reused.
@@ -163,7 +163,7 @@ def test_cli_training_resumes_from_its_checkpoint(jlpm_db_path, tmp_path, monkey
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(motionmatch.search, "Searcher", interrupted)
+        m.setattr(tr, "Searcher", interrupted)        # the name train.py calls (imported at its top)
         assert main(args) == 130
     assert out.with_name("m.checkpoint.npz").exists() and not out.exists()
     capsys.readouterr()
