@@ -314,6 +314,7 @@ def test_scenario_upload_plays_and_bad_one_is_refused(server):
 
 
 
+@pytest.mark.slow
 def test_scenario_obstacles_are_drawn_and_cleared_in_chromium(server, tmp_path):
     """A scenario's obstacles stand in the terrain panel while it plays (issue 29) and go when it stops."""
     report = run_browser_script(ROOT / "tests" / "browser" / "obstacles_test.mjs", server.url + "/?quality=low",
@@ -331,6 +332,7 @@ def test_scenario_obstacles_are_drawn_and_cleared_in_chromium(server, tmp_path):
     assert min(math.hypot(x, z - 3.0) for x, z in path) > 0.6
 
 
+@pytest.mark.slow
 def test_page_in_chromium(server, tmp_path):
     report = run_browser_script(BROWSER_SCRIPT, server.url + "/?quality=low", tmp_path, timeout=180)
     assert not report["pageErrors"], report["pageErrors"]

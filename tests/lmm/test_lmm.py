@@ -12,6 +12,8 @@ from motionmatch.maths.kinematics import forward_kinematics
 from motionmatch.lmm import inference
 from motionmatch.lmm.model import ModelError, check_model_fits, load_model, save_model
 
+pytestmark = pytest.mark.slow         # trains a model (module fixture): `make test`, not `make check`
+
 FRAMES = 200
 
 

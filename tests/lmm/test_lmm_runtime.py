@@ -15,6 +15,8 @@ from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.crowd import Crowd
 from motionmatch.runtime.settings import CharacterSettings
 
+pytestmark = pytest.mark.slow         # trains a model (module fixture): `make test`, not `make check`
+
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 
 

@@ -186,6 +186,7 @@ def tiny_model(tmp_path_factory, tiny_data):
     return out, train_orientation(tiny_data, out, TrainSettings(**TINY))
 
 
+@pytest.mark.slow
 def test_tiny_network_beats_hmd_forward_on_held_out(tiny_model):
     path, result = tiny_model
     nets = load_networks(path)
@@ -198,6 +199,7 @@ def test_tiny_network_beats_hmd_forward_on_held_out(tiny_model):
     assert set(doc) == {"hmd_forward", "network_r1", "network", "frames"}
 
 
+@pytest.mark.slow
 def test_rollout_training_feeds_back_its_outputs(tiny_model):
     import jax
     import jax.numpy as jnp
@@ -323,6 +325,7 @@ def test_device_targets_and_root_clamp(take1):
         assert d[0] == pytest.approx(alpha) and d[1] == pytest.approx(0.05) and c[0, 1] == 0.2
 
 
+@pytest.mark.slow
 def test_driver_follows_a_walking_stream(take1, tiny_model):
     anim, calib = take1
     nets = load_networks(tiny_model[0])
