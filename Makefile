@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean wheel docs blender test-blender
+.PHONY: demo test check install bench clean wheel docs blender test-blender
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,9 +18,15 @@ install: $(STAMP)
 demo: install node_modules
 	$(BIN)/motionmatch demo --port $${PORT:-8000}
 
+# Every test, on two worker processes (pytest-xdist; --dist loadfile keeps a file's module fixtures, its
+# trained models and servers, in one worker). One file alone: .venv/bin/python -m pytest FILE (serial).
 test: install node_modules browser-deps docs blender
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 	$(MAKE) test-blender
+
+# The inner loop before each commit (CONTRIBUTING.md): everything not marked `slow`, under 2 minutes.
+check: install node_modules
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m 'not slow and not blender'
 
 # Blender's Python module (FBX in, the interop checks) pins numpy < 2: its own environment, beside ours,
 # where io/fbx.py looks for it. About 1 GB; measured 57 s to install here.

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow         # builds and installs a wheel: `make test`, not `make check`
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -106,6 +106,7 @@ def test_agents_roam_to_new_goals_and_keep_clear_of_a_user(jlpm_db):
     assert closest > 0.3
 
 
+@pytest.mark.slow
 def test_roaming_agents_never_stall(jlpm_db):
     """Goals nobody can reach (one under a user who stands still, two on the same spot in a corner)
     used to hold their agents for good: within ARRIVE_DISTANCE of the goal is never reached, so the
@@ -183,6 +184,7 @@ async def _crowd_info(http, url):
         return await r.json()
 
 
+@pytest.mark.slow
 def test_one_shared_crowd_for_all_viewers(crowd_server):
     async def go():
         async with aiohttp.ClientSession() as http:
@@ -217,6 +219,7 @@ def test_one_shared_crowd_for_all_viewers(crowd_server):
     assert np.median(np.linalg.norm(last - first, axis=1)) > 0.3     # the crowd moves
 
 
+@pytest.mark.slow
 def test_a_paced_viewer_gets_one_frame_per_ready(crowd_server):
     async def go():
         async with aiohttp.ClientSession() as http:
@@ -237,6 +240,7 @@ def test_a_paced_viewer_gets_one_frame_per_ready(crowd_server):
     assert info["frames_sent"] >= 3 and info["bytes_per_s"] > 0 and info["tick_ms"] > 0
 
 
+@pytest.mark.slow
 def test_an_unpaced_viewer_gets_every_tick(crowd_server):
     """Counted in ticks: the frame asked for comes after the crowd's next tick, so asking only when a
     viewer could take a frame at once (the last one was still being sent) gave every other tick's frame
@@ -256,6 +260,7 @@ def test_an_unpaced_viewer_gets_every_tick(crowd_server):
     assert np.median(steps) == 1, np.bincount(steps)
 
 
+@pytest.mark.slow
 def test_bench_serve_crowd_reports_the_crowd_as_a_user_meets_it(jlpm_db, jlpm_db_path):
     """`motionmatch bench serve --crowd N --json`: a real server with one page and two crowd viewers; the
     keys are a contract (docs/CROWDS.md)."""
@@ -279,6 +284,7 @@ def slow_crowd_server(jlpm_db, jlpm_db_path):
     s.stop()
 
 
+@pytest.mark.slow
 def test_the_users_character_keeps_real_time_beside_a_slow_crowd(slow_crowd_server):
     """The crowd steps in its own process: however long its tick, the user's session ticks on. Counted in
     ticks, not timed: session frames per crowd tick (when the crowd stepped on the server's event loop,
@@ -334,6 +340,7 @@ def test_no_crowd_mode_answers_n_zero(jlpm_db):
         s.stop()
 
 
+@pytest.mark.slow
 def test_crowd_page_in_chromium(crowd_server):
     node, chromium, pw, missing = browser_tools()
     if missing:

@@ -109,6 +109,7 @@ def test_inspect_play_clip_ghosts_and_terrain_over_the_socket(server):
     run(go())
 
 
+@pytest.mark.slow
 def test_debug_tools_in_chromium_at_1280x720(server, tmp_path):
     r = run_browser_script(SCRIPT, server.url + "/?quality=low", tmp_path)
     assert not r["pageErrors"] and not r["console"], (r["pageErrors"], r["console"])

@@ -236,6 +236,7 @@ def test_a_user_far_away_or_not_finite_cannot_stop_the_crowd(jlpm_db):
     assert np.abs(world.crowd.root_positions).max() < 100.0
 
 
+@pytest.mark.slow
 def test_soak_counts_visits_and_samples_memory(jlpm_db_path):
     from motionmatch.devtools.soak import soak, table
     result = soak(str(jlpm_db_path), pages=2, seconds=8.0, visit_s=3.0, progress=None)

@@ -223,6 +223,7 @@ def test_streamed_device_poses_drive_the_avatar(vr_server, jlpm_db, walk_stream)
     assert np.median(hand_err) < 0.02
 
 
+@pytest.mark.slow
 def test_vr_page_in_chromium(vr_server, walk_stream, tmp_path):
     stream = walk_stream[0]
     frames = [[{"position": stream.positions[f, d].round(5).tolist(), "rotation": stream.rotations[f, d].round(6).tolist()}

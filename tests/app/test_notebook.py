@@ -86,6 +86,7 @@ def _write_state(widget, folder, replies=()):
     (folder / "state.json").write_text(json.dumps(spec))
 
 
+@pytest.mark.slow
 def test_widget_module_renders_a_skinned_character(walk_bvh, jlpm_db, tmp_path):
     # A small view: software WebGL in headless chromium draws a few frames a second.
     _write_state(MotionWidget(walk_bvh, height=160), tmp_path / "motion")

@@ -19,6 +19,8 @@ import pytest
 
 from motionmatch.app.assets import find_three
 
+pytestmark = pytest.mark.slow         # starts JupyterLab and chromium: `make test`, not `make check`
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "examples" / "motionmatch.ipynb"
 

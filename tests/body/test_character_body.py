@@ -174,6 +174,7 @@ def test_server_streams_local_rotations_and_serves_the_body(jlpm_db_path):
             assert np.linalg.norm(quat_rotate(grot[p], db.skeleton.offsets[j]) - (pos[j] - pos[p])) < 2e-3, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [None, "rig"])
 def test_page_draws_the_skinned_body(jlpm_db_path, rig, tmp_path, model):
     app, _ = _app(jlpm_db_path, rig[0] if model else None)

@@ -113,6 +113,7 @@ def test_synth_writes_gltf(jlpm_db_path, tmp_path):
     assert abs(accessor(g, g.animations[0].samplers[0].input)[-1, 0] - 1.5) < 0.05
 
 
+@pytest.mark.slow
 def test_gltfloader_plays_the_animation(walk_glb, tmp_path):
     (tmp_path / "model.glb").write_bytes(walk_glb.read_bytes())
     r = run_page("/pages/gltf_page.html", {"/files/": tmp_path})

@@ -12,6 +12,8 @@ from motionmatch.maths.kinematics import forward_kinematics
 from motionmatch.lmm import inference
 from motionmatch.lmm.model import ModelError, check_model_fits, load_model, save_model
 
+pytestmark = pytest.mark.slow         # trains a model (module fixture): `make test`, not `make check`
+
 FRAMES = 200
 
 
@@ -48,6 +50,7 @@ def test_short_training_lowers_every_loss(trained):
         assert len(losses) >= 3, stage
         for name, curve in losses.items():
             first, last = np.mean(curve[:25]), np.mean(curve[-25:])
+            # The worst curve's last / first over 20 seeds (tests/spreads/lmm_seeds.py): 0.46 / 0.54 / 0.67.
             assert last < first, f"{stage} loss {name} did not drop: {first:.4g} -> {last:.4g}"
 
 
@@ -60,13 +63,17 @@ def test_decompressor_overfits_200_frames(trained, jlpm_db):
     got = _character_space_positions(pose.positions, pose.rotations, parents)
     want = _character_space_positions(jlpm_db.positions[:FRAMES], jlpm_db.rotations[:FRAMES], parents)
     err_cm = 100.0 * np.linalg.norm(got - want, axis=-1)
-    assert np.median(err_cm) < 2.0 and np.percentile(err_cm, 95) < 6.0, (np.median(err_cm), np.percentile(err_cm, 95))
-    # Contacts come back as the database's, and the root moves at the database's speed.
-    assert np.mean(pose.contacts == np.asarray(jlpm_db.contacts[:FRAMES])) > 0.9
+    # Bounds from tests/spreads/lmm_seeds.py, 20 training seeds (min / median / max), against a model trained 5
+    # iterations (3 seeds): median 0.16 / 0.19 / 0.23 cm (untrained 2.7-3.4), 95th percentile 1.06 / 1.40 /
+    # 2.13 cm (untrained 15.6-19.2).
+    assert np.median(err_cm) < 0.6 and np.percentile(err_cm, 95) < 6.0, (np.median(err_cm), np.percentile(err_cm, 95))
+    # Contacts come back as the database's (agree 0.990 / 0.995 / 1.0; untrained 0.85-0.93), and the root
+    # moves at the database's speed (median error 0.003 / 0.006 / 0.008 m/s; untrained 0.18-0.75).
+    assert np.mean(pose.contacts == np.asarray(jlpm_db.contacts[:FRAMES])) > 0.97
     speed = np.linalg.norm(pose.velocities[:, 0], axis=-1)
     want_speed = np.linalg.norm(np.diff(np.asarray(jlpm_db.positions[:FRAMES + 1, 0], dtype=np.float64), axis=0),
                                 axis=-1) * jlpm_db.fps
-    assert np.median(np.abs(speed - want_speed)) < 0.1
+    assert np.median(np.abs(speed - want_speed)) < 0.03
 
 
 def test_numpy_inference_matches_jax(trained, jlpm_db):
@@ -86,15 +93,17 @@ def test_numpy_inference_matches_jax(trained, jlpm_db):
         want = np.asarray(mlp(layers, stats, jnp.asarray(inp), net.activation))
         # Two float32 evaluations differ by summation order: the error scales with the magnitudes summed,
         # not with each output (a near-zero output of a layer whose outputs reach 18 was 1.2e-5 off, about
-        # 6 float32 epsilons of that scale, on a fresh clone); 64 epsilons of the largest output.
-        atol = 64 * np.finfo(np.float32).eps * np.abs(want).max()
+        # 6 float32 epsilons of that scale, on a fresh clone). Over 20 training seeds (tests/spreads/
+        # lmm_seeds.py) the worst network's error was 2.2 / 2.8 / 3.9 epsilons of its largest output
+        # (min / median / max): 16 is four times the worst seed and 2.7 times the fresh clone's.
+        atol = 16 * np.finfo(np.float32).eps * np.abs(want).max()
         np.testing.assert_allclose(inference.evaluate(net, inp), want, rtol=0, atol=atol, err_msg=name)
     # The quaternions numpy builds from the two-column rotations give JAX's character-space pose.
     y = inference.evaluate(model.decompressor, xz)
     pose = inference.decompress(model, xz[:, :f], xz[:, f:])
     got = _character_space_positions(pose.positions, pose.rotations, jlpm_db.skeleton.parents)[:, 1:]
     want = np.asarray(character_space(jnp.asarray(y), tuple(int(p) for p in model.parents))[0])
-    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_allclose(got, want, atol=1e-5)     # 20 seeds: largest difference 3.5e-7 / 4.4e-7 / 1.4e-6 m
     # One row and a batch give the same answer (a crowd calls the batched form).
     xs, zs = inference.step(model, xz[:, :f], xz[:, f:], 1 / 60)
     x1, z1 = inference.step(model, xz[7, :f], xz[7, f:], 1 / 60)
@@ -103,22 +112,31 @@ def test_numpy_inference_matches_jax(trained, jlpm_db):
 
 
 def test_learned_rollout_stays_finite_and_on_the_data(trained, jlpm_db):
+    """Bounds from tests/spreads/lmm_seeds.py: 20 training seeds of this model (min / median / max) and a
+    model trained 5 iterations (3 seeds), the figure the bound must tell apart. The median distance to the
+    data after 40 steps (the old bound, 3.0, on 10 starts) is heavy-tailed over seeds, 0.45 / 1.29 / 8.5, and
+    one machine's seed 0 gave 3.01 where this one's gave 1.38: after one stepper window (20 steps) it is
+    0.33 / 0.75 / 1.28 on 45 starts (untrained 2.4-9.2), so the distance is bounded there and the second
+    window is held to finite, unit-quaternion poses and no runaway root."""
     out, _ = trained
     model = load_model(out)
-    # Queries built from real frames' raw features: the projector lands near those frames' features.
-    frames = np.arange(20, 120, 10)
+    # Queries built from real frames' raw features: the projector lands near those frames' features
+    # (median error 0.014 / 0.018 / 0.025; untrained 0.081-0.083).
+    frames = np.arange(10, 190, 4)
     x, z = inference.project(model, np.asarray(jlpm_db.features.raw[frames], dtype=np.float64))
     data = jlpm_db.features.normalized[:FRAMES]
-    assert np.median(np.abs(x - data[frames])) < 0.25
+    assert np.median(np.abs(x - data[frames])) < 0.05
     # The stepper plays on (two stepper windows, still inside the 200 frames learned) without leaving the data.
-    for _ in range(40):
+    for step in range(40):
         x, z = inference.step(model, x, z, 1 / 60)
         pose = inference.decompress(model, x, z)
         assert all(np.isfinite(a).all() for a in pose[:4])
-    nearest = np.sqrt(((x[:, None, :] - data[None]) ** 2).sum(-1)).min(1)
-    assert np.median(nearest) < 3.0                                          # normalized feature units
-    assert np.all(np.linalg.norm(pose.velocities[:, 0], axis=-1) < 3.0)    # m/s: still walking speeds
-    np.testing.assert_allclose(np.linalg.norm(pose.rotations, axis=-1), 1.0, atol=1e-5)
+        if step == 19:
+            nearest = np.sqrt(((x[:, None, :] - data[None]) ** 2).sum(-1)).min(1)
+            assert np.median(nearest) < 2.0                                  # normalized feature units
+    # m/s, after 40 steps: the fastest root 0.98 / 3.6 / 17.2 (untrained 204-8706).
+    assert np.all(np.linalg.norm(pose.velocities[:, 0], axis=-1) < 25.0)
+    np.testing.assert_allclose(np.linalg.norm(pose.rotations, axis=-1), 1.0, atol=1e-5)     # 20 seeds: 6e-8
 
 
 def test_missing_framework_names_the_extra(jlpm_db_path, tmp_path, monkeypatch, capsys):

@@ -15,6 +15,8 @@ from motionmatch.runtime.controller import GamepadInput
 from motionmatch.runtime.crowd import Crowd
 from motionmatch.runtime.settings import CharacterSettings
 
+pytestmark = pytest.mark.slow         # trains a model (module fixture): `make test`, not `make check`
+
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 
 
@@ -46,10 +48,12 @@ def test_learned_character_walks_a_scenario_without_nan(tiny_model, jlpm_db):
         hips.append(ch.global_positions[1, 1])
     moved = float(np.hypot(*ch.crowd.root_pos[0, [0, 2]]))
     assert ch.crowd.mode == "lmm"
+    # Bounds from tests/spreads/lmm_runtime_seeds.py, 20 training seeds of tiny_model (min / median / max):
+    # transitions 30 / 30 / 30, median hips height 0.957 / 0.978 / 0.988 m, moved 0.33 / 1.40 / 2.31 m.
     assert ch.transitions >= 10 and ch.crowd.last_best[0] == -1      # jumps to projected poses, no database frame
     assert np.isfinite(ch.last_cost)
     assert 0.4 < np.median(hips) < 1.4                                 # a standing body, metres
-    assert moved > 0.2                                                 # the learned root motion moves it
+    assert moved > 0.1                                                 # the learned root motion moves it
 
 
 def test_learned_character_is_driven(tiny_model, jlpm_db):
@@ -163,8 +167,11 @@ def _switch_step(tiny_model, jlpm_db, inertialization):
 
 
 def test_live_switch_between_classic_and_learned_is_inertialized(tiny_model, jlpm_db):
+    # Bounds from tests/spreads/lmm_runtime_seeds.py, 20 training seeds of tiny_model (min / median / max):
+    # the inertialized switch's step over the walk's 95th percentile 0.31 / 0.59 / 1.92 (the old bound, 1.5,
+    # failed one seed), without inertialization 4.5-7.6; the pop over the inertialized step 3.7 / 11.6 / 20.3.
     smooth, typical = _switch_step(tiny_model, jlpm_db, "spring")
-    assert smooth < 1.5 * typical, (smooth, typical)
+    assert smooth < 3.0 * typical, (smooth, typical)
     # Without inertialization the same switch pops: the learned pose is not the database's.
     popped, _ = _switch_step(tiny_model, jlpm_db, "off")
     assert popped > 2.0 * smooth, (popped, smooth)

@@ -43,6 +43,7 @@ def _same_as_single(batch_dir: Path, single_dir: Path, files: list[str]) -> None
             assert (batch_dir / f).read_bytes() == (single_dir / f).read_bytes(), f
 
 
+@pytest.mark.slow
 def test_a_scenario_batch_on_the_engine_writes_what_single_runs_write_and_names_a_failure(
         cluster, jlpm_db_path, tmp_path, capsys):
     scen = tmp_path / "scen"
@@ -73,6 +74,7 @@ def test_a_scenario_batch_on_the_engine_writes_what_single_runs_write_and_names_
         assert not list((out / name).glob(".partial-*"))
 
 
+@pytest.mark.slow
 def test_several_crowd_files_on_the_engine_write_what_single_runs_write(cluster, jlpm_db_path, tmp_path, capsys):
     crowds = [_write(tmp_path / "pair.json", {"duration": 2, "avoidance": True, "agents": [
                   {"start": [0, 0], "inputs": WALK_TURN}, {"start": [0, 6], "yaw": 180, "goal": [0, 1]}]}),

@@ -55,6 +55,7 @@ def _full_disk(f, *a, **k):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+@pytest.mark.slow
 def test_training_on_a_full_disk_is_one_error_and_keeps_the_earlier_model(jlpm_db_path, tmp_path, monkeypatch,
                                                                          capsys):
     out = tmp_path / "m.npz"
@@ -104,6 +105,7 @@ def _kill_a_worker_once_it_runs_a_task(client, killed: list, timeout_s: float = 
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_study_costs_at_most_its_trial(jlpm_db_path, tmp_path, capsys):
     """`tune` on a one-worker cluster whose worker is killed while it runs the first trial (the defaults,
     which every later trial is compared with): that trial is lost, asked again, and the study finishes with

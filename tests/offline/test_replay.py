@@ -61,6 +61,7 @@ def synth_replay(log_path, db_path, out, threads: int) -> dict:
         return summary, {k: z[k] for k in z.files}
 
 
+@pytest.mark.slow
 def test_character_log_replays_bit_for_bit_with_one_or_two_threads(jlpm_db, jlpm_db_path, tmp_path):
     ch = Character(jlpm_db, CharacterSettings())
     log = ch.start_input_log(seed=7)
@@ -84,6 +85,7 @@ def test_character_log_replays_bit_for_bit_with_one_or_two_threads(jlpm_db, jlpm
     assert (tmp_path / "out1" / "motion.bvh").read_text() == (tmp_path / "out2" / "motion.bvh").read_text()
 
 
+@pytest.mark.slow
 def test_crowd_log_replays_bit_for_bit_through_the_parallel_stages(jlpm_db, jlpm_db_path, tmp_path):
     # 40 agents: at least runtime.crowd.PARALLEL_FROM, so the ticks run the numba thread pool's stages.
     n, rng = 40, np.random.default_rng(3)

@@ -101,6 +101,7 @@ def test_synth_loads_settings_and_cli_reports_a_bad_file(jlpm_db_path, tmp_path,
 # ---------------------------------------------------------------------------------------------
 # the engine
 
+@pytest.mark.slow
 def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path, tiny_scenarios):
     from motionmatch.offline.cluster import ordered_map, worker_count
     from motionmatch.offline.quality import quality_runs
@@ -127,6 +128,7 @@ def test_local_cluster_on_loopback_matches_in_process_runs(cluster, jlpm_db_path
         assert 0.0 < here[name]["pops"]["ratio"] < 5.0
 
 
+@pytest.mark.slow
 def test_build_on_the_engine_equals_a_local_build(cluster, bandai_dir, tmp_path):
     from motionmatch.posedb.database import load_database
     files = [str(p) for p in sorted((bandai_dir / "dataset-2").glob("dataset-2_walk_normal_*.bvh"))[:20]]
@@ -143,6 +145,7 @@ def test_build_on_the_engine_equals_a_local_build(cluster, bandai_dir, tmp_path)
 # ---------------------------------------------------------------------------------------------
 # tune
 
+@pytest.mark.slow
 def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlpm_db_path, tiny_scenarios, tmp_path,
                                                                     capsys):
     import optuna
@@ -175,6 +178,7 @@ def test_two_trial_tune_writes_a_loadable_settings_file_and_resumes(cluster, jlp
     assert load_settings(out).character.search_interval > 0
 
 
+@pytest.mark.slow
 def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_on(cluster, jlpm_db_path,
                                                                                    tiny_scenarios, tmp_path):
     from motionmatch.runtime.settings_file import settings_to_dict
@@ -206,6 +210,7 @@ def test_a_trial_that_raises_or_kills_its_worker_is_recorded_and_the_study_goes_
     assert all(t.values[0] > 0.0 for t in study.trials if t.state.name == "COMPLETE")
 
 
+@pytest.mark.slow
 def test_only_searches_the_named_tables_and_keys_the_rest_stays_at_the_start(cluster, jlpm_db, jlpm_db_path,
                                                                               tiny_scenarios, tmp_path, capsys):
     from motionmatch.runtime.settings_file import settings_to_dict

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import motionmatch
 
 PROBE = ("import os, motionmatch.maths.springs as s; s.decay_exact(1.0, 0.1, 20.0, 1 / 60); "
@@ -21,6 +23,7 @@ def _run(package_parent: Path, cache_home: Path, **env) -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_cache_folder_follows_the_sources(tmp_path):
     pkg = tmp_path / "src"
     shutil.copytree(Path(motionmatch.__file__).parent, pkg / "motionmatch",

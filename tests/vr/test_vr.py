@@ -167,7 +167,10 @@ def test_csv_tracker_file_is_read_and_resampled(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Network (needs the `learn` extra, installed by `make test`)
 
-TINY = dict(iterations=400, batch=64, rollout=20, checkpoint_every=150, progress=False)
+# 800 iterations: over 20 training seeds (tests/spreads/vr_seeds.py) the rollout network's mean error over
+# HMD-forward's on the held-out take was 0.45 / 0.59 / 0.74 (min / median / max); with 400 it was 0.57 / 0.81 /
+# 0.9994, one seed short of failing test_tiny_network_beats_hmd_forward_on_held_out (untrained: 7.7-19).
+TINY = dict(iterations=800, batch=64, rollout=20, checkpoint_every=300, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +186,7 @@ def tiny_model(tmp_path_factory, tiny_data):
     return out, train_orientation(tiny_data, out, TrainSettings(**TINY))
 
 
+@pytest.mark.slow
 def test_tiny_network_beats_hmd_forward_on_held_out(tiny_model):
     path, result = tiny_model
     nets = load_networks(path)
@@ -195,29 +199,38 @@ def test_tiny_network_beats_hmd_forward_on_held_out(tiny_model):
     assert set(doc) == {"hmd_forward", "network_r1", "network", "frames"}
 
 
+@pytest.mark.slow
 def test_rollout_training_feeds_back_its_outputs(tiny_model):
     import jax
     import jax.numpy as jnp
     from motionmatch.vr import train as tr
     loss = jax.jit(tr._loss)
     _, result = tiny_model
-    assert len(result.history["network"]) == len(result.history["network_r1"]) == 400
+    assert len(result.history["network"]) == len(result.history["network_r1"]) == 800
     net = result.networks["network"]
     params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in zip(net.weights, net.biases)]
-    rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.normal(size=(4, 20, 36)).astype(np.float32))
-    facing = jnp.asarray(np.tile([0.0, 1.0], (4, 20, 1)).astype(np.float32))
-    hmd = jnp.zeros((4, 21))
     mean, std = jnp.asarray(net.input_mean), jnp.asarray(net.input_std)
-    base = loss(params, (x, facing, hmd, jnp.tile(jnp.array([0.0, 1.0]), (4, 1))), mean, std)
-    turned = loss(params, (x, facing, hmd, jnp.tile(jnp.array([1.0, 0.0]), (4, 1))), mean, std)
-    # Only the first step sees the given previous facing; a different start changes later steps too
-    # (through the fed-back outputs), so the 20-step loss differs by more than the first step's share.
-    first_base = loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], jnp.tile(jnp.array([0.0, 1.0]), (4, 1))), mean, std)
-    first_turned = loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], jnp.tile(jnp.array([1.0, 0.0]), (4, 1))), mean, std)
-    assert abs(float(turned - base)) > 1.05 * abs(float(first_turned - first_base)) / 20
+    rng = np.random.default_rng(0)
+    north, east = jnp.array([[0.0, 1.0]]), jnp.array([[1.0, 0.0]])
+    # Only the first step sees the given previous facing; the second sees the first's output, fed back, so
+    # turning the given facing changes the second step's own loss (l2 = 2 L2 - L1) too: 0 if each step
+    # were given the true previous facing instead. One sample at a time: averaged over samples (and over
+    # 20 steps, as this test did before) the changes cancelled, and 13 of 20 training seeds failed.
+    # tests/spreads/vr_seeds.py, 20 seeds: the largest of 32 samples' |change of l2| / |change of l1| is
+    # 1.3 / 13 / 432 (min / median / max; 1.2 / 10 / 108 at 400 iterations).
+    shares = []
+    for _ in range(32):
+        x = jnp.asarray(rng.normal(size=(1, 2, 36)).astype(np.float32))
+        facing = jnp.asarray(np.tile([0.0, 1.0], (1, 2, 1)).astype(np.float32))
+        hmd = jnp.zeros((1, 3))
+        d1 = float(loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], east), mean, std)
+                   - loss(params, (x[:, :1], facing[:, :1], hmd[:, :2], north), mean, std))
+        d2 = float(loss(params, (x, facing, hmd, east), mean, std) - loss(params, (x, facing, hmd, north), mean, std))
+        shares.append(abs(2 * d2 - d1) / abs(d1))
+    assert max(shares) > 0.1, shares
 
 
+@pytest.mark.slow
 def test_training_resumes_from_a_checkpoint(tmp_path, tiny_data, tiny_model):
     from motionmatch.vr import train as tr
     out = tmp_path / "vr.npz"
@@ -312,6 +325,7 @@ def test_device_targets_and_root_clamp(take1):
         assert d[0] == pytest.approx(alpha) and d[1] == pytest.approx(0.05) and c[0, 1] == 0.2
 
 
+@pytest.mark.slow
 def test_driver_follows_a_walking_stream(take1, tiny_model):
     anim, calib = take1
     nets = load_networks(tiny_model[0])
@@ -329,6 +343,8 @@ def test_driver_follows_a_walking_stream(take1, tiny_model):
     # Smoothed, the speed tracks the head's average speed without its per-step bobbing.
     assert abs(np.mean(speeds[200:]) - hmd_speed[200:].mean()) < 0.1 * hmd_speed[200:].mean() + 0.05
     assert np.std(np.diff(speeds[200:])) < np.std(np.diff(hmd_speed[200:]))
+    # tests/spreads/vr_seeds.py, 20 training seeds: median error 4.3 / 5.3 / 7.6 degrees (min / median / max);
+    # networks trained 5 iterations (3 seeds): 50-163.
     assert np.median(errs) < 20.0
 
 
