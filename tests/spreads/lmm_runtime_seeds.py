@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from spread_table import print_seed, print_spread  # noqa: E402
 from conftest import JLPM, _need  # noqa: E402
 
 from motionmatch.lmm.train import TrainSettings, train_model  # noqa: E402
@@ -73,11 +74,8 @@ def main(seeds: int = 20) -> None:
             f["switch / typical step (spring)"] = smooth / typical
             f["popped / smooth"] = popped / smooth
             rows.append(f)
-            print(seed, {k: round(float(v), 4) for k, v in f.items()}, flush=True)
-    print(f"\n{seeds} seeds: min / median / max")
-    for k in rows[0]:
-        v = np.array([r[k] for r in rows], dtype=float)
-        print(f"  {k:32s} {v.min():.4g} / {np.median(v):.4g} / {v.max():.4g}")
+            print_seed(seed, f)
+    print_spread(rows)
 
 
 if __name__ == "__main__":

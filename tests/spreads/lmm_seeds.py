@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from spread_table import print_seed, print_spread  # noqa: E402
 from conftest import JLPM, _need  # noqa: E402
 
 from motionmatch.lmm import inference  # noqa: E402
@@ -114,11 +115,8 @@ def main(seeds: int = 20, iterations: int = 500) -> None:
             result = train_model(db, out, TrainSettings(iterations=iterations, hidden=64, max_frames=FRAMES, progress=False,
                                                         seed=seed))
             rows.append(figures(db, out, result))
-            print(seed, {k: round(float(v), 4) for k, v in rows[-1].items()}, flush=True)
-    print(f"\n{seeds} seeds: min / median / max")
-    for k in rows[0]:
-        v = np.array([r[k] for r in rows])
-        print(f"  {k:32s} {v.min():.4g} / {np.median(v):.4g} / {v.max():.4g}")
+            print_seed(seed, rows[-1])
+    print_spread(rows)
 
 
 if __name__ == "__main__":
