@@ -395,6 +395,27 @@ def test_prepared_mask_equals_plain_mask():
         assert mask[f]
 
 
+def test_read_only_queries_and_masks_search_as_writable_ones():
+    """AabbIndex.search calls the compiled overload it found for a kind of array directly: a read-only
+    query or mask (another numba type) must find its own, not be read through the writable one's."""
+    x, starts, stops = synthetic_features(3000, seed=7)
+    s = Searcher(x, starts, stops, backend="aabb")
+    rng = np.random.default_rng(3)
+    mask = rng.random(len(x)) < 0.5
+    frozen = mask.copy()
+    frozen.setflags(write=False)
+    queries = x[rng.integers(0, len(x), 20)] + rng.normal(0, 0.3, (20, x.shape[1])).astype(np.float32)
+    for q in queries:
+        ro = q.copy()
+        ro.setflags(write=False)
+        plain = s.search(q, current=5, skip=3, bias=0.1)
+        assert s.search(ro, current=5, skip=3, bias=0.1) == plain
+        assert s.search(q, current=np.int64(5), skip=np.int32(3), bias=np.float64(0.1)) == plain
+        assert s.search(ro, mask=frozen) == s.search(q, mask=mask)
+    brute = Searcher(x, starts, stops, backend="brute")
+    assert [s.search(q, mask=frozen) for q in queries] == [brute.search(q, mask=mask) for q in queries]
+
+
 def test_search_batch_accepts_a_prepared_mask():
     x, starts, stops = synthetic_features(3000, seed=6)
     s = Searcher(x, starts, stops)
