@@ -13,12 +13,14 @@ const CHANNEL_COLORS = ['#5aa6f0', '#f0a24a', '#5ccf8a', '#ef6b6b', '#c38cf0', '
 export function initInspector(ctx) {
   let shownKey = null;       // the search record on screen
   let inFlight = null;       // {key, record} awaiting its reply
+  let wanted = null;         // the record the page shows now: asked for once the reply in flight is in
   let last = null;           // the last reply and its record
   let selected = 0;          // candidate row drawn against the query
 
   const keyOf = (s) => (s ? `${s.t}|${s.current}|${s.frame}` : null);
 
   function request(rec) {
+    wanted = rec;
     const key = keyOf(rec);
     if (!rec || inFlight || key === shownKey) return;
     inFlight = { key, rec };
@@ -27,14 +29,18 @@ export function initInspector(ctx) {
 
   ctx.on('inspect', (msg) => {
     if (!inFlight) return;
-    shownKey = inFlight.key;
-    last = { msg, rec: inFlight.rec };
+    const done = inFlight;
     inFlight = null;
+    // A record picked while this reply was on its way (a tick clicked, a rewind step) wins: a paused page
+    // sends no further frames to ask for it again.
+    if (wanted && keyOf(wanted) !== done.key) { request(wanted); return; }
+    shownKey = done.key;
+    last = { msg, rec: done.rec };
     selected = 0;
     render();
   });
   ctx.on('error', () => { inFlight = null; });
-  ctx.on('hello', () => { shownKey = null; inFlight = null; last = null; });
+  ctx.on('hello', () => { shownKey = null; inFlight = null; last = null; wanted = null; });
 
   function render() {
     const { msg, rec } = last;
