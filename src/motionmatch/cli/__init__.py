@@ -26,6 +26,7 @@ COMMANDS = {
     "serve": ("serve", "run the browser app"),
     "demo": ("demo", "the main job: build the default database and open the browser app"),
     "settings": ("settings", "every setting: table, key, type, unit, bounds, default, doc"),
+    "generate": ("generate", "a labelled motion dataset from a spec (TOML or JSON), on Dask"),
     "tune": ("tune", "search the character's settings against the quality metrics (Optuna, Dask)"),
     "vr": ("vr", "VR avatar from three trackers: the body-orientation network"),
     "lmm": ("lmm", "learned motion matching: networks that replace the pose database"),
