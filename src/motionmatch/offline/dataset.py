@@ -88,11 +88,12 @@ LABEL_COLUMNS = ("frame", "time_s", "root_x", "root_y", "root_z", "root_yaw_rad"
 MANIFEST = "manifest.csv"
 SEQUENCES = "sequences"
 # The sources a database's clips name (tag `source:NAME`) and their terms, from ../shared/mocap/README.md.
+# A set is known by the start of a source tag or a folder tag (the folder a clip was built from).
 LICENCES = {
-    "jlpm22": "MIT licence, Copyright (c) 2022-present Jose Luis Ponton (JLPM22/MotionMatching).",
-    "cmu": "Free for all uses. Credit: \"The data used in this project was obtained from mocap.cs.cmu.edu. The "
+    ("jlpm22",): "MIT licence, Copyright (c) 2022-present Jose Luis Ponton (JLPM22/MotionMatching).",
+    ("cmu", "143_"): "Free for all uses. Credit: \"The data used in this project was obtained from mocap.cs.cmu.edu. The "
            "database was created with funding from NSF EIA-0196217.\"",
-    "bandai": "CC BY-NC 4.0 (non-commercial), Bandai Namco Research Inc., 2022. Cite: Kobayashi et al., \"Motion "
+    ("bandai", "dataset-1", "dataset-2"): "CC BY-NC 4.0 (non-commercial), Bandai Namco Research Inc., 2022. Cite: Kobayashi et al., \"Motion "
               "Capture Dataset for Practical Use of AI-based Motion Editing and Stylization\", arXiv:2306.08861.",
 }
 
@@ -473,10 +474,12 @@ def _sources(db) -> list[tuple[str, str]]:
     names = set()
     for tags in db.range_tags:
         named = [t.removeprefix("source:") for t in tags if t.startswith("source:")]
-        names.update(named or [t for t in tags if any(t.startswith(k) for k in LICENCES)] or ["unknown"])
-    names = sorted(names)
-    return [(n, next((text for key, text in LICENCES.items() if n.startswith(key)),
-                     "terms not known to motionmatch: see the data's own licence")) for n in names]
+        names.update(named or [t for t in tags if _licence(t)] or ["unknown"])
+    return [(n, _licence(n) or "terms not known to motionmatch: see the data's own licence") for n in sorted(names)]
+
+
+def _licence(name: str) -> str | None:
+    return next((text for keys, text in LICENCES.items() if name.startswith(keys)), None)
 
 
 def write_card(out: Path, spec: DatasetSpec, rows: list[dict], db) -> None:
