@@ -2,10 +2,13 @@
 (the validators usd-core 26.11's `usdchecker` runs) finds no error, and UsdSkel's own joint world
 transforms agree with ours within 1 mm at 10 frames. Cases: the default body on a 30 fps Bandai-Namco
 clip (the frame rate kept), the two-mesh Mixamo-style rig (every mesh, material, UV and texture), a crowd
-folder as `synth --crowd` writes it (one skeleton per agent); the missing extra is one clear error.
+folder as `synth --crowd` writes it (one skeleton per agent; a real 20-agent crowd in a slow test); the
+missing extra is one clear error, a malformed material in a model is named.
 Blender's importer reads the same files in tests/io/test_blender.py."""
 from __future__ import annotations
 
+import json
+import math
 import sys
 import zipfile
 
@@ -151,3 +154,38 @@ def test_the_checker_finds_what_it_should(tmp_path):
     for name in ("MissingMetersPerUnitMetadata", "MissingUpAxisMetadata", "MissingDefaultPrim",
                  "InvalidSkelBindingAPIApply"):
         assert name in errors, errors
+
+
+@pytest.mark.slow
+def test_a_twenty_agent_crowd_synth_is_one_stage(jlpm_db_path, tmp_path):
+    # A real `synth --crowd`: 20 agents on a 4 m circle crossing to the opposite point, 2 s.
+    agents = [{"start": [4 * math.cos(a), 4 * math.sin(a)], "goal": [-4 * math.cos(a), -4 * math.sin(a)]}
+              for a in np.linspace(0, 2 * math.pi, 20, endpoint=False)]
+    spec = tmp_path / "circle.json"
+    spec.write_text(json.dumps({"duration": 2.0, "avoidance": True, "agents": agents}))
+    folder = tmp_path / "circle"
+    assert main(["synth", "--db", str(jlpm_db_path), "--crowd", str(spec), "--out", str(folder), "--quiet"]) == 0
+    out = tmp_path / "circle.usdc"
+    assert main(["export", str(folder), "-o", str(out), "--mesh", "auto"]) == 0
+    assert _errors(out) == []
+    files = sorted(folder.glob("agent_*.bvh"))
+    chars = usd_characters([read_bvh(f) for f in files], [f.stem for f in files], None)
+    row = pxr_reads_usd(out, chars, "20-agent crowd")
+    assert row["ok"] and row["skeletons"] == 20 and row["frames"] == [120, 120], row
+    stage = Usd.Stage.Open(str(out))
+    assert sum(p.IsA(UsdGeom.Mesh) for p in stage.Traverse()) == 20
+
+
+def test_a_malformed_material_is_named(tmp_path):
+    import pygltflib
+    from motionmatch.io.gltf import GLTFError
+    rig, _ = write_two_mesh_rig(tmp_path / "xbot.glb")
+    g = pygltflib.GLTF2().load(str(rig))
+    g.materials[1].pbrMetallicRoughness.baseColorFactor = [0.9, 0.1, "red", 1.0]
+    g.save_binary(str(tmp_path / "bad.glb"))
+    with pytest.raises(GLTFError, match=r"bad.glb: materials\[1\].baseColorFactor: expected 4 numbers in \[0, 1\]"):
+        load_rigged_model(tmp_path / "bad.glb")
+    g.materials[1].pbrMetallicRoughness.baseColorFactor = [1.0000001, 0.1, 0.1, 1.0]     # rounded past 1: kept
+    g.save_binary(str(tmp_path / "near.glb"))
+    assert next(p for p in load_rigged_model(tmp_path / "near.glb").parts
+                if p.name == "Beta_Joints").material.base_color == (1.0, 0.1, 0.1, 1.0)

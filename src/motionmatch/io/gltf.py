@@ -493,12 +493,13 @@ _IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "png", b"\xff\xd8\xff": "jpg"}
 
 
 def _factors(value, n: int, default, name: str) -> tuple:
+    """n finite numbers, each clamped into glTF's [0, 1] (exporters round past its ends: 1.0000001)."""
     if value is None:
         return tuple(default)
     if (not isinstance(value, list) or len(value) != n or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in value)):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
         raise GLTFError(f"{name}: expected {n} numbers in [0, 1]")
-    return tuple(float(v) for v in value)
+    return tuple(min(max(float(v), 0.0), 1.0) for v in value)
 
 
 def _image_bytes(glb: GLB, i: int) -> bytes:
