@@ -237,7 +237,8 @@ def _read_primitive(glb: GLB, node: dict, k: int, index, W):
     def attribute(name, width, kinds):
         acc = doc["accessors"][a[name]]
         if acc["type"] != f"VEC{width}" or np.dtype(COMPONENT_TYPES[acc["componentType"]]).kind not in kinds:
-            raise GLTFError(f"{where}.attributes.{name}: expected VEC{width} of {'floats' if kinds == 'f' else 'integers'}")
+            what = {"f": "floats", "u": "integers", "fu": "floats or normalized integers"}[kinds]
+            raise GLTFError(f"{where}.attributes.{name}: expected VEC{width} of {what}")
         if acc["count"] > MAX_MESH_VERTICES:
             raise GLTFError(f"{where}.attributes.{name}: {acc['count']:,} vertices, beyond the bound of "
                             f"{MAX_MESH_VERTICES:,}")

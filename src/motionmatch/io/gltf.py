@@ -498,7 +498,7 @@ def _factors(value, n: int, default, name: str) -> tuple:
         return tuple(default)
     if (not isinstance(value, list) or len(value) != n or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
-        raise GLTFError(f"{name}: expected {n} numbers in [0, 1]")
+        raise GLTFError(f"{name}: expected {f'{n} numbers' if n > 1 else 'a number'} in [0, 1]")
     return tuple(min(max(float(v), 0.0), 1.0) for v in value)
 
 
