@@ -189,3 +189,16 @@ def test_a_malformed_material_is_named(tmp_path):
     g.save_binary(str(tmp_path / "near.glb"))
     assert next(p for p in load_rigged_model(tmp_path / "near.glb").parts
                 if p.name == "Beta_Joints").material.base_color == (1.0, 0.1, 0.1, 1.0)
+
+
+def test_a_synth_folder_exports_its_motion(walk_bvh, tmp_path, capsys):
+    folder = tmp_path / "walk_turn"               # as `synth --scenario` writes it
+    folder.mkdir()
+    (folder / "motion.bvh").write_bytes(walk_bvh.read_bytes())
+    (folder / "metrics.json").write_text("{}")
+    out = tmp_path / "walk_turn.usda"
+    assert main(["export", str(folder), "-o", str(out)]) == 0
+    assert sorted(pxr_joint_positions(out)) == ["walk_turn"]          # named after the folder
+    (tmp_path / "empty").mkdir()
+    assert main(["export", str(tmp_path / "empty"), "-o", str(tmp_path / "x.usda")]) == 1
+    assert "without motion.bvh or agent_*.bvh" in capsys.readouterr().err and not (tmp_path / "x.usda").exists()
