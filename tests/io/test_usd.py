@@ -124,9 +124,16 @@ def test_a_crowd_folder_is_one_stage_with_a_skeleton_per_agent(walk_bvh, tmp_pat
     # The agents stand where their BVHs put them: 1.5 m apart.
     hips = [theirs[a.name][1][0, 0] for a in agents]
     assert abs(np.linalg.norm(hips[1] - hips[0]) - 1.5) < 0.2
-    # One body and one material shared by the agents' meshes' bindings.
+    # One body and one material shared by the agents: the others reference agent_000's mesh, each bound to
+    # its own skeleton.
     stage = Usd.Stage.Open(str(out))
     assert [p.GetPath().pathString for p in stage.GetPrimAtPath("/World/Looks").GetChildren()] == ["/World/Looks/skin"]
+    bodies = [stage.GetPrimAtPath(f"/World/{a.name}/Body") for a in agents]
+    assert all(np.array_equal(UsdGeom.Mesh(b).GetPointsAttr().Get(), UsdGeom.Mesh(bodies[0]).GetPointsAttr().Get())
+               for b in bodies)
+    assert [UsdSkel.BindingAPI(b).GetSkeletonRel().GetTargets()[0].pathString for b in bodies] == \
+        [f"/World/{a.name}/Skeleton" for a in agents]
+    assert [len(b.GetPrimStack()) for b in bodies] == [1, 2, 2]        # agent_001, 002: their own spec + the reference
 
 
 def test_names_become_valid_prims():

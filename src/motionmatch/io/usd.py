@@ -17,7 +17,8 @@ Layout of a written stage (.usda text, .usdc binary, .usdz a package holding the
   - Motion (SkelAnimation): per joint translations, rotations and scales, one time sample per frame;
   - one Mesh per skinned part: points and normals in the bind pose, `st` (glTF's v flipped: USD's
     origin is bottom left), up to 4 joints per vertex (skel:jointIndices / skel:jointWeights), bound
-    to the Skeleton and its Material.
+    to the Skeleton and its Material. A part several characters share (a crowd's body) is written once:
+    the others' meshes reference the first and bind it to their own Skeleton.
 
 Matrices: Gf matrices multiply row vectors, so each is the transpose of the library's column-vector
 matrix. Quaternions: Gf stores (x, y, z, w); the library (w, x, y, z).
@@ -167,6 +168,7 @@ def _write_stage(layer: Path, characters: list[UsdCharacter], fps: float, textur
     stage.SetDefaultPrim(world.GetPrim())
     looks, files = _write_materials(stage, layer.parent, characters, textures)
     names = _unique([prim_name(c.name) for c in characters], taken=("Looks",))
+    written = {}                   # id(MeshPart) -> the path of its mesh on the stage
     for c, name in zip(characters, names):
         root = UsdSkel.Root.Define(stage, f"/World/{name}")
         skel_path = root.GetPath().AppendChild("Skeleton")
@@ -191,7 +193,16 @@ def _write_stage(layer: Path, characters: list[UsdCharacter], fps: float, textur
         anim.CreateScalesAttr(Vt.Vec3hArray.FromNumpy(np.ones((sk.num_joints, 3), np.float16)))
         UsdSkel.BindingAPI.Apply(skel.GetPrim()).CreateAnimationSourceRel().SetTargets([anim.GetPath()])
         for part, mesh_name in zip(c.parts, _unique([prim_name(p.name) for p in c.parts], ("Skeleton", "Motion"))):
-            _write_mesh(stage, root.GetPath().AppendChild(mesh_name), part, skel_path, looks[id(part.material)])
+            where = root.GetPath().AppendChild(mesh_name)
+            if id(part) in written:
+                # A crowd's agents share their body: later agents reference the first one's mesh and bind
+                # it to their own skeleton (20 agents: a tenth of the file).
+                mesh = stage.DefinePrim(where, "Mesh")
+                mesh.GetReferences().AddInternalReference(written[id(part)])
+                UsdSkel.BindingAPI.Apply(mesh).CreateSkeletonRel().SetTargets([skel_path])
+            else:
+                _write_mesh(stage, where, part, skel_path, looks[id(part.material)])
+                written[id(part)] = where
     stage.GetRootLayer().Save()
     return files
 
