@@ -104,6 +104,11 @@ def test_the_two_mesh_rig_with_its_materials_and_texture(walk_bvh, tmp_path):
     want, _ = retarget_to_model(read_bvh(walk_bvh), model).global_transforms()
     assert np.abs(chars[0].anim.global_transforms()[0] - want).max() == 0.0
     assert row["ok"] and row["error_mm"] < 0.01, row          # measured 0.0001 mm
+    # As .usda the texture is a file beside it, which the stage names relative to itself.
+    text = tmp_path / "xbot_walk.usda"
+    assert main(["export", str(walk_bvh), "-o", str(text), "--mesh", str(rig)]) == 0
+    assert _errors(text) == [] and (tmp_path / "xbot_walk_textures" / "Beta_Surface_MAT.png").read_bytes() == png
+    assert "@./xbot_walk_textures/Beta_Surface_MAT.png@" in text.read_text()
 
 
 def test_a_crowd_folder_is_one_stage_with_a_skeleton_per_agent(walk_bvh, tmp_path):
