@@ -192,8 +192,8 @@ def read_blender_sample(path) -> dict:
 
 def read_blender_armatures(path) -> list[dict]:
     """A worker's `usd` sample as one checked sample per armature (read_blender_sample's keys, the
-    armature's own action as its one clip, and `armature` its object name, `meshes` the mesh objects it
-    deforms), in the order of the armatures' names."""
+    armature's own action as its one clip, `armature` its parent's name: the character's SkelRoot, and
+    `meshes` the mesh objects it deforms), in the order of the armatures' object names."""
     d = _load_sample(path)
     if "armature_names" not in d or "fps" not in d:
         raise FBXError(f"{path}: not a sample of armatures")
