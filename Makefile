@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test,notebook,docs,learn]'
+	$(BIN)/pip install -q -e '.[test,notebook,docs,learn,usd]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -14,13 +14,14 @@ database hips about the simulation bone, scaled by the leg-length ratio. The pag
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..motion.animation import Animation, Skeleton
-from ..io.gltf import COMPONENT_TYPES, GLB, MAX_NODE_VALUE, GLTFError, SkinnedMesh, read_accessor, read_glb, to_wxyz
+from ..io.gltf import (COMPONENT_TYPES, GLB, MAX_NODE_VALUE, GLTFError, MeshPart, SkinnedMesh, read_accessor, read_glb,
+                       read_material, to_wxyz)
 from ..maths.kinematics import forward_kinematics
 from ..motion.retarget import auto_mapping, canonical_tpose, retarget_animation
 from ..maths.rotations import quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate, quat_to_matrix
@@ -42,7 +43,9 @@ class RiggedModel:
     """A skinned humanoid. skeleton: the skin's joints (parents first), offsets = bind local translations
     (metres); bind_rotations (J, 4) local; roles: role -> joint index; node_of (J,) the glTF node of each
     joint; mesh: every mesh skinned to the skeleton, concatenated, in the bind pose's world frame (None
-    for a model without one that could be read); glb: the file's bytes (what the app serves)."""
+    for a model without one that could be read); glb: the file's bytes (what the app serves); parts: the
+    same meshes one per skinned primitive (named after its node, with the primitive's number when a mesh
+    has several), with their UVs and materials (what a USD export writes)."""
 
     skeleton: Skeleton
     bind_rotations: np.ndarray
@@ -51,6 +54,7 @@ class RiggedModel:
     mesh: SkinnedMesh | None
     glb: bytes
     name: str = ""
+    parts: list[MeshPart] = field(default_factory=list)
 
 
 MAX_SKIN_JOINTS = 1024
@@ -151,7 +155,8 @@ def load_rigged_model(path, mapping=None) -> RiggedModel:
     roles = _roles(path, glb, skel, joints, mapping)
     model = RiggedModel(skeleton=skel, bind_rotations=lrot, roles=roles, node_of=joints, mesh=None, glb=glb.data,
                         name=path.name)
-    model.mesh = _read_mesh(glb, joints, index, lpos, lrot, W)
+    model.parts = _read_parts(glb, joints, index, lpos, lrot, W)
+    model.mesh = _joined(model.parts, lpos, lrot)
     return model
 
 
@@ -172,38 +177,52 @@ def _roles(path: Path, glb: GLB, skel: Skeleton, joints: list[int], mapping) -> 
         raise SkeletonError(f"{path}: not a humanoid rig the app can drive: {e}") from None
 
 
-def _read_mesh(glb: GLB, joints, index, lpos, lrot, W) -> SkinnedMesh | None:
+def _read_parts(glb: GLB, joints, index, lpos, lrot, W) -> list[MeshPart]:
     """Every mesh skinned to the skeleton (each primitive of each node whose skin's joints all belong
-    to it: Xbot's body is its second mesh), concatenated, vertices in the bind pose's world frame
-    (metres), joint indices in skeleton order; None when there is none. Refuses (GLTFError) attributes
-    of the wrong kind or length, joint slots outside the skin, weights that are negative or all zero,
-    vertices beyond 1e5 m, triangles naming missing vertices and more than MAX_MESH_VERTICES in all."""
+    to it: Xbot's body is its second mesh), vertices in the bind pose's world frame (metres), joint
+    indices in skeleton order. Refuses (GLTFError) attributes of the wrong kind or length, joint slots
+    outside the skin, weights that are negative or all zero, vertices beyond 1e5 m, triangles naming
+    missing vertices, malformed materials and more than MAX_MESH_VERTICES in all."""
     doc = glb.doc
     parts, total = [], 0
-    for node in doc.get("nodes", []):
+    for n, node in enumerate(doc.get("nodes", [])):
         if "mesh" not in node or "skin" not in node:
             continue
-        if not all(n in index for n in doc["skins"][node["skin"]]["joints"]):
+        if not all(j in index for j in doc["skins"][node["skin"]]["joints"]):
             continue                         # skinned to another skeleton
-        for k in range(len(doc["meshes"][node["mesh"]]["primitives"])):
+        prims = doc["meshes"][node["mesh"]]["primitives"]
+        for k in range(len(prims)):
             part = _read_primitive(glb, node, k, index, W)
-            if part is not None:
-                parts.append(part)
-                total += len(part[0])
-                if total > MAX_MESH_VERTICES:
-                    raise GLTFError(f"{glb.path}: the skinned meshes hold over {MAX_MESH_VERTICES:,} vertices")
+            if part is None:
+                continue
+            total += len(part[0])
+            if total > MAX_MESH_VERTICES:
+                raise GLTFError(f"{glb.path}: the skinned meshes hold over {MAX_MESH_VERTICES:,} vertices")
+            pos, nrm, tri, jt, w, uv = part
+            name = node.get("name") or doc["meshes"][node["mesh"]].get("name") or f"node{n}"
+            parts.append(MeshPart(name=f"{name}_{k}" if len(prims) > 1 else name,
+                                  mesh=SkinnedMesh(positions=pos, normals=nrm, triangles=tri.astype(np.uint32), joints=jt,
+                                                   weights=w, bind_positions=lpos, bind_rotations=lrot, uvs=uv),
+                                  material=read_material(glb, prims[k].get("material"))))
+    return parts
+
+
+def _joined(parts: list[MeshPart], lpos, lrot) -> SkinnedMesh | None:
+    """The parts as one mesh (the page's and the glTF export's body), None without any."""
     if not parts:
         return None
-    offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
-    return SkinnedMesh(positions=np.concatenate([p[0] for p in parts]), normals=np.concatenate([p[1] for p in parts]),
-                       triangles=np.concatenate([p[2] + o for p, o in zip(parts, offsets)]).astype(np.uint32),
-                       joints=np.concatenate([p[3] for p in parts]), weights=np.concatenate([p[4] for p in parts]),
+    meshes = [p.mesh for p in parts]
+    offsets = np.cumsum([0] + [len(m.positions) for m in meshes[:-1]])
+    return SkinnedMesh(positions=np.concatenate([m.positions for m in meshes]),
+                       normals=np.concatenate([m.normals for m in meshes]),
+                       triangles=np.concatenate([m.triangles.astype(np.int64) + o for m, o in zip(meshes, offsets)]).astype(np.uint32),
+                       joints=np.concatenate([m.joints for m in meshes]), weights=np.concatenate([m.weights for m in meshes]),
                        bind_positions=lpos, bind_rotations=lrot)
 
 
 def _read_primitive(glb: GLB, node: dict, k: int, index, W):
-    """(positions, normals, triangles, joints, weights) of one skinned primitive, or None without the
-    skinning attributes; see _read_mesh."""
+    """(positions, normals, triangles, joints, weights, uvs or None) of one skinned primitive, or None
+    without the skinning attributes; see _read_parts."""
     doc, path = glb.doc, glb.path
     skin_i = node["skin"]
     skin = doc["skins"][skin_i]
@@ -218,7 +237,8 @@ def _read_primitive(glb: GLB, node: dict, k: int, index, W):
     def attribute(name, width, kinds):
         acc = doc["accessors"][a[name]]
         if acc["type"] != f"VEC{width}" or np.dtype(COMPONENT_TYPES[acc["componentType"]]).kind not in kinds:
-            raise GLTFError(f"{where}.attributes.{name}: expected VEC{width} of {'floats' if kinds == 'f' else 'integers'}")
+            what = {"f": "floats", "u": "integers", "fu": "floats or normalized integers"}[kinds]
+            raise GLTFError(f"{where}.attributes.{name}: expected VEC{width} of {what}")
         if acc["count"] > MAX_MESH_VERTICES:
             raise GLTFError(f"{where}.attributes.{name}: {acc['count']:,} vertices, beyond the bound of "
                             f"{MAX_MESH_VERTICES:,}")
@@ -228,9 +248,10 @@ def _read_primitive(glb: GLB, node: dict, k: int, index, W):
     jt = attribute("JOINTS_0", 4, "u").astype(np.int64)
     w = attribute("WEIGHTS_0", 4, "fu")
     nrm = attribute("NORMAL", 3, "f") if "NORMAL" in a else np.zeros_like(pos)
+    uv = attribute("TEXCOORD_0", 2, "fu") if "TEXCOORD_0" in a else None
     V = len(pos)
-    if not len(jt) == len(w) == len(nrm) == V:
-        raise GLTFError(f"{where}.attributes: POSITION, NORMAL, JOINTS_0 and WEIGHTS_0 differ in length")
+    if not len(jt) == len(w) == len(nrm) == V or (uv is not None and len(uv) != V):
+        raise GLTFError(f"{where}.attributes: POSITION, NORMAL, TEXCOORD_0, JOINTS_0 and WEIGHTS_0 differ in length")
     if np.abs(pos).max() > MAX_POSITION_M:
         raise GLTFError(f"{where}.attributes.POSITION: vertices beyond {MAX_POSITION_M:g} m")
     if jt.max() >= len(skin["joints"]):
@@ -276,7 +297,8 @@ def _read_primitive(glb: GLB, node: dict, k: int, index, W):
         n_world += w[:, c:c + 1] * np.einsum("vab,vb->va", M[jt[:, c], :3, :3], nrm)
     n_world /= np.maximum(np.linalg.norm(n_world, axis=1, keepdims=True), 1e-12)
     return (world.astype(np.float32), n_world.astype(np.float32), tri.astype(np.int64),
-            slot[jt].astype(np.uint16), (w / wsum[:, None]).astype(np.float32))
+            slot[jt].astype(np.uint16), (w / wsum[:, None]).astype(np.float32),
+            None if uv is None else uv.astype(np.float32))
 
 
 REST_TPOSE_DEG = 25.0     # a rest pose whose bones are all this close to the canonical T-pose is one

@@ -10,6 +10,7 @@ import importlib
 import sys
 
 from .. import __version__
+from .outputs import UsageError
 
 # Command -> (module in this folder that registers it, one-line help), in the order `--help` lists them.
 # A module's `register` must use the same help strings (tests/cli/test_cli.py compares them).
@@ -21,7 +22,7 @@ COMMANDS = {
     "features": ("features", "feature matrix tools"),
     "fetch-data": ("fetch", "download and unpack the public motion capture sets into a cache folder"),
     "retarget": ("retarget", "retarget a BVH to another skeleton"),
-    "export": ("export", "write a motion as glTF binary (.glb), optionally with a skinned body"),
+    "export": ("export", "write motion as glTF (.glb), USD (.usda/.usdc/.usdz) or BVH, optionally with a skinned body"),
     "convert": ("export", "convert a motion file (.bvh, .glb, .fbx) to .bvh or .glb, one file per clip"),
     "serve": ("serve", "run the browser app"),
     "demo": ("demo", "the main job: build the default database and open the browser app"),
@@ -77,6 +78,9 @@ def main(argv=None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except UsageError as exc:         # the command line itself is wrong (cli/outputs.py): argparse's code
+        print(f"motionmatch: error: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, OSError, KeyError) as exc:  # user errors (the project's error classes are
         # ValueErrors; unreadable files are OSErrors): say what and where, no trace
         # Some errors carry no message (a TimeoutError): the class name is better than nothing.

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import sys
 from .lmm import add_bench_lmm_args, run_bench_lmm
-from .inputs import database_files, existing_path
+from .inputs import database_files, existing_file, existing_path
+from .outputs import PLOT_SUFFIXES, output_suffix
 from .options import add_character_options, add_engine_options, runtime_settings_from_args
 
 
@@ -74,9 +75,12 @@ def register(sub) -> None:
     pv.add_argument("--seed", type=int, default=0)
     pv.add_argument("--json", action="store_true")
     pv.set_defaults(func=run_bench_serve)
-    pi = bsub.add_parser("interop", help="Blender round trips: our .glb exports opened by Blender, Blender-made "
-                         "FBX read back (needs the Blender environment, docs/IMPORTING.md)")
+    pi = bsub.add_parser("interop", help="round trips: our .glb and USD exports opened by Blender, our USD checked "
+                         "and read by Pixar's library, Blender-made FBX read back (needs the Blender environment "
+                         "and the `usd` extra, docs/IMPORTING.md)")
     pi.add_argument("--bvh", default=None, help="motion to use (default: 2 s of the first jlpm22 take)")
+    pi.add_argument("--model", default=None, metavar="MODEL.glb", help="also export onto this rigged character (USD)")
+    pi.add_argument("--agents", type=int, default=20, help="agents of the USD crowd (default 20)")
     pi.add_argument("--data", default=None, help="data root (else $MOTIONMATCH_DATA, else ../shared/mocap)")
     pi.add_argument("--json", action="store_true")
     pi.set_defaults(func=run_bench_interop)
@@ -175,6 +179,10 @@ def run_bench_interop(args) -> int:
     from ..posedb.datapaths import find_data
     from ..devtools.interop import interop_report
     from ..io.bvh import read_bvh, write_bvh
+    if args.agents < 1:
+        raise ValueError(f"--agents: at least 1, got {args.agents}")
+    if args.model is not None:
+        existing_file(args.model, "--model", "rigged model (.glb)")
     with tempfile.TemporaryDirectory(prefix="motionmatch-interop-") as tmp:
         bvh = Path(args.bvh) if args.bvh else None
         if bvh is None:
@@ -182,13 +190,18 @@ def run_bench_interop(args) -> int:
             take.positions, take.rotations = take.positions[600:720], take.rotations[600:720]
             bvh = Path(tmp) / "walk.bvh"
             write_bvh(bvh, take)
-        rows = interop_report(bvh, tmp)
+        rows = interop_report(bvh, tmp, model=args.model, agents=args.agents)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
         for r in rows:
+            if "errors" in r:           # a checker's row
+                print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['check']:60s} {r['errors']} errors, {r['warnings']} warnings")
+                for m in r["findings"]:
+                    print(f"       {m}")
+                continue
             err = "-" if r["error_mm"] is None else f"{r['error_mm']:.4f} mm"
-            print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['check']:45s} max joint error {err:>12s}  frames "
+            print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['check']:60s} max joint error {err:>12s}  frames "
                   f"{r['frames'][0]}/{r['frames'][1]}")
     return 0 if all(r["ok"] for r in rows) else 1
 
@@ -247,6 +260,8 @@ def _crowd_table(rows) -> None:
 
 
 def run_bench_crowd(args) -> int:
+    if args.plot:
+        output_suffix(args.plot, PLOT_SUFFIXES, "--plot", "bench crowd")
     if args.db:
         database_files(args.db)
     import numba

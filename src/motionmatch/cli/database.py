@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from .inputs import database_file, existing_path
+from .outputs import output_suffix
 from .options import add_engine_options
 
 
@@ -99,6 +100,8 @@ def _build_map(args):
 
 
 def run_build(args) -> int:
+    if args.out:
+        output_suffix(args.out, (".npz",), "-o", "build")
     for root in args.data or ():
         existing_path(root, "", "file or folder")
     from ..posedb.database import BuildSettings, build_database, default_weights, save_database

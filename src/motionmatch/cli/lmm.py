@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .inputs import database_file, existing_file
+from .outputs import output_suffix
 
 EXTRA_HINT = "pip install 'motionmatch[learn]'"
 
@@ -55,6 +56,7 @@ def register(sub) -> None:
 
 
 def run_lmm_train(args) -> int:
+    output_suffix(args.out, (".npz",), "-o", "lmm train")
     database_file(args.db)
     from ..posedb.database import load_database
     try:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-
 from pathlib import Path
+
+from .outputs import output_suffix
 
 
 def add_retarget_args(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +25,7 @@ def add_retarget_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_retarget(args) -> int:
+    output_suffix(args.output, (".bvh",), "-o", "retarget")
     for path in (args.input, args.target):
         if not Path(path).is_file():
             print(f"motionmatch retarget: {path}: no such file", file=sys.stderr)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..files.output_folder import staged_output
 from .inputs import database_files, existing_file, existing_path, scenario_file
+from .outputs import output_folder
 from .options import (DB_HELP, add_character_options, add_crouch_args, add_engine_options, crouch_settings,
                       database_paths, load_cli_database, runtime_settings_from_args)
 
@@ -46,6 +47,7 @@ def register(sub) -> None:
 
 
 def run_synth(args) -> int:
+    output_folder(args.out, "--out", "synth")
     _check_inputs(args)
     from ..offline.batch_synth import write_scenario
     if args.workers is not None and args.workers < 1:

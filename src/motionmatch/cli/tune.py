@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from .inputs import database_file
+from .outputs import output_suffix
 
 
 
@@ -37,6 +38,7 @@ def add_tune_args(p) -> None:
 
 
 def run_tune(args) -> int:
+    output_suffix(args.out, (".toml",), "-o", "tune")
     database_file(args.db)
     from ..offline.cluster import open_client
     from ..offline.quality import scenario_files

@@ -5,6 +5,8 @@ import json
 import time
 from pathlib import Path
 
+from .outputs import PLOT_SUFFIXES, output_suffix
+
 # Attachment jitter for training (docs/VR.md): 15 degrees cut the held-out error from 7.0 to 6.0 degrees.
 JITTER_DEG = 15.0
 
@@ -53,6 +55,9 @@ def _parts(args, held_out: bool):
 
 
 def run_train(args) -> int:
+    output_suffix(args.out, (".npz",), "-o", "vr train")
+    if args.plot:
+        output_suffix(args.plot, PLOT_SUFFIXES, "--plot", "vr train")
     try:
         from ..vr.train import TrainSettings, plot_loss_curves, train_orientation
     except ImportError as exc:

@@ -5,11 +5,15 @@ and talk through files.
     python blender_worker.py read IN.fbx OUT.npz      armatures' rest pose and every action, sampled
     python blender_worker.py glb IN.glb OUT.npz       the same for a glTF binary (the interop check)
     python blender_worker.py fbx IN.bvh OUT.fbx       a BVH as a Blender-made FBX (tests make theirs)
+    python blender_worker.py usd IN.usda OUT.npz      every armature of a USD stage (a crowd has several)
 
 OUT.npz holds: names (J,), parents (J,) int, rest (J, 4, 4) and, per action k, clip_k (F, J, 4, 4):
 the bones' world matrices in Blender's frame (Z up, metres), their translations the bone heads (the
 joints); action_names (K,), fps (scene frames per second), frame_start (K,), and for `glb` the number of
-armatures, mesh objects and the scene's frame range. Only this file's arguments are opened.
+armatures, mesh objects and the scene's frame range. `usd` writes, for every armature k (ordered by
+object name), names_k, parents_k, rest_k, clip_k (its own action) and meshes_k (the mesh objects it
+deforms), armature_names (K,) (each one's parent's name: the character's SkelRoot), fps and
+scene_range. Only this file's arguments are opened.
 """
 import sys
 
@@ -86,8 +90,47 @@ def _sample(path_in, out):
     np.savez(out, **arrays)
 
 
+def _sample_each(out):
+    """Every armature with its own action (USD: one skeleton and its animation each). The scene is
+    evaluated once per frame for all of them (each evaluation deforms every mesh)."""
+    arms = sorted((o for o in bpy.data.objects if o.type == "ARMATURE"), key=lambda o: o.name)
+    if not arms:
+        raise SystemExit("no armature in the file")
+    scene = bpy.context.scene
+    # Blender names every armature after its Skeleton prim ("Skeleton", "Skeleton.001"): the SkelRoot
+    # above it, an empty, carries the character's name.
+    arrays = {"armature_names": np.array([a.parent.name if a.parent else a.name for a in arms]),
+              "fps": scene.render.fps / scene.render.fps_base,
+              "scene_range": np.array([scene.frame_start, scene.frame_end])}
+    spans, order, total = [], [], 0
+    for k, arm in enumerate(arms):
+        bones, parents = _bones(arm)
+        action = arm.animation_data.action if arm.animation_data else None
+        span = tuple(int(round(v)) for v in action.frame_range) if action else (scene.frame_start, scene.frame_start)
+        total += (span[1] - span[0] + 1) * len(bones)
+        if len(bones) > MAX_BONES or total > MAX_SAMPLES:
+            raise SystemExit(f"the armatures hold over {MAX_SAMPLES:,} sampled bone matrices or {MAX_BONES} bones")
+        world = arm.matrix_world.copy()
+        arrays[f"names_{k}"] = np.array([b.name for b in bones])
+        arrays[f"parents_{k}"] = parents
+        arrays[f"rest_{k}"] = np.array([_matrix(world @ b.matrix_local) for b in bones])
+        arrays[f"meshes_{k}"] = sum(o.type == "MESH" and o.find_armature() == arm for o in bpy.data.objects)
+        spans.append(span)
+        order.append([arm.pose.bones[b.name] for b in bones])
+    frames = [[] for _ in arms]
+    for f in range(min(a for a, _ in spans), max(b for _, b in spans) + 1):
+        scene.frame_set(f)
+        for k, arm in enumerate(arms):
+            if spans[k][0] <= f <= spans[k][1]:
+                w = arm.matrix_world
+                frames[k].append([_matrix(w @ pb.matrix) for pb in order[k]])
+    for k in range(len(arms)):
+        arrays[f"clip_{k}"] = np.array(frames[k])
+    np.savez(out, **arrays)
+
+
 def main(argv):
-    if len(argv) != 3 or argv[0] not in ("read", "glb", "fbx"):
+    if len(argv) != 3 or argv[0] not in ("read", "glb", "fbx", "usd"):
         raise SystemExit(__doc__)
     what, path_in, out = argv
     _clear()
@@ -95,6 +138,10 @@ def main(argv):
         bpy.ops.import_anim.bvh(filepath=path_in, global_scale=1.0, use_fps_scale=False,
                                 update_scene_fps=True, update_scene_duration=True, axis_forward="-Z", axis_up="Y")
         bpy.ops.export_scene.fbx(filepath=out, bake_anim=True, add_leaf_bones=False, bake_anim_simplify_factor=0.0)
+        return
+    if what == "usd":
+        bpy.ops.wm.usd_import(filepath=path_in, import_skeletons=True, set_frame_range=True)
+        _sample_each(out)
         return
     if what == "read":
         bpy.ops.import_scene.fbx(filepath=path_in, use_anim=True)

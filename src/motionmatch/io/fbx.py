@@ -158,12 +158,8 @@ def check_fbx_structure(path) -> None:
                 pos = end
 
 
-def read_blender_sample(path) -> dict:
-    """A worker's .npz (see io/blender_worker.py), checked: sizes, shapes agree, numbers finite, a frame
-    rate in (0, 1000]."""
-    check_npz(path, FBXError, max_member_bytes=MAX_SAMPLE_BYTES, max_total_bytes=MAX_SAMPLE_BYTES)
-    with np.load(path, allow_pickle=False) as z:
-        d = {k: z[k] for k in z.files}
+def _check_sample(d: dict, path) -> dict:
+    """d (one armature's arrays) checked: shapes agree, numbers finite, a frame rate in (0, 1000]."""
     keys = {"names", "parents", "rest", "fps", "action_names"}
     if not keys <= set(d):
         raise FBXError(f"{path}: the sample lacks {', '.join(sorted(keys - set(d)))}")
@@ -176,10 +172,40 @@ def read_blender_sample(path) -> dict:
     if fps.shape != () or not np.isfinite(fps) or not 0.0 < float(fps) <= 1000.0:
         raise FBXError(f"{path}: frame rate {fps!r} outside (0, 1000] frames per second")
     for k in range(len(d["action_names"])):
-        c = d[f"clip_{k}"]
-        if c.ndim != 4 or c.shape[1:] != (J, 4, 4) or not np.isfinite(c).all():
+        c = d.get(f"clip_{k}")
+        if c is None or c.ndim != 4 or c.shape[1:] != (J, 4, 4) or not np.isfinite(c).all():
             raise FBXError(f"{path}: clip {k} is not (F, {J}, 4, 4) finite matrices")
     return d
+
+
+def _load_sample(path) -> dict:
+    check_npz(path, FBXError, max_member_bytes=MAX_SAMPLE_BYTES, max_total_bytes=MAX_SAMPLE_BYTES)
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def read_blender_sample(path) -> dict:
+    """A worker's .npz (see io/blender_worker.py), checked: sizes, shapes agree, numbers finite, a frame
+    rate in (0, 1000]."""
+    return _check_sample(_load_sample(path), path)
+
+
+def read_blender_armatures(path) -> list[dict]:
+    """A worker's `usd` sample as one checked sample per armature (read_blender_sample's keys, the
+    armature's own action as its one clip, `armature` its parent's name: the character's SkelRoot, and
+    `meshes` the mesh objects it deforms), in the order of the armatures' object names."""
+    d = _load_sample(path)
+    if "armature_names" not in d or "fps" not in d:
+        raise FBXError(f"{path}: not a sample of armatures")
+    out = []
+    for k, name in enumerate(d["armature_names"]):
+        if not all(f"{key}_{k}" in d for key in ("names", "parents", "rest", "clip", "meshes")):
+            raise FBXError(f"{path}: armature {k} lacks its arrays")
+        arm = {"names": d[f"names_{k}"], "parents": d[f"parents_{k}"], "rest": d[f"rest_{k}"], "fps": d["fps"],
+               "action_names": np.array([str(name)]), "clip_0": d[f"clip_{k}"], "armature": str(name),
+               "meshes": int(d[f"meshes_{k}"])}
+        out.append(_check_sample(arm, path))
+    return out
 
 
 def clips_from_sample(d: dict, source: str) -> list[Animation]:

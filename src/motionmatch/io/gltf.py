@@ -16,6 +16,7 @@ file is refused, so a model cannot make the reader open files the user did not n
 """
 from __future__ import annotations
 
+import base64
 import json
 import math
 import struct
@@ -45,7 +46,8 @@ class SkinnedMesh:
     positions, normals (V, 3) float32 in metres, in the bind pose's world frame; triangles (T, 3) uint32,
     counter-clockwise seen from outside; joints (V, 4) joint indices into the skeleton; weights (V, 4)
     float32 summing to 1 per vertex. bind_positions (J, 3) / bind_rotations (J, 4) are the local joint
-    transforms of the bind pose.
+    transforms of the bind pose. uvs (V, 2) float32 texture coordinates as glTF has them (origin top left,
+    v down), or None.
     """
 
     positions: np.ndarray
@@ -55,6 +57,37 @@ class SkinnedMesh:
     weights: np.ndarray
     bind_positions: np.ndarray
     bind_rotations: np.ndarray
+    uvs: np.ndarray | None = None
+
+
+@dataclass
+class Material:
+    """A surface in glTF's metallic-roughness terms, which USD's preview surface shares: base_color
+    linear RGBA in [0, 1], metallic and roughness in [0, 1], emissive linear RGB; texture: the base
+    colour image's bytes (PNG or JPEG, its kind in texture_type "png" | "jpg"), multiplied by base_color,
+    or None."""
+
+    name: str
+    base_color: tuple = (1.0, 1.0, 1.0, 1.0)
+    metallic: float = 1.0
+    roughness: float = 1.0
+    emissive: tuple = (0.0, 0.0, 0.0)
+    double_sided: bool = False
+    texture: bytes | None = None
+    texture_type: str = "png"
+
+
+@dataclass
+class MeshPart:
+    """One skinned mesh of a character with its material: name (its node's), mesh (SkinnedMesh)."""
+
+    name: str
+    mesh: SkinnedMesh
+    material: Material
+
+
+# The generated body's surface (body/mesh.py), in every format it is written to.
+BODY_MATERIAL = Material(name="skin", base_color=(0.8, 0.76, 0.7, 1.0), metallic=0.0, roughness=0.6)
 
 
 def to_xyzw(q: np.ndarray) -> np.ndarray:
@@ -171,8 +204,9 @@ def _add_mesh(gltf, blob: _Blob, mesh: SkinnedMesh, num_joints: int) -> None:
         JOINTS_0=blob.add(np.asarray(mesh.joints, jt_dtype), jt_type, "VEC4", ARRAY_BUFFER),
         WEIGHTS_0=blob.add(np.asarray(mesh.weights, np.float32), FLOAT, "VEC4", ARRAY_BUFFER))
     indices = blob.add(tri.reshape(-1).astype(idx_dtype), idx_type, "SCALAR", ELEMENT_ARRAY_BUFFER)
-    gltf.materials.append(g.Material(name="skin", doubleSided=False, pbrMetallicRoughness=g.PbrMetallicRoughness(
-        baseColorFactor=[0.8, 0.76, 0.7, 1.0], metallicFactor=0.0, roughnessFactor=0.6)))
+    m = BODY_MATERIAL
+    gltf.materials.append(g.Material(name=m.name, doubleSided=m.double_sided, pbrMetallicRoughness=g.PbrMetallicRoughness(
+        baseColorFactor=list(m.base_color), metallicFactor=m.metallic, roughnessFactor=m.roughness)))
     gltf.meshes.append(g.Mesh(name="body", primitives=[g.Primitive(attributes=attrs, indices=indices, material=0)]))
 
 
@@ -452,4 +486,68 @@ def read_accessor(glb: GLB, i: int, name: str = "") -> np.ndarray:
         out /= np.iinfo(dt).max
     if not np.isfinite(out).all():
         raise GLTFError(f"{where}: holds NaN or infinite values")
+    return out
+
+
+_IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "png", b"\xff\xd8\xff": "jpg"}
+
+
+def _factors(value, n: int, default, name: str) -> tuple:
+    """n finite numbers, each clamped into glTF's [0, 1] (exporters round past its ends: 1.0000001)."""
+    if value is None:
+        return tuple(default)
+    if (not isinstance(value, list) or len(value) != n or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
+        raise GLTFError(f"{name}: expected {f'{n} numbers' if n > 1 else 'a number'} in [0, 1]")
+    return tuple(min(max(float(v), 0.0), 1.0) for v in value)
+
+
+def _image_bytes(glb: GLB, i: int) -> bytes:
+    image = glb.doc["images"][i]
+    if "bufferView" in image:
+        v = glb.doc["bufferViews"][image["bufferView"]]
+        start = v.get("byteOffset", 0)
+        return bytes(glb.blob[start:start + v["byteLength"]])
+    uri = image.get("uri")
+    if isinstance(uri, str) and ";base64," in uri[:200]:
+        try:
+            return base64.b64decode(uri.split(";base64,", 1)[1], validate=True)
+        except ValueError:
+            raise GLTFError(f"{glb.path}: images[{i}].uri: not valid base64") from None
+    return b""
+
+
+def read_material(glb: GLB, i: int | None) -> Material:
+    """Material i of a checked GLB (glTF's default material when i is None). Its base colour texture
+    comes along when the image is PNG or JPEG (embedded); other kinds (WebP, KTX2 through extensions)
+    leave texture None and keep the colour factor. Raises GLTFError naming the field of a malformed one."""
+    if i is None:
+        return Material(name="default")
+    m = glb.doc["materials"][i]
+    where = f"{glb.path}: materials[{i}]"
+    if not isinstance(m, dict):
+        raise GLTFError(f"{where}: expected an object")
+    pbr = m.get("pbrMetallicRoughness", {})
+    if not isinstance(pbr, dict):
+        raise GLTFError(f"{where}.pbrMetallicRoughness: expected an object")
+    name = m.get("name") if isinstance(m.get("name"), str) else f"material{i}"
+    out = Material(name=name[:200],
+                   base_color=_factors(pbr.get("baseColorFactor"), 4, (1.0, 1.0, 1.0, 1.0), f"{where}.baseColorFactor"),
+                   metallic=_factors(None if "metallicFactor" not in pbr else [pbr["metallicFactor"]], 1, (1.0,),
+                                     f"{where}.metallicFactor")[0],
+                   roughness=_factors(None if "roughnessFactor" not in pbr else [pbr["roughnessFactor"]], 1, (1.0,),
+                                      f"{where}.roughnessFactor")[0],
+                   emissive=_factors(m.get("emissiveFactor"), 3, (0.0, 0.0, 0.0), f"{where}.emissiveFactor"),
+                   double_sided=m.get("doubleSided") is True)
+    info = pbr.get("baseColorTexture")
+    if info is not None:
+        textures = glb.doc.get("textures", [])
+        t = _index(info.get("index") if isinstance(info, dict) else None, textures,
+                   f"{where}.pbrMetallicRoughness.baseColorTexture.index", "textures")
+        source = textures[t].get("source") if isinstance(textures[t], dict) else None
+        if source is not None:
+            data = _image_bytes(glb, source)
+            kind = next((k for magic, k in _IMAGE_MAGIC.items() if data.startswith(magic)), None)
+            if kind is not None:
+                out.texture, out.texture_type = data, kind
     return out
