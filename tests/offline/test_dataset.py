@@ -18,7 +18,7 @@ from motionmatch.offline.dataset import LABEL_COLUMNS, SEQUENCES, folder_name
 SPEC = """sequences = 3
 duration_s = 3.0
 seed = 5
-formats = ["bvh", "glb"]
+formats = ["bvh", "glb", "usdc"]
 [styles]
 mirrored = 1
 "!mirrored" = 1
@@ -60,8 +60,8 @@ def test_labels_load_with_pandas_alone_and_say_what_played(dataset, jlpm_db):
     joints = jlpm_db.skeleton.names[1:]
     for row in manifest.itertuples():
         folder = dataset / row.folder
-        assert {p.name for p in folder.iterdir()} == {"motion.bvh", "motion.glb", "labels.csv.gz", "scenario.json",
-                                                     "summary.json"}
+        assert {p.name for p in folder.iterdir()} == {"motion.bvh", "motion.glb", "motion.usdc", "labels.csv.gz",
+                                                     "scenario.json", "summary.json"}
         labels = pd.read_csv(folder / "labels.csv.gz", keep_default_na=False)
         assert list(labels.columns) == [*LABEL_COLUMNS, *(f"{j}_{a}" for j in joints for a in "xyz")]
         assert len(labels) == 180 and labels["frame"].tolist() == list(range(180))

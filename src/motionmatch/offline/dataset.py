@@ -7,7 +7,7 @@ Spec (TOML or JSON; metres, seconds):
     sequences = 200            # how many, 1 .. 100000
     duration_s = 20.0          # each, 1 .. 600
     seed = 0                   # sequence i draws everything from (seed, i): a sequence does not depend on the others
-    formats = ["bvh"]          # motion files per sequence: "bvh" (always written) and "glb"
+    formats = ["bvh"]          # motion files per sequence: "bvh" (always written), "glb", "usda", "usdc" (extra usd)
     speed_m_s = [1.0, 3.5]     # the goals and path drivers' speed, drawn per sequence
 
     [styles]                   # tag expression -> weight, the share of sequences searching only those clips
@@ -56,10 +56,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..body.export import export_gltf
+from ..body.export import export_gltf, export_usd
 from ..files.atomic_file import replacing
 from ..files.output_folder import staged_output
 from ..io.bvh import read_bvh, write_bvh
+from ..io.usd import require_usd
 from ..motion.metrics import compute_metrics, source_foot_sliding_cm_s
 from ..motion.posture import GAIT_DIRECTIONS, MOVING_SPEED, gait_bins
 from ..motion.styles import clip_styles
@@ -76,7 +77,7 @@ MAX_SPEED_M_S = 8.0
 MAX_ARENA_M = 1000.0
 MAX_OBSTACLES = 200
 RUN_SPEED = 2.0           # m/s: jlpm22's walks reach about 1.7 m/s and its jogs start above 2
-FORMATS = ("bvh", "glb")
+FORMATS = ("bvh", "glb", "usda", "usdc")
 DRIVERS = ("goals", "path", "stick")
 PACKING = 0.35            # most of an arena's area obstacles (grown by half a passage) may cover: denser
 #                          random layouts fail to place or wall the start in
@@ -191,6 +192,11 @@ def parse_spec(data, range_tags=None) -> DatasetSpec:
     if not isinstance(formats, list) or not all(f in FORMATS for f in formats):
         raise SpecError(f"formats: expected a list of {', '.join(map(repr, FORMATS))}, got {formats!r}")
     spec.formats = tuple(f for f in FORMATS if f in formats or f == "bvh")
+    if {"usda", "usdc"} & set(spec.formats):
+        try:
+            require_usd("formats")
+        except ValueError as e:
+            raise SpecError(str(e)) from None
     spec.speed_m_s = _range(data, "speed_m_s", 0.1, MAX_SPEED_M_S, "speed_m_s", spec.speed_m_s)
     spec.styles = _weights(data, "styles", "styles", spec.styles)
     if range_tags is not None:
@@ -393,6 +399,8 @@ def write_sequence(db, plan: dict, out, formats=("bvh",)) -> dict:
         write_bvh(stage / "motion.bvh", record_animation(db, rec))
         if "glb" in formats:
             export_gltf(read_bvh(stage / "motion.bvh"), stage / "motion.glb")
+        for usd in {"usda", "usdc"} & set(formats):
+            export_usd([read_bvh(stage / "motion.bvh")], stage / f"motion.{usd}", ["character"])
         _write_gzip_csv(stage / LABELS, header, rows)
         (stage / "scenario.json").write_text(json.dumps(plan["scenario"], indent=1) + "\n")
         (stage / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
