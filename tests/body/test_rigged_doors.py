@@ -60,7 +60,8 @@ def test_a_json_chunk_beyond_its_bound_is_refused_before_parsing(rig, tmp_path):
         load_rigged_model(f)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert peak < 3 * EXTRAS_BYTES, peak      # the file's bytes and the chunk's; parsed, 3 GB
+    # The file's bytes and the chunk's (80 MB measured); parsed, it went past 3 GB (issue 43).
+    assert peak < 3 * EXTRAS_BYTES, peak
 
 
 @pytest.mark.parametrize("bones, message", [

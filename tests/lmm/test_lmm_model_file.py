@@ -67,3 +67,15 @@ def test_a_forged_array_header_is_refused_before_numpy_allocates(members, tmp_pa
     with pytest.raises(ModelError, match=r"f.npz: not a motionmatch learned model \(member 'decompressor.w0.npy': "
                                          r"its header declares a 10000000x10000000 float32 array"):
         load_model(tmp_path / "f.npz")
+
+
+def test_synth_with_a_bad_model_is_one_line_and_writes_nothing(members, jlpm_db_path, tmp_path, capsys):
+    from motionmatch.cli import main
+    (tmp_path / "s.json").write_text(json.dumps({"duration": 1.0, "inputs": [{"t": 0.0, "move": [0, 1]}]}))
+    _forged_header(tmp_path / "f.npz", members, "stepper.w0")
+    code = main(["synth", "--db", str(jlpm_db_path), "--scenario", str(tmp_path / "s.json"), "--lmm",
+                 str(tmp_path / "f.npz"), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "f.npz: not a motionmatch learned model (member 'stepper.w0.npy'" in err
+    assert not (tmp_path / "out").exists()
