@@ -12,8 +12,8 @@ Crowd file (JSON; metres, seconds, yaw in degrees, 0 faces +Z, positive turns +Z
 Each agent has exactly one driver: "goal" (walk there, or run with "run": true, then stop), "path" or
 "inputs" (the scenario-file formats, validated by offline/scenario.py; request steps among the inputs,
 actions, stops and foot plants, are issued as a scenario's are, and an action the database has no channel
-for is refused). "yaw" defaults to 0, "tags" (a tag
-expression restricting the agent's clips) to none, "avoidance" to true, "obstacles" (static circles and
+for is refused). "yaw" defaults to 0, "tags" (a tag expression restricting the agent's clips) to none,
+"avoidance" to true, "obstacles" (static circles and
 boxes, world/obstacles.py; no agent may start or have its goal inside one) to none. A bad file raises CrowdError
 naming the field, e.g. `agents[3].goal: expected two numbers [x, z]`.
 
@@ -411,11 +411,11 @@ def check_agents(db, spec: CrowdSpec, source=None) -> None:
             except ValueError as e:
                 raise CrowdError(f"{where}agents[{i}].tags: {e}") from None
         for t, r in a.scenario.requests if a.scenario is not None else ():
-            try:
-                if "action" in r:
+            if "action" in r:
+                try:
                     requests.event_column(r["action"])
-            except RequestError as e:
-                raise CrowdError(f"{where}agents[{i}].inputs (the step at t={t:g}): {e}") from None
+                except RequestError as e:
+                    raise CrowdError(f"{where}agents[{i}].inputs (the step at t={t:g}): {e}") from None
 
 
 def _agent_requests(crowd: Crowd, i: int) -> SimpleNamespace:
