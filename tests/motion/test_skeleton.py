@@ -6,7 +6,7 @@ import pytest
 
 from bvh_fixtures import LAFAN1_NAMES
 from conftest import MOCAP
-from motionmatch.motion.skeleton import ROLES, SkeletonError, find_roles, load_mapping, mirror_pairs
+from motionmatch.motion.skeleton import ROLES, SkeletonError, check_role_joints, find_roles, load_mapping, mirror_pairs
 
 UNITY = ("Hips LeftUpperLeg LeftLowerLeg LeftFoot LeftToes RightUpperLeg RightLowerLeg RightFoot RightToes "
          "Spine Chest UpperChest LeftShoulder LeftUpperArm LeftLowerArm LeftHand Neck Head RightShoulder "
@@ -122,3 +122,47 @@ def test_load_mapping(tmp_path):
     f.write_text('[roles\n')
     with pytest.raises(SkeletonError, match="TOML"):
         load_mapping(f)
+
+
+# UNITY's joints with their parents (and a toe end joint that has no role), for the body checks.
+_UNITY_PARENTS = {"Hips": None, "LeftUpperLeg": "Hips", "LeftLowerLeg": "LeftUpperLeg", "LeftFoot": "LeftLowerLeg",
+                  "LeftToes": "LeftFoot", "LeftToes_End": "LeftToes", "RightUpperLeg": "Hips",
+                  "RightLowerLeg": "RightUpperLeg", "RightFoot": "RightLowerLeg", "RightToes": "RightFoot",
+                  "Spine": "Hips", "Chest": "Spine", "UpperChest": "Chest", "LeftShoulder": "UpperChest",
+                  "LeftUpperArm": "LeftShoulder", "LeftLowerArm": "LeftUpperArm", "LeftHand": "LeftLowerArm",
+                  "Neck": "UpperChest", "Head": "Neck", "RightShoulder": "UpperChest",
+                  "RightUpperArm": "RightShoulder", "RightLowerArm": "RightUpperArm", "RightHand": "RightLowerArm"}
+_NAMES = list(_UNITY_PARENTS)
+_PARENTS = np.array([-1 if p is None else _NAMES.index(p) for p in _UNITY_PARENTS.values()])
+
+
+@pytest.mark.parametrize("mapping, message", [
+    ({"left_foot": "LeftFoot", "right_foot": "LeftFoot"}, "roles left_foot and right_foot are both joint 'LeftFoot'"),
+    ({"hips": "LeftToes"}, "roles hips and left_toe are both joint 'LeftToes'"),
+    ({"hips": "LeftToes", "left_toe": "LeftToes_End"}, "role spine \\(joint 'Spine'\\) is not below role hips "
+                                                       "\\(joint 'LeftToes'\\)"),
+    ({"left_foot": "Neck"}, "role left_foot \\(joint 'Neck'\\) is not below role left_lower_leg"),
+    ({"head": "LeftToes_End"}, "role head \\(joint 'LeftToes_End'\\) is not below role chest"),
+    ({"left_hand": "LeftToes_End"}, "role left_hand \\(joint 'LeftToes_End'\\) lies inside a leg"),
+    ({r: "Hips" for r in ROLES}, "roles hips and spine are both joint 'Hips'"),
+])
+def test_roles_no_body_has_are_refused(mapping, message):
+    check_role_joints(_NAMES, _PARENTS, find_roles(_NAMES))        # as detected: a body
+    with pytest.raises(SkeletonError, match=f"^{message}"):
+        check_role_joints(_NAMES, _PARENTS, find_roles(_NAMES, mapping))
+
+
+def test_role_map_file_with_roles_no_body_has_names_the_file(tmp_path):
+    f = tmp_path / "feet.toml"
+    f.write_text('[roles]\nleft_foot = "LeftFoot"\nright_foot = "LeftFoot"\n')
+    assert load_mapping(f, joint_names=_NAMES) == {"left_foot": "LeftFoot", "right_foot": "LeftFoot"}
+    with pytest.raises(SkeletonError, match=r"feet.toml: roles left_foot and right_foot are both joint"):
+        load_mapping(f, joint_names=_NAMES, parents=_PARENTS)
+
+
+def test_real_skeletons_pass_the_body_checks():
+    from motionmatch.io.bvh import read_bvh
+    for path in (TAKE1, MOCAP / "cmu-locomotion" / "143_40.bvh",
+                 sorted((MOCAP / "bandai-namco" / "dataset-1").glob("*.bvh"))[0]):
+        skel = read_bvh(path).skeleton
+        check_role_joints(skel.names, skel.parents, find_roles(skel.names))

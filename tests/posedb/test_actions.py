@@ -252,6 +252,31 @@ def test_unknown_action_in_a_scenario_names_the_request(action_db):
         run_scenario(action_db, sc, pose_sink=lambda lp, lr: None)
 
 
+def _crowd_asking(path, action):
+    path.write_text(json.dumps({"duration": 3.0, "agents": [
+        {"start": [0, 0], "goal": [0, 3]},
+        {"start": [3, 0], "inputs": [{"t": 0.0, "move": [0, 0]}, {"t": 1.0, "action": action, "event_in": 0.8}]}]}))
+    return path
+
+
+def test_crowd_file_actions_are_honoured_and_unknown_ones_refused(action_db, action_db_path, tmp_path, capsys):
+    from motionmatch.offline.crowd_synth import CrowdError, check_agents, load_crowd, run_crowd
+    f = _crowd_asking(tmp_path / "bow.json", "bow")
+    spec = load_crowd(f)
+    check_agents(action_db, spec, f)
+    [log] = run_crowd(action_db, spec)["requests"]
+    assert (log["agent"], log["kind"], log["event"]) == (1, "action", "bow")
+    assert log["requested_s"] == pytest.approx(1.8) and abs(log["delivered_s"] - log["requested_s"]) <= 1.0 / 60 + 1e-9
+    bad = _crowd_asking(tmp_path / "dance.json", "dance")
+    with pytest.raises(CrowdError, match=r"dance.json: agents\[1\].inputs \(the step at t=1\): action: the "
+                                         r"database has no time_to_event channel for 'dance' \(channels for: bow"):
+        check_agents(action_db, load_crowd(bad), bad)
+    code = main(["synth", "--db", str(action_db_path), "--crowd", str(bad), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1 and "'dance'" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_app_action_key_message(action_db):
     from motionmatch.app import backend as app_backend
     from motionmatch.app import messages

@@ -25,7 +25,7 @@ from ..io.gltf import (COMPONENT_TYPES, GLB, MAX_NODE_VALUE, GLTFError, MeshPart
 from ..maths.kinematics import forward_kinematics
 from ..motion.retarget import auto_mapping, canonical_tpose, retarget_animation
 from ..maths.rotations import quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate, quat_to_matrix
-from ..motion.skeleton import SkeletonError, find_roles, load_mapping
+from ..motion.skeleton import SkeletonError, check_role_joints, find_roles, load_mapping
 
 # VRM humanoid bone -> role.
 _VRM_ROLES = {"hips": "hips", "spine": "spine", "upperChest": "chest", "head": "head",
@@ -76,28 +76,41 @@ def _node_matrix(node: dict) -> np.ndarray:
 def _vrm_roles(glb: GLB, node_of: list[int]) -> dict[str, int]:
     """Role -> joint index from a VRM humanoid table (1.0 `VRMC_vrm` or 0.x `VRM`), empty without one."""
     ext = glb.doc.get("extensions") or {}
-    bad = GLTFError(f"{glb.path}: extensions: the VRM humanoid table is not a table of bone -> node index")
     if not isinstance(ext, dict):
-        raise bad
-    if "VRMC_vrm" in ext:
-        table = ext["VRMC_vrm"].get("humanoid", {}).get("humanBones", {}) if isinstance(ext["VRMC_vrm"], dict) else None
+        raise GLTFError(f"{glb.path}: extensions: expected a table of extensions")
+    key = next((k for k in ("VRMC_vrm", "VRM") if k in ext), None)
+    if key is None:
+        return {}
+    bad = GLTFError(f"{glb.path}: extensions.{key}.humanoid.humanBones: expected "
+                    + ("a table of bone -> {\"node\": index}" if key == "VRMC_vrm" else
+                       "a list of {\"bone\": name, \"node\": index}") + " (VRM's humanoid table)")
+    if key == "VRMC_vrm":
+        table = _table_at(ext, key, "humanoid", "humanBones", default={})
         if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
             raise bad
         bones = {k: v.get("node") for k, v in table.items()}
-    elif "VRM" in ext:
-        table = ext["VRM"].get("humanoid", {}).get("humanBones", []) if isinstance(ext["VRM"], dict) else None
+    else:
+        table = _table_at(ext, key, "humanoid", "humanBones", default=[])
         if not isinstance(table, list) or not all(isinstance(b, dict) and isinstance(b.get("bone"), str)
                                                   for b in table):
             raise bad
         bones = {b["bone"]: b.get("node") for b in table}
-    else:
-        return {}
     if any(isinstance(n, bool) or not isinstance(n, int) for n in bones.values()):
         raise bad
     if "upperChest" not in bones and "chest" in bones:   # the chest role is the highest spine joint
         bones["upperChest"] = bones["chest"]
     joint = {n: j for j, n in enumerate(node_of)}
     return {role: joint[bones[b]] for b, role in _VRM_ROLES.items() if bones.get(b) in joint}
+
+
+def _table_at(doc: dict, *keys, default):
+    """doc[k0][k1]...: `default` where the last key is missing, None where a step is not a table (a VRM 0
+    `humanoid` that is a string)."""
+    for k in keys[:-1]:
+        doc = doc.get(k, {})
+        if not isinstance(doc, dict):
+            return None
+    return doc.get(keys[-1], default)
 
 
 def load_rigged_model(path, mapping=None) -> RiggedModel:
@@ -162,7 +175,7 @@ def load_rigged_model(path, mapping=None) -> RiggedModel:
 
 def _roles(path: Path, glb: GLB, skel: Skeleton, joints: list[int], mapping) -> dict:
     if isinstance(mapping, (str, Path)):
-        mapping = load_mapping(mapping, require_table=False, joint_names=skel.names)
+        mapping = load_mapping(mapping, require_table=False, joint_names=skel.names, parents=skel.parents)
     given = dict(mapping or {})
     lower = {n.rsplit(":", 1)[-1].lower(): n for n in skel.names}
     for role, cands in _EXTRA_ROLE_NAMES.items():
@@ -172,9 +185,11 @@ def _roles(path: Path, glb: GLB, skel: Skeleton, joints: list[int], mapping) -> 
     for role, j in _vrm_roles(glb, joints).items():
         given.setdefault(role, skel.names[j])
     try:
-        return find_roles(skel.names, given or None, required=REQUIRED_ROLES)
+        roles = find_roles(skel.names, given or None, required=REQUIRED_ROLES)
+        check_role_joints(skel.names, skel.parents, roles)
     except SkeletonError as e:
         raise SkeletonError(f"{path}: not a humanoid rig the app can drive: {e}") from None
+    return roles
 
 
 def _read_parts(glb: GLB, joints, index, lpos, lrot, W) -> list[MeshPart]:

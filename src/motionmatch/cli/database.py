@@ -107,7 +107,7 @@ def run_build(args) -> int:
     from ..posedb.database import BuildSettings, build_database, default_weights, save_database
     from ..posedb.datapaths import find_data, list_bvh_files, mixed_default_files, print_licences, source_tags
     from ..posedb.features import default_schema, load_schema
-    from ..motion.skeleton import load_mapping
+    from ..motion.skeleton import SkeletonError, load_mapping
     from ..motion.styles import parse_style_tags
 
     t0 = time.perf_counter()
@@ -160,7 +160,10 @@ def run_build(args) -> int:
     kind = "mixed" if mixed else None
     schema = load_schema(args.schema) if args.schema else default_schema().with_weights(default_weights(kind))
     with _build_map(args) as map_chunks:
-        db = build_database(files, settings, schema, progress=not args.quiet, map_chunks=map_chunks)
+        try:
+            db = build_database(files, settings, schema, progress=not args.quiet, map_chunks=map_chunks)
+        except SkeletonError as e:      # roles no body has: the map gave them
+            raise SkeletonError(f"--map {args.mapping}: {e}" if args.mapping else str(e)) from None
     save_database(db, args.out)
     db.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
     print(f"wrote {args.out}")

@@ -83,6 +83,9 @@ def runtime_settings_from_args(args, db):
     from ..runtime.settings_file import load_settings, settings_from_dict
     rs = load_settings(args.settings, db.features.schema.names) if args.settings else settings_from_dict({})
     character_settings_from_args(args, rs.character)
+    if getattr(args, "lmm", None):      # a bad model stops the command here, before it writes anything
+        from ..runtime.learned import learned_model
+        learned_model(db, args.lmm)
     return rs
 
 

@@ -2,6 +2,7 @@
 top-view PNG."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -31,7 +32,8 @@ def register(sub) -> None:
     what.add_argument("--trackers", help="VR tracker file (JSON, CSV, or a BVH clip to simulate them from; "
                                          "docs/VR.md); needs --vr-model")
     p.add_argument("--vr-model", help="body-orientation model (.npz from `motionmatch vr train`)")
-    p.add_argument("--alpha", type=float, default=0.3, help="VR root clamp radius in metres (0.1 or 0.3)")
+    p.add_argument("--alpha", type=_root_radius, default=0.3,
+                   help="VR root clamp radius in metres (0.1 or 0.3; 0.01 to 2)")
     add_crouch_args(p)
     p.add_argument("-o", "--out", required=True, help="output folder")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
@@ -44,6 +46,17 @@ def register(sub) -> None:
     add_character_options(p)
     add_engine_options(p, "batch (--scenarios, several --crowd files)")
     p.set_defaults(func=run_synth)
+
+
+def _root_radius(text: str) -> float:
+    """--alpha: metres within vr.upper_body.ROOT_ALPHA_RANGE (argparse's usage error otherwise)."""
+    from ..files.input_bounds import finite_number
+    from ..vr.upper_body import ROOT_ALPHA_RANGE
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a radius in metres, got {text[:40]!r}") from None
+    return finite_number(value, argparse.ArgumentTypeError, "radius", *ROOT_ALPHA_RANGE)
 
 
 def run_synth(args) -> int:
@@ -100,18 +113,22 @@ def _check_inputs(args) -> None:
 
 
 def run_synth_vr(args) -> int:
+    from ..vr.orientation import load_networks
     from ..vr.synth import synthesize_vr
+    from ..vr.trackers import read_trackers
     if not args.vr_model:
         raise ValueError("--trackers needs --vr-model VR.npz (train one with `motionmatch vr train`)")
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
+    load_networks(args.vr_model)        # a bad model or tracker file fails before the database loads
+    trackers = read_trackers(args.trackers)
     db = load_cli_database(args.db, progress=not args.quiet, mixed=not args.jlpm22_only)
     character = runtime_settings_from_args(args, db).character
     if not args.settings:           # no settings file: the tracker-driven defaults (vr.driver)
         from ..vr.driver import VR_ADJUSTMENT_MAX_RATIO
         character.adjustment_max_ratio = VR_ADJUSTMENT_MAX_RATIO
     with staged_output(args.out) as stage:
-        metrics = synthesize_vr(db, args.trackers, args.vr_model, stage, character, args.alpha,
+        metrics = synthesize_vr(db, trackers, args.vr_model, stage, character, args.alpha,
                                 progress=not (args.quiet or args.json), height_databases=crouch_settings(args))
     if args.json:
         print(json.dumps(metrics))
@@ -123,13 +140,13 @@ def run_synth_vr(args) -> int:
 
 def run_synth_crowd(args) -> int:
     from ..offline.batch_synth import write_crowd
-    from ..offline.crowd_synth import check_agent_tags, load_crowd
+    from ..offline.crowd_synth import check_agents, load_crowd
     if args.retarget_to:
         raise ValueError("--retarget-to works with --scenario only")
     crowd = args.crowd[0]
     spec = load_crowd(crowd)           # a bad file fails before the database loads
     db = load_cli_database(args.db, progress=not args.quiet, mixed=not args.jlpm22_only)
-    check_agent_tags(db, spec, crowd)
+    check_agents(db, spec, crowd)
     metrics = write_crowd(db, spec, args.out, runtime_settings_from_args(args, db).character,
                           progress=not (args.quiet or args.json))
     if args.json:

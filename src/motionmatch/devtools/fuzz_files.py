@@ -1,6 +1,7 @@
 """Hostile-input campaigns for the small user files: crowd files (`synth --crowd`), event sidecars
 (`build --events`, JSON and TOML), annotation sidecars (`build --annotations`), tracker files (`synth
---trackers`, JSON and CSV), role maps (`--map`, `--character-map`), settings files (`--settings`), tag
+--trackers`, JSON and CSV), role maps (`--map`, `--character-map`; with roles no body has too), retarget
+maps (`retarget --map`), settings files (`--settings`), tag
 expressions (crowd agents' `tags`, scenario styles) and obstacle lists (crowd and scenario files'
 `obstacles`). Every case must give the door's own error class naming the file (tag expressions: a
 TagExpressionError); none may be accepted.
@@ -9,12 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from ..offline.crowd_synth import CrowdError, check_agent_tags, load_crowd
+
+import numpy as np
+from ..offline.crowd_synth import CrowdError, check_agents, load_crowd
 from ..posedb.events import EventError, load_sidecar, sidecar_marks
 from .fuzz import Outcome, classify
 from ..search import TagExpressionError, range_mask
 from ..runtime.settings_file import SettingsError, load_settings
-from ..motion.skeleton import SkeletonError, load_mapping
+from ..motion.skeleton import ROLES, SkeletonError, load_mapping
+from ..motion.animation import Animation
+from ..motion.retarget import RetargetError, retarget_animation
 from ..offline.scenario import ScenarioError, load_scenario
 from ..vr.trackers import TrackerFileError, read_trackers
 from ..posedb.annotations import AnnotationError, load_annotations, resolve
@@ -61,6 +66,10 @@ def bad_crowds() -> list[tuple[str, bytes]]:
         ("empty", b""),
         ("list", b"[1, 2]"),
         ("agents empty", _crowd(agents=[])),
+        ("inputs unknown action", _agent(goal=None, inputs=[{"t": 0.0, "move": [0, 1]},
+                                                            {"t": 0.5, "action": "no-such-action", "event_in": 0.8}])),
+        ("inputs action event_in 1e308", _agent(goal=None, inputs=[{"t": 0.5, "action": "bow", "event_in": 1e308}])),
+        ("inputs set without sets", _agent(goal=None, inputs=[{"t": 0.5, "set": "crouch", "interrupt": True}])),
     ]
 
 
@@ -174,6 +183,11 @@ def bad_tracker_files() -> list[tuple[str, bytes, str]]:
         ("csv 2 million rows", f"{header}\n".encode() + b"\n" * 2_000_001, ".csv"),
         ("csv not UTF-8", f"{header}\n".encode() + b"\xff\xfe\n", ".csv"),
         ("times decrease", js([fr(1.0), fr(0.5)]), ".json"),
+        ("settings alpha 1e308", js([fr(0.0), fr(0.1)], settings={"alpha": 1e308}), ".json"),
+        ("unknown top-level field", js([fr(0.0), fr(0.1)], alpha=0.3), ".json"),
+        ("unknown frame field", js([fr(0.0), fr(0.1, alpha=1e308)]), ".json"),
+        ("unknown device field", js([fr(0.0), fr(0.1, hmd={**pose, "velocity": [0, 0, 0]})]), ".json"),
+        ("csv unknown column", f"{header},alpha\n{row(0)},1e308\n{row(0.1)},1e308\n".encode(), ".csv"),
         ("empty", b"", ".json"),
     ]
 
@@ -194,6 +208,50 @@ def bad_role_maps() -> list[tuple[str, bytes]]:
         ("not TOML", b"[roles\nhips = \n"),
         ("not UTF-8", b'[roles]\nhips = "\xff"\n'),
         ("10k entries", b"[roles]\n" + b"".join(b'r%d = "Hips"\n' % k for k in range(10_000))),
+    ]
+
+
+def bad_role_structures(skeleton, roles: dict) -> list[tuple[str, bytes]]:
+    """(name, TOML bytes) of role maps naming joints of `skeleton` (roles: its detected roles) that no body
+    has: two roles on one joint, a role above the one it hangs from."""
+    names = skeleton.names
+    n = lambda role: names[roles[role]]
+    height = np.zeros(len(names))          # rest pose heights (parents come first)
+    for j, p in enumerate(skeleton.parents):
+        height[j] = skeleton.offsets[j][1] + (height[p] if p >= 0 else 0.0)
+    top = int(np.argmax(height))
+    table = lambda **kw: ("[roles]\n" + "".join(f'{k} = "{v}"\n' for k, v in kw.items())).encode()
+    return [
+        ("both feet on one joint", table(left_foot=n("left_foot"), right_foot=n("left_foot"))),
+        ("hips on a toe", table(hips=n("left_toe"))),
+        ("hips on a toe, toe moved", table(hips=n("left_toe"), left_toe=n("left_foot"),
+                                           left_foot=n("left_lower_leg"))),
+        ("a foot on the highest joint", table(left_foot=names[top])),
+        ("a foot on the head", table(left_foot=n("head"))),
+        ("head in a leg", table(head=n("left_foot"), left_foot=n("left_toe"), left_toe=names[top])),
+        ("every role on the hips", table(**{r: n("hips") for r in ROLES})),
+        ("hand in a leg", table(left_hand=n("right_toe"))),
+    ]
+
+
+def bad_joint_mappings(names, roles: dict) -> list[tuple[str, bytes]]:
+    """(name, TOML bytes) of retarget mappings (`retarget --map`) for a skeleton retargeted onto itself that
+    must be refused."""
+    joints = "[joints]\n" + "".join(f'"{v}" = "{v}"\n' for v in names) + "\n"
+    every = "".join(f'{r} = "{names[roles["hips"]]}"\n' for r in ROLES)
+    return [
+        ("every target role on the hips", (joints + "[target_roles]\n" + every).encode()),
+        ("every source role on the hips", (joints + "[source_roles]\n" + every).encode()),
+        ("feet on one joint", (joints + f'[source_roles]\nright_foot = "{names[roles["left_foot"]]}"\n').encode()),
+        ("unknown role", (joints + '[target_roles]\ntail = "Hips"\n').encode()),
+        ("unknown table", (joints + "[settings]\nalpha = 1e308\n").encode()),
+        ("no joints", b'[source_roles]\nhips = "Hips"\n'),
+        ("joint unknown", b'[joints]\nNoSuchJoint = "Hips"\n'),
+        ("value a number", (joints + "[target_roles]\nhips = 5\n").encode()),
+        ("deep arrays", b"[joints]\nHips = " + b"[" * 5000 + b"]" * 5000 + b"\n"),
+        ("value 400 digits", b"[joints]\nHips = " + BIG.encode() + b"\n"),
+        ("2 MB", b"# " + b"x" * (2 << 20) + b"\n"),
+        ("not UTF-8", b'[joints]\nHips = "\xff"\n'),
     ]
 
 
@@ -240,7 +298,8 @@ def fuzz_files(db, out_dir) -> dict:
     """Run every campaign of this module against db (its clips, tags and skeleton): {door: Outcome}."""
     out_dir = Path(out_dir)
     report = {k: Outcome() for k in ("crowd files", "event sidecars", "annotation sidecars", "tracker files",
-                                     "role maps", "tag expressions", "settings files", "obstacles")}
+                                     "role maps", "retarget maps", "tag expressions", "settings files",
+                                     "obstacles")}
 
     def write(k, raw, suffix):
         f = out_dir / f"bad_{k:03d}{suffix}"
@@ -249,7 +308,7 @@ def fuzz_files(db, out_dir) -> dict:
 
     for k, (name, raw) in enumerate(bad_crowds()):
         f = write(k, raw, ".json")
-        classify(report["crowd files"], name, f, True, (CrowdError,), lambda: check_agent_tags(db, load_crowd(f), f))
+        classify(report["crowd files"], name, f, True, (CrowdError,), lambda: check_agents(db, load_crowd(f), f))
 
     def events(f):
         sidecar_marks(load_sidecar(f), db.range_names, db.range_starts, db.range_stops, db.fps)
@@ -269,11 +328,17 @@ def fuzz_files(db, out_dir) -> dict:
         f = write(200 + k, raw, suffix)
         classify(report["tracker files"], name, f, True, (TrackerFileError,), lambda: read_trackers(f))
 
-    for k, (name, raw) in enumerate(bad_role_maps()):
+    skel = db.skeleton
+    for k, (name, raw) in enumerate(bad_role_maps() + bad_role_structures(skel, db.roles)):
         f = write(300 + k, raw, ".toml")
         for table in (True, False):
             classify(report["role maps"], f"{name} ({'--map' if table else '--character-map'})", f, True,
-                     (SkeletonError,), lambda: load_mapping(f, table, db.skeleton.names))
+                     (SkeletonError,), lambda: load_mapping(f, table, skel.names, skel.parents))
+    clip = Animation(skel, db.positions[:20], db.rotations[:20], db.fps)
+    for k, (name, raw) in enumerate(bad_joint_mappings(skel.names, db.roles)):
+        f = write(700 + k, raw, ".toml")
+        classify(report["retarget maps"], name, f, True, (RetargetError,),
+                 lambda: retarget_animation(clip, clip, mapping=f))
     for k, (name, raw) in enumerate(bad_settings_files()):
         f = write(400 + k, raw, ".toml")
         classify(report["settings files"], name, f, True, (SettingsError,), lambda: load_settings(f, db.features.schema.names))

@@ -1,7 +1,9 @@
 """Hostile-input campaign for learned model files: damaged copies of a small random LMM model fitting the
 database (`--lmm`) and of a small random VR orientation model (`--vr-model`): absurd or non-finite
-weights and statistics, versions of the wrong type, pickled members, zip bombs, truncated files. Every
-copy must be refused with an error naming the file.
+weights and statistics, versions of the wrong type, pickled members, zip bombs, truncated files, .npy
+headers declaring shapes of terabytes, networks of the wrong output width or depth, LMM headers whose
+schema or joint names are of the wrong kind, feature scales of 1e-30. Every copy must be refused with an
+error naming the file.
 """
 from __future__ import annotations
 
@@ -62,6 +64,21 @@ def _zip_bomb(path, members: dict, name: str) -> None:
             f.write(chunk)
 
 
+FORGED_SHAPE = (10 ** 7, 10 ** 7)     # 364 TiB of float32 from a header of a few dozen bytes
+
+
+def _forged_header(path, members: dict, name: str, shape: tuple = FORGED_SHAPE) -> None:
+    """The members, with member `name`'s .npy header declaring `shape` over its own few bytes of data."""
+    _write(path, {k: v for k, v in members.items() if k != name})
+    a = np.ascontiguousarray(members[name])
+    header = np.lib.format.header_data_from_array_1_0(a)
+    header["shape"] = shape
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, header)
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr(f"{name}.npy", buf.getvalue() + a.tobytes())
+
+
 def damaged_models(db, out_dir, zip_bombs: bool = True) -> list[tuple[str, Path, str]]:
     """Write damaged copies of a random LMM model and a random VR model: [(damage, file, 'lmm' | 'vr')];
     zip_bombs=False leaves out the two zip bombs (seconds of deflating each)."""
@@ -106,6 +123,16 @@ def damaged_models(db, out_dir, zip_bombs: bool = True) -> list[tuple[str, Path,
         ("activation bogus", h(activations={**header["activations"], "stepper": "gelu"})),
         ("fps NaN string", h(fps="nan")),
         ("member missing", {k: v for k, v in lmm.items() if k != "projector.w1"}),
+        ("schema a list", h(schema=[1, 2])),
+        ("schema a string", h(schema="walk")),
+        ("schema channels not tables", h(schema={"channel": ["position", 3]})),
+        ("schema offsets a number", h(schema={"channel": [{**header["schema"]["channel"][0], "offsets": 5}]})),
+        ("joint names numbers", h(joint_names=list(range(len(header["joint_names"]))))),
+        ("joint name 1 MB", h(joint_names=["x" * (1 << 20)] + header["joint_names"][1:])),
+        ("fingerprint a number", h(fingerprint=5)),
+        ("info a list", h(info=[1])),
+        ("feature_scale 1e-30", m(lmm, feature_scale=np.full_like(lmm["feature_scale"], 1e-30))),
+        ("feature_scale negative", m(lmm, feature_scale=-lmm["feature_scale"])),
     ]
     vr_cases = [
         ("version true", m(vr, version=np.array(True))),
@@ -122,13 +149,23 @@ def damaged_models(db, out_dir, zip_bombs: bool = True) -> list[tuple[str, Path,
         ("weights object", m(vr, **{"network/w0": np.array([None], dtype=object)})),
         ("weights bool", m(vr, **{"network/w0": vr["network/w0"] > 0})),
         ("missing b1", {k: v for k, v in vr.items() if k != "network/b1"}),
+        ("last layer 1 output", m(vr, **{"network/w1": vr["network/w1"][:, :1], "network/b1": vr["network/b1"][:1]})),
+        ("last layer 3 outputs", m(vr, **{"network/w1": np.concatenate([vr["network/w1"]] * 2, 1)[:, :3],
+                                         "network/b1": np.zeros(3, np.float32)})),
+        ("100 layers", m(vr, **{f"network/w{k}": np.zeros((2, 2), np.float32) for k in range(2, 100)})),
     ]
+    forged = [("lmm", lmm, "stepper.w0"), ("lmm", lmm, "feature_scale"), ("vr", vr, "network/w0"),
+              ("vr", vr, "network/input_std")]
     files = []
     for kind, cases, members in (("lmm", lmm_cases, lmm), ("vr", vr_cases, vr)):
         for k, (name, ms) in enumerate(cases):
             f = out_dir / f"{kind}_{k:02d}.npz"
             _write(f, ms)
             files.append((name, f, kind))
+        for k, (_, ms, name) in enumerate(x for x in forged if x[0] == kind):
+            f = out_dir / f"{kind}_forged_{k}.npz"
+            _forged_header(f, ms, name)
+            files.append((f"{name} header declares {'x'.join(map(str, FORGED_SHAPE))}", f, kind))
         intact = (out_dir / f"{kind}.npz").read_bytes()
         (out_dir / f"{kind}_truncated.npz").write_bytes(intact[:len(intact) // 2])
         files.append(("truncated", out_dir / f"{kind}_truncated.npz", kind))

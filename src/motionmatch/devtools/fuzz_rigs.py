@@ -18,7 +18,7 @@ from ..io.gltf import GLTFError
 from ..io.gltf_clips import read_gltf_clips
 from ..app.backend import character_for
 from ..body.export import export_gltf
-from ..motion.skeleton import SkeletonError
+from ..motion.skeleton import SkeletonError, find_roles
 from ..posedb.database import load_database
 from ..io.bvh import read_bvh
 from ..body.mesh import ensure_body_glb
@@ -26,6 +26,9 @@ from ..io.gltf import write_gltf
 from . import fuzz_files
 from . import fuzz_logs
 from . import fuzz_models
+
+
+EXTRAS_BYTES = 40 << 20      # the `extras` blob of the campaign's largest JSON chunk
 
 
 def glb_bytes(doc: dict | bytes, blob: bytes) -> bytes:
@@ -108,6 +111,13 @@ def _damages(doc: dict, blob: bytes) -> list[tuple[str, object, bool]]:
             b[at:at + 16 * a["count"]] = np.full(4 * a["count"], value, np.float32).tobytes()
         return f
 
+    names = [doc["nodes"][n].get("name", "") for n in skin["joints"]]
+    role_node = {r: skin["joints"][j] for r, j in find_roles(names, required=()).items()}
+
+    def vrm0(**bones):          # a VRM 0.x humanoid table: bone -> node
+        return set_key(["extensions"], {"VRM": {"humanoid": {"humanBones": [{"bone": b, "node": n}
+                                                                          for b, n in bones.items()]}}})
+
     big = 10 ** 400
     data = glb_bytes(doc, blob)
     return [
@@ -173,6 +183,14 @@ def _damages(doc: dict, blob: bytes) -> list[tuple[str, object, bool]]:
         ("deep_extras", lambda d, b: None, True),      # replaced below by raw bytes
         ("vrm_garbage", set_key(["extensions"], {"VRM": {"humanoid": {"humanBones": [{"bone": "hips", "node": [1]}]}}}), True),
         ("vrm_node_string", set_key(["extensions"], {"VRMC_vrm": {"humanoid": {"humanBones": {"hips": {"node": "0"}}}}}), True),
+        ("vrm0_humanoid_string", set_key(["extensions"], {"VRM": {"humanoid": "hips"}}), True),
+        ("vrm1_humanoid_string", set_key(["extensions"], {"VRMC_vrm": {"humanoid": "hips"}}), True),
+        ("vrm0_not_a_table", set_key(["extensions"], {"VRM": [1, 2]}), True),
+        ("vrm_feet_on_one_node", vrm0(leftFoot=role_node["left_foot"], rightFoot=role_node["left_foot"]), True),
+        ("vrm_hips_on_a_toe", vrm0(hips=role_node["left_toe"]), True),
+        ("vrm_foot_on_the_head", vrm0(leftFoot=role_node["head"]), True),
+        ("joint_name_1MB", node(child, name="x" * (1 << 20)), True),
+        ("extras_40MB", lambda d, b: None, True),      # replaced below by raw bytes
         ("position_nan", blob_value(POS, np.nan, row=3), True),
         ("position_1e38", blob_value(POS, 1e38, row=3), True),
         ("normal_inf", blob_value(prim["attributes"]["NORMAL"], np.inf, row=1), True),
@@ -208,6 +226,11 @@ def damaged_glbs(base: bytes, out_dir) -> list[tuple[str, Path, bool]]:
             d = copy.deepcopy(doc)
             d["extras"] = "@@"
             raw = glb_bytes(json.dumps(d).replace('"@@"', "[" * 5000 + "]" * 5000).encode(), blob)
+        elif name == "extras_40MB":        # 20 million small values (issue 43: killed at 3.1 GB)
+            d = copy.deepcopy(doc)
+            d["extras"] = "@@"
+            head, tail = json.dumps(d).encode().split(b'"@@"')
+            raw = glb_bytes(head + b"[" + b"0," * (EXTRAS_BYTES // 2) + b"0]" + tail, blob)
         elif name == "deep_nesting_json":
             raw = glb_bytes(b'{"asset": {"version": "2.0"}, "x": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001, b"")
         elif isinstance(change, bytes):

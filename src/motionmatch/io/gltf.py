@@ -240,6 +240,10 @@ MAX_GLTF_NODES = 65536
 MAX_ACCESSOR_VALUES = 16_000_000    # count x components of one accessor (128 MB as float64)
 MAX_NODE_VALUE = 1e6                # translations (m), scales and matrix entries
 MAX_JSON_NESTING = 64               # extensions (VRM) nest deeper than plain glTF
+# The JSON document: 65,536 nodes (MAX_GLTF_NODES) with names, rotations, translations and children
+# take 9.9 MB of it.
+MAX_JSON_CHUNK_BYTES = 16 << 20
+MAX_NAME_CHARS = 256                # node (joint) names: the shared captures' longest has 15 characters
 COMPONENT_TYPES = {5120: np.int8, 5121: np.uint8, 5122: np.int16, 5123: np.uint16, 5125: np.uint32, 5126: np.float32}
 TYPE_WIDTHS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT2": 4, "MAT3": 9, "MAT4": 16}
 _GLB_MAGIC, _JSON_CHUNK, _BIN_CHUNK = b"glTF", 0x4E4F534A, 0x004E4942
@@ -280,6 +284,9 @@ def read_glb(path) -> GLB:
     if not chunks or chunks[0][0] != _JSON_CHUNK:
         raise GLTFError(f"{path}: the first chunk is not the JSON document")
     blob = chunks[1][1] if len(chunks) > 1 and chunks[1][0] == _BIN_CHUNK else b""
+    if len(chunks[0][1]) > MAX_JSON_CHUNK_BYTES:     # before parsing: 40 MB of small values went past 3 GB
+        raise GLTFError(f"{path}: the JSON chunk holds {len(chunks[0][1]):,} bytes, beyond the bound of "
+                        f"{MAX_JSON_CHUNK_BYTES:,}")
     doc = parse_json(chunks[0][1].rstrip(b" \0"), GLTFError, str(path), MAX_JSON_NESTING)
     if not isinstance(doc, dict):
         raise GLTFError(f"{path}: the JSON document is not an object")
@@ -366,8 +373,8 @@ def _check_document(doc: dict, blob_size: int) -> None:
             _index(n["mesh"], meshes, f"nodes[{i}].mesh", "meshes")
         if "skin" in n:
             _index(n["skin"], skins, f"nodes[{i}].skin", "skins")
-        if "name" in n and not isinstance(n["name"], str):
-            raise GLTFError(f"nodes[{i}].name: expected a string")
+        if "name" in n and (not isinstance(n["name"], str) or len(n["name"]) > MAX_NAME_CHARS):
+            raise GLTFError(f"nodes[{i}].name: expected a string of at most {MAX_NAME_CHARS} characters")
         if "matrix" in n:
             _numbers(n["matrix"], 16, f"nodes[{i}].matrix")
         if "translation" in n:

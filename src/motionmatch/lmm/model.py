@@ -26,6 +26,7 @@ import numpy as np
 
 from ..files.input_bounds import check_npz, parse_json
 from ..files.atomic_file import replacing
+from ..posedb.features import FeatureError, schema_from_dict
 
 FORMAT_VERSION = 1
 NETWORKS = ("decompressor", "stepper", "projector")
@@ -34,6 +35,12 @@ ACTIVATIONS = ("relu", "elu")
 
 MAX_PARAMETER = 1e6     # trained weights and statistics are far smaller; 1e38 is damage
 MAX_LAYERS = 64
+# A feature scale is a channel's spread over the database divided by its weight (at most 10): the jlpm22
+# database's run from 0.19 (foot positions, m) to 1.46 (foot velocities, m/s), so 0.019 at the largest
+# weight. Below this bound a query's normalized values reach thousands and the networks answer garbage.
+MIN_FEATURE_SCALE = 1e-4
+MAX_JOINT_NAME_CHARS = 256
+MAX_JOINTS = 65536
 
 
 class ModelError(ValueError):
@@ -260,6 +267,7 @@ def load_model(path) -> LearnedModel:
             raise ModelError(f"{where}: header field {key}: missing or of the wrong type")
     if any(type(header["layers"].get(n)) is not int for n in NETWORKS):
         raise ModelError(f"{where}: header field layers: expected an integer per network ({', '.join(NETWORKS)})")
+    _check_header_fields(header, where)
     try:
         names, schema, latent = header["joint_names"], header["schema"], header["latent_size"]
         nets = {n: _read_network(z, n, header["layers"][n], header["activations"][n], where) for n in NETWORKS}
@@ -274,8 +282,28 @@ def load_model(path) -> LearnedModel:
         a = getattr(model, name)
         if not np.all(np.isfinite(a)) or np.abs(a).max(initial=0) > MAX_PARAMETER:
             raise ModelError(f"{where}: {name} holds NaN, infinite values or values beyond +-{MAX_PARAMETER:g}")
+    if model.feature_scale.min(initial=MAX_PARAMETER) < MIN_FEATURE_SCALE:
+        raise ModelError(f"{where}: feature_scale: {model.feature_scale.min():g} is outside [{MIN_FEATURE_SCALE:g}, "
+                         f"{MAX_PARAMETER:g}] (a feature channel's spread over the database divided by its weight)")
     _check_shapes(model, where)
     return model
+
+
+def _check_header_fields(header: dict, where: str) -> None:
+    """joint_names, schema, fingerprint and info of the types the model needs (before anything reads them)."""
+    names = header.get("joint_names")
+    if not isinstance(names, list) or not 0 < len(names) <= MAX_JOINTS or not all(
+            isinstance(n, str) and 0 < len(n) <= MAX_JOINT_NAME_CHARS for n in names):
+        raise ModelError(f"{where}: header field joint_names: expected a list of 1 to {MAX_JOINTS} joint names, "
+                         f"strings of 1 to {MAX_JOINT_NAME_CHARS} characters")
+    try:
+        schema_from_dict(header.get("schema"))
+    except FeatureError as e:
+        raise ModelError(f"{where}: header field schema: {str(e).removeprefix('schema: ')}") from None
+    if not isinstance(header.get("fingerprint"), str):
+        raise ModelError(f"{where}: header field fingerprint: expected a string")
+    if not isinstance(header.get("info", {}), dict):
+        raise ModelError(f"{where}: header field info: expected a table")
 
 
 def _check_shapes(m: LearnedModel, where: str) -> None:

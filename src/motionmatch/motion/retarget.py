@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -50,7 +49,7 @@ from ..maths.kinematics import forward_kinematics
 from .posture import (POSTURE_ROLES, gait_bins, gait_figures, gait_source, hand_spread_cm, knee_angles_deg, posture_joints,
                       travel_velocity)
 from ..maths.rotations import quat_angle, quat_between, quat_from_matrix, quat_identity, quat_inv, quat_mul, quat_rotate
-from .skeleton import SkeletonError, arm_chains, find_roles
+from .skeleton import SkeletonError, arm_chains, check_role_joints, find_roles, load_joint_mapping
 from .trunk import actor_trunk, match_trunk
 from ..maths.ik import apply_leg_ik_in_place, leg_chains
 
@@ -390,32 +389,6 @@ def auto_mapping(src: Skeleton, src_roles: dict, tgt: Skeleton, tgt_roles: dict)
     return pairs
 
 
-def load_joint_mapping(path) -> dict:
-    """Read a retarget mapping TOML: [joints] target_name = "source_name"; optional [source_roles] and
-    [target_roles] tables (role = "joint name") for skeletons whose roles are not detected."""
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            doc = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise RetargetError(f"{path}: not valid TOML: {e}") from None
-    except OSError as e:
-        raise RetargetError(f"{path}: cannot read mapping: {e}") from None
-    out = {}
-    for table in ("joints", "source_roles", "target_roles"):
-        t = doc.get(table, {})
-        if not isinstance(t, dict) or any(not isinstance(v, str) for v in t.values()):
-            raise RetargetError(f"{path}: [{table}] must map names to joint names (strings)")
-        out[table] = dict(t)
-    unknown = set(doc) - {"joints", "source_roles", "target_roles"}
-    if unknown:
-        raise RetargetError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; "
-                            f"expected [joints], [source_roles], [target_roles]")
-    if not out["joints"]:
-        raise RetargetError(f"{path}: needs a [joints] table (target_name = \"source_name\")")
-    return out
-
-
 def _explicit_pairs(src: Skeleton, tgt: Skeleton, joints: dict[str, str]) -> dict[int, int]:
     pairs, bad = {}, []
     for t, s in joints.items():
@@ -552,6 +525,48 @@ def _stance_drop(knee_from: float, knee_to: float, thigh: float, shin: float) ->
     return reach(knee_from) - reach(knee_to)
 
 
+def _mapped_roles(src: Skeleton, tgt: Skeleton, mapping) -> tuple[dict, dict, dict]:
+    """(source roles, target roles, target joint -> source joint) from a mapping (None, a dict of joint
+    names or load_joint_mapping's tables); roles no body has raise RetargetError."""
+    explicit = None
+    src_role_map = tgt_role_map = None
+    if isinstance(mapping, dict) and "joints" in mapping and isinstance(mapping["joints"], dict):
+        explicit = mapping["joints"]
+        src_role_map = mapping.get("source_roles") or None
+        tgt_role_map = mapping.get("target_roles") or None
+    elif isinstance(mapping, dict):
+        explicit = mapping
+    elif mapping is not None:
+        raise TypeError("mapping must be None, a dict or a path to a TOML file")
+
+    src_roles = _roles(src, src_role_map, "source")
+    if explicit is not None:
+        pairs = _explicit_pairs(src, tgt, explicit)
+        try:
+            tgt_roles = find_roles(tgt.names, tgt_role_map, required=())
+        except SkeletonError as e:
+            raise RetargetError(f"target skeleton: {e}") from None
+        # Roles the target names do not reveal follow the mapping from the source roles.
+        by_src = {s: t for t, s in pairs.items()}
+        for r, sj in src_roles.items():
+            if r not in tgt_roles and sj in by_src:
+                tgt_roles[r] = by_src[sj]
+        missing = [r for r in ("hips", "left_foot", "right_foot", "left_upper_leg", "right_upper_leg")
+                   if r not in tgt_roles]
+        if missing:
+            raise RetargetError(f"target roles {', '.join(missing)} unknown: map the source's joints for them "
+                                f"in [joints] or name them in [target_roles]")
+    else:
+        tgt_roles = _roles(tgt, tgt_role_map, "target")
+        pairs = auto_mapping(src, src_roles, tgt, tgt_roles)
+    for skel, roles, what in ((src, src_roles, "source"), (tgt, tgt_roles, "target")):
+        try:
+            check_role_joints(skel.names, skel.parents, roles)
+        except SkeletonError as e:
+            raise RetargetError(f"{what} skeleton: {e}") from None
+    return src_roles, tgt_roles, pairs
+
+
 def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame: int = 0,
                        source_bind_frame: int | None = None, fit_ground: bool = True,
                        floor: float | None = None, stance: Stance | None = None) -> Animation:
@@ -593,39 +608,16 @@ def retarget_animation(anim: Animation, target, mapping=None, target_bind_frame:
     else:
         raise TypeError("target must be an Animation or a Skeleton")
 
-    if isinstance(mapping, (str, Path)):
-        mapping = load_joint_mapping(mapping)
-    explicit = None
-    src_role_map = tgt_role_map = None
-    if isinstance(mapping, dict) and "joints" in mapping and isinstance(mapping["joints"], dict):
-        explicit = mapping["joints"]
-        src_role_map = mapping.get("source_roles") or None
-        tgt_role_map = mapping.get("target_roles") or None
-    elif isinstance(mapping, dict):
-        explicit = mapping
-    elif mapping is not None:
-        raise TypeError("mapping must be None, a dict or a path to a TOML file")
-
-    src_roles = _roles(src, src_role_map, "source")
-    if explicit is not None:
-        pairs = _explicit_pairs(src, tgt, explicit)
+    where = f"{mapping}: " if isinstance(mapping, (str, Path)) else ""     # errors name a mapping file
+    if where:
         try:
-            tgt_roles = find_roles(tgt.names, tgt_role_map, required=())
+            mapping = load_joint_mapping(mapping)
         except SkeletonError as e:
-            raise RetargetError(f"target skeleton: {e}") from None
-        # Roles the target names do not reveal follow the mapping from the source roles.
-        by_src = {s: t for t, s in pairs.items()}
-        for r, sj in src_roles.items():
-            if r not in tgt_roles and sj in by_src:
-                tgt_roles[r] = by_src[sj]
-        missing = [r for r in ("hips", "left_foot", "right_foot", "left_upper_leg", "right_upper_leg")
-                   if r not in tgt_roles]
-        if missing:
-            raise RetargetError(f"target roles {', '.join(missing)} unknown: map the source's joints for them "
-                                f"in [joints] or name them in [target_roles]")
-    else:
-        tgt_roles = _roles(tgt, tgt_role_map, "target")
-        pairs = auto_mapping(src, src_roles, tgt, tgt_roles)
+            raise RetargetError(str(e)) from None
+    try:
+        src_roles, tgt_roles, pairs = _mapped_roles(src, tgt, mapping)
+    except RetargetError as e:
+        raise RetargetError(f"{where}{e}") from None
 
     # Bind poses, normalised to the canonical T-pose.
     if source_bind_frame is None:

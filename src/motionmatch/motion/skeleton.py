@@ -7,7 +7,9 @@ Recognizes three namings out of the box:
   `Chest`, `UpperChest`, `Neck`, `Head`, `LeftHand` (chest role = `UpperChest` when present);
 - LAFAN1 / Mixamo-like: `Hips`, `LeftUpLeg`, `LeftLeg`, `LeftFoot`, `LeftToe`, `Spine`, `Spine1`,
   `Spine2`, `Neck`, `Head`, `LeftHand` (chest role = `Spine2`).
-Any other skeleton is handled with an explicit mapping (role -> joint name), e.g. from a TOML file.
+Any other skeleton is handled with an explicit mapping (role -> joint name), e.g. from a TOML file
+(`load_mapping`; `load_joint_mapping` reads retargeting's joint mapping files). Whichever way they are
+found, roles must fit a body (`check_role_joints`): one joint each, every one below the one before it.
 """
 from __future__ import annotations
 
@@ -111,6 +113,49 @@ def find_roles(names: list[str], mapping: dict[str, str] | None = None,
     return {r: roles[r] for r in list(ROLES) + sorted(set(roles) - set(ROLES)) if r in roles}
 
 
+# Each role below the one before it in the hierarchy (roles a skeleton lacks are skipped): the hips carry
+# the spine and both legs, a leg runs upper leg, lower leg, foot, toe; the hands hang below the hips.
+_ROLE_CHAINS = (("hips", "spine", "chest", "head"), ("hips", "left_hand"), ("hips", "right_hand")) + tuple(
+    ("hips",) + tuple(f"{side}_{part}" for part in ("upper_leg", "lower_leg", "foot", "toe"))
+    for side in ("left", "right"))
+
+
+def _is_below(parents, joint: int, ancestor: int) -> bool:
+    """Whether `ancestor` is a proper ancestor of `joint` (parents: -1 at a root)."""
+    seen = 0
+    while parents[joint] >= 0 and seen <= len(parents):      # a bound, in case parents hold a cycle
+        joint, seen = int(parents[joint]), seen + 1
+        if joint == ancestor:
+            return True
+    return False
+
+
+def check_role_joints(names, parents, roles: dict[str, int]) -> None:
+    """Refuse roles no body has: two roles on one joint (both feet on one joint), or a role not below the
+    one before it in the hierarchy (hips on a toe, a foot above the head: see _ROLE_CHAINS). Raises
+    SkeletonError naming the roles and their joints."""
+    names, parents = list(names), np.asarray(parents)
+    by_joint: dict[int, str] = {}
+    for role in ROLES:
+        if role in roles:
+            other = by_joint.setdefault(roles[role], role)
+            if other != role:
+                raise SkeletonError(f"roles {other} and {role} are both joint {names[roles[role]][:60]!r}; each "
+                                    f"role needs a joint of its own")
+    for chain in _ROLE_CHAINS:
+        present = [r for r in chain if r in roles]
+        for upper, lower in zip(present, present[1:]):
+            if not _is_below(parents, roles[lower], roles[upper]):
+                raise SkeletonError(f"role {lower} (joint {names[roles[lower]][:60]!r}) is not below role {upper} "
+                                    f"(joint {names[roles[upper]][:60]!r}) in the hierarchy; roles follow the "
+                                    f"body: {' > '.join(chain)}")
+    for side in ("left", "right"):       # a hand inside a leg is no hand
+        hand = roles.get(f"{side}_hand")
+        legs = [roles[f"{s}_upper_leg"] for s in ("left", "right") if f"{s}_upper_leg" in roles]
+        if hand is not None and any(hand == j or _is_below(parents, hand, j) for j in legs):
+            raise SkeletonError(f"role {side}_hand (joint {names[hand][:60]!r}) lies inside a leg")
+
+
 def arm_chains(parents, roles: dict[str, int]) -> dict[str, list[int]]:
     """Per side ('left', 'right'), the arm's joints from the first one after the chains from the chest
     to the two hands part (the clavicle or shoulder) down to the hand; {} when the chest or a hand role
@@ -196,12 +241,12 @@ MAX_MAPPING_BYTES = 1 << 20
 MAX_MAPPING_ENTRIES = 4096
 
 
-def load_mapping(path, require_table: bool = True, joint_names=None) -> dict[str, str]:
+def load_mapping(path, require_table: bool = True, joint_names=None, parents=None) -> dict[str, str]:
     """Read a role mapping from a TOML file with a `[roles]` table (role = "joint name"); with
     require_table=False a file of bare role = "joint name" lines is taken too. Bounded like every input
     (input_bounds): at most 1 MB and 4096 entries; every key one of ROLES (a typo must not be ignored),
-    every value a string, and with `joint_names` a joint of that skeleton. Raises SkeletonError naming
-    the file."""
+    every value a string, and with `joint_names` a joint of that skeleton; with its `parents` too, the
+    roles it gives (over the detected ones) pass check_role_joints. Raises SkeletonError naming the file."""
     path = Path(path)
     doc = parse_toml(read_bounded(path, MAX_MAPPING_BYTES, SkeletonError, "role mapping"), SkeletonError, str(path))
     roles = doc.get("roles", None if require_table else doc)
@@ -217,7 +262,39 @@ def load_mapping(path, require_table: bool = True, joint_names=None) -> dict[str
         raise SkeletonError(f"{path}: [roles] values must be joint names (strings): {', '.join(bad[:10])}")
     if joint_names is not None:
         try:
-            find_roles(joint_names, roles, required=())
+            found = find_roles(joint_names, roles, required=())
+            if parents is not None:
+                check_role_joints(joint_names, parents, found)
         except SkeletonError as e:
             raise SkeletonError(f"{path}: {e}") from None
     return dict(roles)
+
+
+def load_joint_mapping(path) -> dict:
+    """Read a retarget mapping TOML (`retarget --map`, motion/retarget.py): [joints] target_name =
+    "source_name"; optional [source_roles] and [target_roles] tables (role = "joint name") for skeletons
+    whose roles are not detected. Bounded like every input (files/input_bounds.py): a regular file of at
+    most 1 MB, 4,096 entries a table, role keys known (a typo is not ignored). Raises SkeletonError naming
+    the file and the table."""
+    path = Path(path)
+    doc = parse_toml(read_bounded(path, MAX_MAPPING_BYTES, SkeletonError, "joint mapping"), SkeletonError,
+                     str(path))
+    unknown = set(doc) - {"joints", "source_roles", "target_roles"}
+    if unknown:
+        raise SkeletonError(f"{path}: unknown table(s) {', '.join(sorted(map(str, unknown)))[:200]}; "
+                            f"expected [joints], [source_roles], [target_roles]")
+    out = {}
+    for table in ("joints", "source_roles", "target_roles"):
+        t = doc.get(table, {})
+        if not isinstance(t, dict) or any(not isinstance(v, str) for v in t.values()):
+            raise SkeletonError(f"{path}: [{table}] must map names to joint names (strings)")
+        if len(t) > MAX_MAPPING_ENTRIES:
+            raise SkeletonError(f"{path}: [{table}] holds {len(t):,} entries, beyond the bound of "
+                                f"{MAX_MAPPING_ENTRIES:,}")
+        bad = [k for k in t if k not in ROLES] if table != "joints" else []
+        if bad:
+            raise SkeletonError(f"{path}: [{table}]: unknown role {bad[0][:60]!r} (roles: {', '.join(ROLES)})")
+        out[table] = dict(t)
+    if not out["joints"]:
+        raise SkeletonError(f"{path}: needs a [joints] table (target_name = \"source_name\")")
+    return out

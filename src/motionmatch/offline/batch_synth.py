@@ -29,7 +29,7 @@ from .crowd_synth import synthesize_crowd
 from .cluster import open_client, worker_count, worker_database
 from .quality import scenario_files
 from .scenario import load_scenario
-from .crowd_synth import check_agent_tags, load_crowd
+from .crowd_synth import check_agents, load_crowd
 from ..body.export import export_gltf
 from ..io.bvh import read_bvh
 
@@ -113,7 +113,7 @@ def run_item(item: Item, db_path, out: str, settings, options: dict) -> dict:
         metrics = write_scenario(db, scenario, target, rs, **options)
     else:
         spec = load_crowd(item.path)
-        check_agent_tags(db, spec, item.path)
+        check_agents(db, spec, item.path)
         metrics = write_crowd(db, spec, target, rs.character)
     return {"metrics": metrics, "seconds": round(time.perf_counter() - t0, 3), "pid": os.getpid()}
 

@@ -10,8 +10,10 @@ Crowd file (JSON; metres, seconds, yaw in degrees, 0 faces +Z, positive turns +Z
                 {"start": [x, z], "inputs": [{"t": 0.0, "move": [0, 1], "run": false}, ...]}]}
 
 Each agent has exactly one driver: "goal" (walk there, or run with "run": true, then stop), "path" or
-"inputs" (the scenario-file formats, validated by offline/scenario.py). "yaw" defaults to 0, "tags" (a tag
-expression restricting the agent's clips) to none, "avoidance" to true, "obstacles" (static circles and
+"inputs" (the scenario-file formats, validated by offline/scenario.py; request steps among the inputs,
+actions, stops and foot plants, are issued as a scenario's are, and an action the database has no channel
+for is refused). "yaw" defaults to 0, "tags" (a tag expression restricting the agent's clips) to none,
+"avoidance" to true, "obstacles" (static circles and
 boxes, world/obstacles.py; no agent may start or have its goal inside one) to none. A bad file raises CrowdError
 naming the field, e.g. `agents[3].goal: expected two numbers [x, z]`.
 
@@ -26,6 +28,8 @@ import json
 import math
 import sys
 from dataclasses import dataclass
+from functools import partial
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +50,8 @@ from ..motion.skeleton import shoulder_joints
 from .synth import appearance_metrics, change_frames
 from ..io.bvh import write_bvh
 from ..motion.metrics import source_foot_sliding_cm_s
-from .synth import record_animation
+from .synth import record_animation, request_player
+from ..runtime.requests import RequestError, Requests
 from .synth import draw_obstacles
 
 MAX_AGENTS = 1000
@@ -394,15 +399,31 @@ def avoid_sticks(state: AvoidanceState, move, run, sim_positions, sim_velocities
 # synthesis
 
 
-def check_agent_tags(db, spec: CrowdSpec, source=None) -> None:
-    """Every agent's tag expression compiles and selects at least one clip of db (else CrowdError, naming
-    `source`, the crowd file, when given)."""
+def check_agents(db, spec: CrowdSpec, source=None) -> None:
+    """Every agent's tag expression compiles and selects at least one clip of db, and every action its
+    inputs request has its channel in db (else CrowdError, naming `source`, the crowd file, when given)."""
+    where = f"{source}: " if source else ""
+    requests = Requests(db, 1)
     for i, a in enumerate(spec.agents):
         if a.tags is not None:
             try:
                 range_mask(a.tags, db.range_tags)
             except ValueError as e:
-                raise CrowdError(f"{f'{source}: ' if source else ''}agents[{i}].tags: {e}") from None
+                raise CrowdError(f"{where}agents[{i}].tags: {e}") from None
+        for t, r in a.scenario.requests if a.scenario is not None else ():
+            if "action" in r:
+                try:
+                    requests.event_column(r["action"])
+                except RequestError as e:
+                    raise CrowdError(f"{where}agents[{i}].inputs (the step at t={t:g}): {e}") from None
+
+
+def _agent_requests(crowd: Crowd, i: int) -> SimpleNamespace:
+    """Agent i of a crowd with the request methods of a Character: what synth.request_player calls."""
+    return SimpleNamespace(crowd=crowd, request_action=partial(crowd.request_action, i),
+                           request_stop_at=partial(crowd.request_stop_at, i),
+                           request_plant_at=partial(crowd.request_plant_at, i),
+                           cancel_request=partial(crowd.cancel_request, i))
 
 
 def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoidance: bool | None = None,
@@ -412,7 +433,8 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
     frames first: local_pos (F, n, J, 3), local_rot (F, n, J, 4), global_positions (F, n, J, 3) float32;
     root_pos, sim_pos, desired_vel (F, n, 3); root_yaw (the displayed facing: root yaw + orientation
     warp), sim_yaw, desired_yaw (F, n) radians; tick_us (F,); searches (F,); and per agent: search_us
-    (F, n, NaN where it did not search: its share of the tick's batched search), transitions (n,)."""
+    (F, n, NaN where it did not search: its share of the tick's batched search), transitions (n,);
+    requests: the delivered requests (runtime/requests.py Requests.log)."""
     import time
 
     from tqdm import tqdm
@@ -420,7 +442,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
 
     n = len(spec.agents)
     base = settings or CharacterSettings()
-    check_agent_tags(db, spec)
+    check_agents(db, spec)
     per_agent = []
     for i, a in enumerate(spec.agents):
         s = copy.deepcopy(base)
@@ -433,6 +455,9 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
     obstacles = spec.obstacles if spec.obstacles is not None and spec.obstacles.count else None
     crowd.set_obstacles(obstacles)
     drivers = driver_state(spec.agents, obstacles)
+    # Request steps of input agents (actions, stops, foot plants) are issued as a scenario's are.
+    players = [request_player(_agent_requests(crowd, i), a.scenario) for i, a in enumerate(spec.agents)
+               if a.scenario is not None and a.scenario.requests]
     routed = np.zeros(n, dtype=bool)
     if drivers.routes is not None:
         routed[drivers.routes.agents] = True
@@ -454,6 +479,8 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         t0 = time.perf_counter()
         sim = crowd.sim_positions
         move, run, strafe, look = drive(drivers, k * dt, sim, cs)
+        for issue in players:
+            issue(k * dt)
         if use_avoidance:
             hold, aside = holding_distances(drivers, sim, move, avoid_state.chosen, dt)
             step = np.isfinite(aside[:, 0])
@@ -479,6 +506,7 @@ def run_crowd(db, spec: CrowdSpec, settings=None, progress: bool = False, avoida
         for i in range(n):
             rec["local_pos"][k, i], rec["local_rot"][k, i] = crowd.local_pose(i)
     rec["transitions"] = crowd.transitions.copy()
+    rec["requests"] = list(crowd.requests.log)
     return rec
 
 
@@ -585,7 +613,7 @@ def synthesize_crowd(db, crowd, out_dir, settings=None, progress: bool = True) -
 
     if isinstance(crowd, (str, Path)):
         spec = load_crowd(crowd)
-        check_agent_tags(db, spec, crowd)
+        check_agents(db, spec, crowd)
     elif isinstance(crowd, dict):
         spec = parse_crowd(crowd)
     else:

@@ -35,7 +35,7 @@ from ..motion.preprocess import (attach_simulation_bone, fold_into_hips, foot_co
 from ..motion.posture import source_posture
 from .datapaths import ACTION_NAMES, default_definition
 from ..motion.retarget import RetargetError, actor_stance, bind_pose_of, foot_floor, retarget_onto
-from ..motion.skeleton import SkeletonError, find_roles, mirror_pairs
+from ..motion.skeleton import SkeletonError, check_role_joints, find_roles, mirror_pairs
 from ..motion.styles import check_style_tags, default_style_tags
 from .datapaths import (actions_default_files, bandai_locomotion_files, find_data, list_bvh_files,
                     mixed_default_files, source_tags)
@@ -239,12 +239,14 @@ def clip_name(anim: Animation) -> str:
 
 def hips_rooted(anim: Animation, role_mapping: dict | None = None) -> Animation:
     """The clip with the joints above its hips folded into them, so the hips will hang off the
-    simulation bone directly (preprocess.fold_into_hips); unchanged when its hips are not found."""
+    simulation bone directly (preprocess.fold_into_hips); unchanged when its roles are not all found.
+    Roles no body has (a role map putting both feet on one joint, the hips on a toe) raise SkeletonError."""
     try:
-        hips = find_roles(anim.skeleton.names, role_mapping)["hips"]
+        roles = find_roles(anim.skeleton.names, role_mapping)
     except SkeletonError:
         return anim
-    return fold_into_hips(anim, hips)
+    check_role_joints(anim.skeleton.names, anim.skeleton.parents, roles)
+    return fold_into_hips(anim, roles["hips"])
 
 
 def _sample_rotations(files, settings: BuildSettings, skel: Skeleton, n: int = 8) -> list[np.ndarray]:

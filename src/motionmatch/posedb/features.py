@@ -118,6 +118,8 @@ def _toml_value(v) -> str:
 
 def schema_from_dict(d: dict) -> FeatureSchema:
     """Build and validate a schema from a dict `{"channel": [{name, kind, weight, joint|offsets}, ...]}`."""
+    if not isinstance(d, dict):
+        raise FeatureError(f"schema: expected a table of [[channel]] entries, got {type(d).__name__}")
     chans = d.get("channel")
     if not isinstance(chans, list) or not chans:
         raise FeatureError("schema needs a non-empty [[channel]] list")
@@ -141,7 +143,10 @@ def schema_from_dict(d: dict) -> FeatureSchema:
         w = c.get("weight", 1.0)
         if not isinstance(w, (int, float)) or isinstance(w, bool) or not np.isfinite(w) or w <= 0:
             raise FeatureError(f"{where}.weight ({name}): expected a positive number, got {w!r}")
-        joint, offsets = c.get("joint"), tuple(c.get("offsets", ()))
+        joint, offsets = c.get("joint"), c.get("offsets", ())
+        if not isinstance(offsets, (list, tuple)):
+            raise FeatureError(f"{where}.offsets ({name}): expected a list of non-zero frame offsets")
+        offsets = tuple(offsets)
         event, horizon = c.get("event"), c.get("horizon", 1.5)
         if kind == "time_to_event":
             if not isinstance(event, str) or not event:

@@ -121,16 +121,23 @@ def save_networks(path, networks: dict[str, OrientationNetwork], meta: dict | No
 
 
 MAX_PARAMETER = 1e6     # trained weights and statistics are far smaller; 1e38 is damage
+MAX_LAYERS = 64         # the trained networks have 3
+NUM_OUTPUTS = 2         # the facing (x, z)
 
 
 def _check_network(p: Path, name: str, net: OrientationNetwork) -> None:
-    """Layer shapes chain from NUM_NETWORK_INPUTS, statistics match the inputs, rollout is 1..10000."""
+    """Layer shapes chain from NUM_NETWORK_INPUTS to NUM_OUTPUTS, statistics match the inputs, rollout is
+    1..10000."""
     if net.weights[0].ndim != 2 or net.weights[0].shape[0] != NUM_NETWORK_INPUTS:
         raise ValueError(f"{p}: field {name}/w0: {net.weights[0].shape} weights, expected {NUM_NETWORK_INPUTS} "
                          f"inputs")
     for i, (w, b) in enumerate(zip(net.weights, net.biases)):
         if w.ndim != 2 or b.shape != (w.shape[1],) or (i and w.shape[0] != net.weights[i - 1].shape[1]):
             raise ValueError(f"{p}: field {name}/w{i}: shapes {w.shape} / {b.shape} do not chain")
+    last = len(net.weights) - 1
+    if net.weights[last].shape[1] != NUM_OUTPUTS:
+        raise ValueError(f"{p}: field {name}/w{last}: the last layer has {net.weights[last].shape[1]} outputs, "
+                         f"expected {NUM_OUTPUTS} (the body's facing x, z)")
     if net.input_mean.shape != (NUM_NETWORK_INPUTS,) or net.input_std.shape != (NUM_NETWORK_INPUTS,) \
             or np.any(net.input_std <= 0):
         raise ValueError(f"{p}: field {name}/input_std: expected {NUM_NETWORK_INPUTS} positive values "
@@ -165,6 +172,8 @@ def load_networks(path) -> dict[str, OrientationNetwork]:
             if f"{name}/w0" not in z.files:
                 continue
             layers = sum(1 for k in z.files if k.startswith(f"{name}/w"))
+            if layers > MAX_LAYERS:
+                raise ValueError(f"{p}: field {name}/w{MAX_LAYERS}: {layers} layers, expected 1 to {MAX_LAYERS}")
             try:
                 arrays = {k: z[f"{name}/{k}"] for k in [f"w{i}" for i in range(layers)]
                           + [f"b{i}" for i in range(layers)] + ["input_mean", "input_std", "rollout"]}

@@ -23,9 +23,10 @@ from ..offline.synth import synthesize
 from .driver import VRDriver, VRDriverSettings, facing_yaw, vr_character_settings
 from .orientation import angle_error_deg, load_networks
 from .trackers import REFERENCE_PATTERNS, TrackerSettings, device_calibration, read_trackers
-from .upper_body import (ROOT_ALPHA_LOOSE, arm_chain, clamp_root, device_targets, hmd_floor_target,
-                         lean_head, reach_arms, turn_head)
+from .upper_body import (ROOT_ALPHA_LOOSE, ROOT_ALPHA_RANGE, arm_chain, clamp_root, device_targets,
+                         hmd_floor_target, lean_head, reach_arms, turn_head)
 from ..search import TagExpressionError, frame_mask
+from ..files.input_bounds import finite_number
 
 # Arms within this fraction of their length count as reaching their controller (reach_arms' buffer).
 REACH_BUFFER = 0.01
@@ -133,12 +134,11 @@ def synthesize_vr(db, trackers, model, out_dir, settings=None, alpha: float = RO
     None) pair, and the body-orientation model file;
     write out_dir/motion.bvh, metrics.json, trajectory.png and return the metrics. alpha: root clamp
     radius in metres (the thesis's 0.1 or 0.3); height_databases: VRDriverSettings.height_databases."""
-    if not alpha > 0:
-        raise ValueError(f"alpha: expected a positive radius in metres, got {alpha}")
+    finite_number(alpha, ValueError, "alpha (the root clamp radius, m)", *ROOT_ALPHA_RANGE)
     check_height_databases(db, VRDriverSettings(height_databases=height_databases))
     stream, truth = read_trackers(trackers) if isinstance(trackers, (str, Path)) else trackers
     if stream.num_frames < 2:
-        raise ValueError(f"{trackers}: expected at least two tracker frames")
+        raise ValueError(f"{stream.source or trackers}: expected at least two tracker frames")
     network = load_networks(model)["network"]
     driver = VRDriver(stream, network, VRDriverSettings(alpha=alpha, height_databases=height_databases))
     start = (hmd_floor_target(stream.positions[0, 0], stream.rotations[0, 0]), facing_yaw(driver.state.facing))

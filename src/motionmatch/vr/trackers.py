@@ -322,15 +322,28 @@ def device_pose(dev, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _device_pose(p, where: str, dev: dict):
     try:
+        _known_keys(dev, ("position", "rotation"), where)
         return device_pose(dev, where)
     except TrackerFileError as exc:
         raise TrackerFileError(f"{p}: {exc}") from None
+
+
+def _known_keys(d, known: tuple, where: str) -> None:
+    """A field the format does not have is refused, not ignored (`"settings": {"alpha": 1e308}` set nothing)."""
+    extra = [k for k in d if k not in known] if isinstance(d, dict) else []
+    if extra:
+        raise TrackerFileError(f"{where}{'.' if where else ''}{str(extra[0])[:60]}: unknown field (known: "
+                               f"{', '.join(known)})")
 
 
 def _parse_json(p: Path, raw: bytes):
     doc = parse_json(raw, TrackerFileError, str(p))
     if not isinstance(doc, dict) or not isinstance(doc.get("frames"), list) or not doc["frames"]:
         raise TrackerFileError(f"{p}: frames: expected a non-empty list of device poses")
+    try:
+        _known_keys(doc, ("fps", "frames"), "")
+    except TrackerFileError as e:
+        raise TrackerFileError(f"{p}: {e}") from None
     frames = doc["frames"]
     F = len(frames)
     if F > MAX_TRACKER_ROWS:
@@ -346,6 +359,10 @@ def _parse_json(p: Path, raw: bytes):
     for i, fr in enumerate(frames):
         if not isinstance(fr, dict):
             raise TrackerFileError(f"{p}: frames[{i}]: expected an object")
+        try:
+            _known_keys(fr, ("t",) + DEVICES, f"frames[{i}]")
+        except TrackerFileError as e:
+            raise TrackerFileError(f"{p}: {e}") from None
         if fps is None:
             if not isinstance(fr.get("t"), (int, float)):
                 raise TrackerFileError(f"{p}: frames[{i}].t: missing time (give \"t\" per frame or a top-level \"fps\")")
@@ -384,6 +401,10 @@ def _parse_csv(p: Path, raw: bytes):
     missing = [f for f in ["t"] + _CSV_FIELDS if f not in header]
     if missing:
         raise TrackerFileError(f"{p}: line 1: header lacks {', '.join(missing)}")
+    extra = [h for h in header if h not in _CSV_FIELDS and h != "t"]
+    if extra:
+        raise TrackerFileError(f"{p}: line 1: unknown column {extra[0][:60]!r} (a tracker file holds t and "
+                               f"{{hmd,left,right}}_{{px,py,pz,qw,qx,qy,qz}})")
     cols = [header.index(f) for f in ["t"] + _CSV_FIELDS]
     body = [(n, r) for n, r in enumerate(rows[1:], start=2) if any(c.strip() for c in r)]
     if not body:

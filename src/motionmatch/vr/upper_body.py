@@ -21,6 +21,8 @@ from ..maths.ik import two_joint_ik
 HEAD_CENTRE_FROM_HMD = np.array([0.0, -0.02, -0.10])
 ROOT_ALPHA_TIGHT = 0.1
 ROOT_ALPHA_LOOSE = 0.3
+# The root clamp radius a caller may ask for (m): beyond 2 m the root no longer follows the person.
+ROOT_ALPHA_RANGE = (0.01, 2.0)
 
 
 def arm_chain(parents, roles: dict[str, int], side: str) -> tuple[int, int, int]:
