@@ -373,7 +373,6 @@ def parse_bvh_text(text: str, path="<string>", unit="auto") -> Animation:
             if not 1.0 / MAX_FPS <= frame_time <= MAX_FRAME_TIME_S:  # NaN fails too
                 raise BVHError(path, ln, f"frame time must be a positive number from {1.0 / MAX_FPS:g} to "
                                          f"{MAX_FRAME_TIME_S:g} s (at most {MAX_FPS:g} fps): {s!r}")
-            frame_time_line = ln
         else:
             raise BVHError(path, ln, f"expected 'Frames:' and 'Frame Time:', got {s[:40]!r}")
     first_data_line = ln + 1

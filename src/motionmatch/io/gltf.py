@@ -17,7 +17,6 @@ file is refused, so a model cannot make the reader open files the user did not n
 from __future__ import annotations
 
 import base64
-import json
 import math
 import struct
 from dataclasses import dataclass

@@ -37,7 +37,7 @@ import numpy as np
 from ..maths.kinematics import forward_kinematics
 from ..maths.rotations import quat_to_matrix, quat_unroll
 from ..motion.animation import Animation
-from .gltf import Material, MeshPart
+from .gltf import MeshPart
 
 USD_SUFFIXES = (".usda", ".usdc", ".usdz")
 USD_CORE_VERSION = "26.11"

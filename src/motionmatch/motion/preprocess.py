@@ -17,10 +17,9 @@ from scipy.ndimage import median_filter, percentile_filter
 from scipy.signal import savgol_filter
 
 from .animation import Animation, Skeleton
-from ..maths.kinematics import forward_kinematics
 from ..maths.rotations import (quat_abs, quat_between, quat_from_matrix, quat_from_yaw, quat_inv, quat_mul,
-                               quat_normalize, quat_rotate, quat_slerp, quat_to_matrix)
-from .skeleton import find_roles, mirror_pairs
+                               quat_normalize, quat_rotate, quat_slerp)
+from .skeleton import mirror_pairs
 
 SIMULATION_BONE = "Simulation"
 

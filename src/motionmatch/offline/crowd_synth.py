@@ -541,7 +541,6 @@ def agent_metrics(db, rec: dict, spec: CrowdSpec, i: int, source_sliding: float)
     fps = db.fps
     root = rec["root_pos"][:, i]
     root_vel = np.diff(np.vstack([rec["start_pos"][i][None], root]), axis=0) * fps
-    F = len(root)
     gpos = rec["global_positions"][:, i]
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     body = [db.roles["left_upper_leg"], db.roles["right_upper_leg"], *shoulder_joints(db.skeleton.parents, db.roles)]

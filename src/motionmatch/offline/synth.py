@@ -3,9 +3,7 @@ trajectory.png. Deterministic: the same database, scenario and settings give the
 from __future__ import annotations
 
 import json
-import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np

@@ -33,7 +33,7 @@ import numpy as np
 from ..motion.idle import MAX_LOOP_S
 from .quality import run_on_worker
 from ..runtime.settings_schema import SETTINGS, setting
-from ..runtime.settings_file import RuntimeSettings, settings_from_dict, settings_to_dict
+from ..runtime.settings_file import RuntimeSettings, settings_to_dict
 from .cluster import worker_count
 
 OBJECTIVES = ("responsiveness_s", "trajectory_cm", "sliding_ratio", "pops_ratio", "tracking_miss")

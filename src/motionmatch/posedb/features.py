@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
