@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import sys
+from ..devtools.machine import machine_info
 from .lmm import add_bench_lmm_args, run_bench_lmm
 from .inputs import database_files, existing_path
 from .options import add_character_options, add_engine_options, runtime_settings_from_args
@@ -107,6 +108,7 @@ def run_bench_search(args) -> int:
     """`motionmatch bench search`: the table (or JSON); exit status 1 when back-ends disagree."""
     from ..devtools.search_bench import bench_search, print_table
     database_files(args.db)
+    machine = machine_info()
     if args.queries:
         existing_path(args.queries, "--queries", "export folder")
     results = bench_search(db=args.db, synthetic=args.synthetic, export=args.queries, subset=args.subset,
@@ -114,7 +116,7 @@ def run_bench_search(args) -> int:
                            query_source=args.query_source, end_exclude=args.end_exclude, skip=args.skip,
                            bias=args.bias, seed=args.seed)
     if args.json:
-        print(json.dumps(results, indent=1))
+        print(json.dumps({**results, "machine": machine}, indent=1))
     else:
         print_table(results)
     bad = sum(r["no_current_disagreements"] + r["current_disagreements"] for r in results["backends"].values())
@@ -138,6 +140,7 @@ def add_bench_sliders_args(p) -> None:
 def run_bench_sliders(args) -> int:
     """`motionmatch bench sliders`: the sweep's table (or JSON)."""
     database_files(args.db)
+    machine = machine_info()
     import numpy as np
 
     from ..devtools.sliders_bench import SLIDERS, falls_monotonically, slider_sweep
@@ -155,7 +158,7 @@ def run_bench_sliders(args) -> int:
     rows = slider_sweep(args.db, paths, base, args.slider, values, args.workers,
                         log=lambda s: print(s, file=sys.stderr))
     result = {"slider": args.slider, "scenarios": [p.stem for p in paths], "rows": rows,
-              "responsiveness_s_falls_monotonically": falls_monotonically(rows)}
+              "responsiveness_s_falls_monotonically": falls_monotonically(rows), "machine": machine}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -175,6 +178,7 @@ def run_bench_interop(args) -> int:
     from ..posedb.datapaths import find_data
     from ..devtools.interop import interop_report
     from ..io.bvh import read_bvh, write_bvh
+    machine = machine_info()
     with tempfile.TemporaryDirectory(prefix="motionmatch-interop-") as tmp:
         bvh = Path(args.bvh) if args.bvh else None
         if bvh is None:
@@ -184,7 +188,7 @@ def run_bench_interop(args) -> int:
             write_bvh(bvh, take)
         rows = interop_report(bvh, tmp)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"checks": rows, "machine": machine}, indent=1))
     else:
         for r in rows:
             err = "-" if r["error_mm"] is None else f"{r['error_mm']:.4f} mm"
@@ -195,8 +199,9 @@ def run_bench_interop(args) -> int:
 
 def run_bench_serve(args) -> int:
     from ..devtools.soak import soak, table
+    machine = machine_info()
     if args.crowd is not None:
-        return _bench_serve_crowd(args)
+        return _bench_serve_crowd(args, machine)
     if not 1 <= args.pages <= 1000:
         raise ValueError(f"--pages: expected 1..1000, got {args.pages}")
     if not 0 < args.minutes <= 24 * 60:
@@ -206,11 +211,11 @@ def run_bench_serve(args) -> int:
     result = soak(args.db, pages=args.pages, seconds=60.0 * args.minutes, visit_s=args.visit,
                   record=not args.no_record, max_sessions=args.max_sessions,
                   progress=None if args.json else print, seed=args.seed)
-    print(json.dumps(result.to_dict()) if args.json else table(result))
+    print(json.dumps({**result.to_dict(), "machine": machine}) if args.json else table(result))
     return 0
 
 
-def _bench_serve_crowd(args) -> int:
+def _bench_serve_crowd(args, machine: dict) -> int:
     from ..devtools.crowd_soak import crowd_soak, crowd_table
     from ..app.crowd.world import MAX_AGENTS
     if not 1 <= args.crowd <= MAX_AGENTS:
@@ -218,7 +223,7 @@ def _bench_serve_crowd(args) -> int:
     if not 0 < args.minutes <= 60:
         raise ValueError(f"--minutes: expected more than 0 and at most 60 with --crowd, got {args.minutes}")
     d = crowd_soak(args.db, args.crowd, seconds=60.0 * args.minutes, seed=args.seed)
-    print(json.dumps(d) if args.json else crowd_table(d))
+    print(json.dumps({**d, "machine": machine}) if args.json else crowd_table(d))
     return 0
 
 
@@ -249,6 +254,7 @@ def _crowd_table(rows) -> None:
 def run_bench_crowd(args) -> int:
     if args.db:
         database_files(args.db)
+    machine = machine_info()
     import numba
     from ..devtools.crowd_plot import plot_crowd_curves
     from ..posedb.database import load_database
@@ -280,7 +286,7 @@ def run_bench_crowd(args) -> int:
         rows = bench_crowd(db, sizes, args.seconds, args.seed, progress=not args.json, threads=threads)
     out = {"database": str(args.db), "threads": int(numba.get_num_threads()), "frames": int(db.num_frames),
            "thread_choice": "auto" if args.contention else threads,
-           "results": [{k: r[k] for k in keys} for r in rows]}
+           "results": [{k: r[k] for k in keys} for r in rows], "machine": machine}
     if contention is not None:
         out["contention"] = {"busy_core": contention["busy_core"],
                              "by_threads": {t: [{k: r[k] for k in keys} for r in rs]
@@ -305,10 +311,13 @@ def run_bench_crowd(args) -> int:
 
 def run_bench_quality(args) -> int:
     database_files(args.db)
+    machine = machine_info()
     from ..posedb.database import load_database
     from ..offline.quality import quality_runs, scenario_files
 
     paths = scenario_files(args.scenarios)
+    if args.json and not args.compare and any(p.stem == "machine" for p in paths):
+        raise ValueError("--scenarios: a scenario named 'machine' would take the JSON's \"machine\" key; rename it")
     db = load_database(args.db)
     rs = runtime_settings_from_args(args, db)
     rows = quality_runs(args.db, paths, rs, args.style, args.workers, args.address, args.out)
@@ -318,11 +327,12 @@ def run_bench_quality(args) -> int:
         before = quality_runs(args.db, paths, load_settings(args.compare, list(db.features.schema.names)),
                               args.style, args.workers, args.address)
         better, lines = compare_runs(before, rows, f"{args.compare} -> {args.settings or 'defaults'}")
-        print(json.dumps({"before": before, "after": rows, "better": better}, indent=1) if args.json
-              else "\n".join(lines))
+        print(json.dumps({"before": before, "after": rows, "better": better, "machine": machine}, indent=1)
+              if args.json else "\n".join(lines))
         return 0
     if args.json:
-        print(json.dumps(rows, indent=1))
+        # Every other key is a scenario's name (a scenario named "machine" is refused above).
+        print(json.dumps({**rows, "machine": machine}, indent=1))
         return 0
     head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
             "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "pops", "knee/src",
@@ -443,6 +453,7 @@ def run_bench_fuzz(args) -> int:
         files = list_bvh_files([find_data("bandai-namco", None)])[::200]
     # Small files: a mutant of a 30 MB take costs seconds, and the reader's paths are the same.
     files = [f for f in files if f.stat().st_size < 2_000_000][:args.files]
+    machine = machine_info()
     db_path = Path(args.db) if args.db else build_default_database(progress=not args.json)
     with tempfile.TemporaryDirectory() as tmp:
         report = {
@@ -458,7 +469,7 @@ def run_bench_fuzz(args) -> int:
             print("FBX clips: not run (no Blender environment: `make blender`, docs/IMPORTING.md)")
     report["bvh"]["files"] = [f.name for f in files]
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(json.dumps({**report, "machine": machine}, indent=1))
     else:
         print(f"{'door':24s} {'inputs':>7s} {'clean':>7s} {'accepted':>8s} {'tracebacks':>10s} {'silent':>6s} "
               f"{'hangs':>5s} {'blow-ups':>8s}")
