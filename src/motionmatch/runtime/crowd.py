@@ -110,7 +110,7 @@ class Crowd:
         self.traj_frame_list = [int(o) for o in self.state.db.traj_offsets]
         self.idle_skip = int(round(IDLE_NO_REWIND_S * db.fps))
         self.raw_rows = np.empty((n, self.state.db.raw_features.shape[1]))
-        self.best_rows, self.cost_rows = np.empty(n, dtype=np.int64), np.empty(n)
+        self.best_rows, self.cost_rows, self.jump_rows = np.empty(n, dtype=np.int64), np.empty(n), np.empty(n, bool)
         # The compiled stages are called through `calls`: the records below are typed once, not every tick.
         self.calls = StageCalls()
         self.set_terrain(None)
@@ -675,13 +675,14 @@ class Crowd:
             # Idle characters search alone: on frames with a still stretch ahead to hold, off the one they
             # just played (no pose loop).
             idle = resting(s.controller.table, ids)
+            any_idle = idle.any()
             wide = max(skip, self.idle_skip)
             idle_mask = None
-            if idle.any():
+            if any_idle:
                 held = ss.idle_mask(self.db, self.tag_filters[ids[0]], s.db.holdable)
                 idle_mask = None if held is None else held[1]
             t0 = time.perf_counter()
-            if len(sel) == 1 or idle.any():
+            if len(sel) == 1 or any_idle:
                 for k in range(len(sel)) if len(sel) == 1 else np.flatnonzero(idle):
                     best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(frame[ids[k]]),
                                                                     skip=wide if idle[k] else skip, bias=bias,
@@ -695,11 +696,11 @@ class Crowd:
                 b, c = best[sel], cost[sel]
                 self._collide(world, group, ids, q, idle, idle_mask, wide, b, c)
                 best[sel], cost[sel] = b, c
-        jump = (best >= 0) & (best != frame[agents])
-        self._searched(agents, best, cost, jump)
-        if jump.any():
+        jump = np.logical_and(best >= 0, best != frame[agents], out=self.jump_rows if everyone else None)
+        jumps = self._searched(agents, best, cost, jump)
+        if jumps:
             # Every agent jumping (a Character's jumps): the crowd's own rows, typed once.
-            movers, to = (agents, best) if everyone and jump.all() else (agents[jump], best[jump])
+            movers, to = (agents, best) if everyone and jumps == len(agents) else (agents[jump], best[jump])
             self._transition(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM
                              else transition_stage, movers, to)
 
@@ -742,11 +743,12 @@ class Crowd:
                        self.packed, inert.scratch)
             L.frame[movers] = movers
 
-    def _searched(self, agents, best, cost, jump) -> None:
-        """Bookkeeping after a search (crowd_state.record_search); every agent's rows as a slice (cheaper)."""
-        rows = slice(None) if agents is self.everyone else agents
-        record_search(self.state.search, self.state.playback.play.frame, self.packed[rows, S.SEARCH_INTERVAL],
-                      rows, best, cost, jump, self.time)
+    def _searched(self, agents, best, cost, jump) -> int:
+        """Bookkeeping after a search (crowd_state.record_search), and when it was; returns how many jumped."""
+        s = self.state
+        jumps = self.calls(record_search, s.search, s.playback.play.frame, self.packed, agents, best, cost, jump)
+        s.search.time[agents] = self.time
+        return jumps
 
     # ------------------------------------------------------------------------------------------
     # outputs
