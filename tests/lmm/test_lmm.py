@@ -232,7 +232,7 @@ def test_bench_lmm_memory_json(trained, jlpm_db_path, capsys):
     out, _ = trained
     assert main(["bench", "lmm", "--db", str(jlpm_db_path), "--model", str(out), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert set(res) == {"database_bytes", "model_bytes", "scenarios"}
+    assert set(res) == {"database_bytes", "model_bytes", "scenarios", "machine"}
     assert res["database_bytes"] > 11e6          # 15k frames x 23 joints of poses + 27-d features
     assert 0 < res["model_bytes"] < res["database_bytes"] / 10
 

@@ -118,7 +118,7 @@ def test_bench_lmm_compares_classic_and_learned_per_scenario(tiny_model, jlpm_db
     assert main(["bench", "lmm", "--db", str(jlpm_db_path), "--model", str(tiny_model), "--scenarios", str(scen),
                  "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert set(res) == {"database_bytes", "model_bytes", "scenarios"}
+    assert set(res) == {"database_bytes", "model_bytes", "scenarios", "machine"}
     both = res["scenarios"]["walk_turn_stop"]
     assert set(both) == {"classic", "lmm"}
     for m in both.values():

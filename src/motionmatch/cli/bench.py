@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import sys
+from ..devtools.machine import machine_info
 from .lmm import add_bench_lmm_args, run_bench_lmm
 from .inputs import database_files, existing_file, existing_path
 from .outputs import PLOT_SUFFIXES, output_suffix
@@ -111,6 +112,7 @@ def run_bench_search(args) -> int:
     """`motionmatch bench search`: the table (or JSON); exit status 1 when back-ends disagree."""
     from ..devtools.search_bench import bench_search, print_table
     database_files(args.db)
+    machine = machine_info()
     if args.queries:
         existing_path(args.queries, "--queries", "export folder")
     results = bench_search(db=args.db, synthetic=args.synthetic, export=args.queries, subset=args.subset,
@@ -118,7 +120,7 @@ def run_bench_search(args) -> int:
                            query_source=args.query_source, end_exclude=args.end_exclude, skip=args.skip,
                            bias=args.bias, seed=args.seed)
     if args.json:
-        print(json.dumps(results, indent=1))
+        print(json.dumps({**results, "machine": machine}, indent=1))
     else:
         print_table(results)
     bad = sum(r["no_current_disagreements"] + r["current_disagreements"] for r in results["backends"].values())
@@ -142,6 +144,7 @@ def add_bench_sliders_args(p) -> None:
 def run_bench_sliders(args) -> int:
     """`motionmatch bench sliders`: the sweep's table (or JSON)."""
     database_files(args.db)
+    machine = machine_info()
     import numpy as np
 
     from ..devtools.sliders_bench import SLIDERS, falls_monotonically, slider_sweep
@@ -159,7 +162,7 @@ def run_bench_sliders(args) -> int:
     rows = slider_sweep(args.db, paths, base, args.slider, values, args.workers,
                         log=lambda s: print(s, file=sys.stderr))
     result = {"slider": args.slider, "scenarios": [p.stem for p in paths], "rows": rows,
-              "responsiveness_s_falls_monotonically": falls_monotonically(rows)}
+              "responsiveness_s_falls_monotonically": falls_monotonically(rows), "machine": machine}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -183,6 +186,7 @@ def run_bench_interop(args) -> int:
         raise ValueError(f"--agents: at least 1, got {args.agents}")
     if args.model is not None:
         existing_file(args.model, "--model", "rigged model (.glb)")
+    machine = machine_info()
     with tempfile.TemporaryDirectory(prefix="motionmatch-interop-") as tmp:
         bvh = Path(args.bvh) if args.bvh else None
         if bvh is None:
@@ -192,7 +196,7 @@ def run_bench_interop(args) -> int:
             write_bvh(bvh, take)
         rows = interop_report(bvh, tmp, model=args.model, agents=args.agents)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"checks": rows, "machine": machine}, indent=1))
     else:
         for r in rows:
             if "errors" in r:           # a checker's row
@@ -208,8 +212,9 @@ def run_bench_interop(args) -> int:
 
 def run_bench_serve(args) -> int:
     from ..devtools.soak import soak, table
+    machine = machine_info()
     if args.crowd is not None:
-        return _bench_serve_crowd(args)
+        return _bench_serve_crowd(args, machine)
     if not 1 <= args.pages <= 1000:
         raise ValueError(f"--pages: expected 1..1000, got {args.pages}")
     if not 0 < args.minutes <= 24 * 60:
@@ -219,11 +224,11 @@ def run_bench_serve(args) -> int:
     result = soak(args.db, pages=args.pages, seconds=60.0 * args.minutes, visit_s=args.visit,
                   record=not args.no_record, max_sessions=args.max_sessions,
                   progress=None if args.json else print, seed=args.seed)
-    print(json.dumps(result.to_dict()) if args.json else table(result))
+    print(json.dumps({**result.to_dict(), "machine": machine}) if args.json else table(result))
     return 0
 
 
-def _bench_serve_crowd(args) -> int:
+def _bench_serve_crowd(args, machine: dict) -> int:
     from ..devtools.crowd_soak import crowd_soak, crowd_table
     from ..app.crowd.world import MAX_AGENTS
     if not 1 <= args.crowd <= MAX_AGENTS:
@@ -231,7 +236,7 @@ def _bench_serve_crowd(args) -> int:
     if not 0 < args.minutes <= 60:
         raise ValueError(f"--minutes: expected more than 0 and at most 60 with --crowd, got {args.minutes}")
     d = crowd_soak(args.db, args.crowd, seconds=60.0 * args.minutes, seed=args.seed)
-    print(json.dumps(d) if args.json else crowd_table(d))
+    print(json.dumps({**d, "machine": machine}) if args.json else crowd_table(d))
     return 0
 
 
@@ -264,6 +269,7 @@ def run_bench_crowd(args) -> int:
         output_suffix(args.plot, PLOT_SUFFIXES, "--plot", "bench crowd")
     if args.db:
         database_files(args.db)
+    machine = machine_info()
     import numba
     from ..devtools.crowd_plot import plot_crowd_curves
     from ..posedb.database import load_database
@@ -295,7 +301,7 @@ def run_bench_crowd(args) -> int:
         rows = bench_crowd(db, sizes, args.seconds, args.seed, progress=not args.json, threads=threads)
     out = {"database": str(args.db), "threads": int(numba.get_num_threads()), "frames": int(db.num_frames),
            "thread_choice": "auto" if args.contention else threads,
-           "results": [{k: r[k] for k in keys} for r in rows]}
+           "results": [{k: r[k] for k in keys} for r in rows], "machine": machine}
     if contention is not None:
         out["contention"] = {"busy_core": contention["busy_core"],
                              "by_threads": {t: [{k: r[k] for k in keys} for r in rs]
@@ -320,10 +326,13 @@ def run_bench_crowd(args) -> int:
 
 def run_bench_quality(args) -> int:
     database_files(args.db)
+    machine = machine_info()
     from ..posedb.database import load_database
     from ..offline.quality import quality_runs, scenario_files
 
     paths = scenario_files(args.scenarios)
+    if args.json and not args.compare and any(p.stem == "machine" for p in paths):
+        raise ValueError("--scenarios: a scenario named 'machine' would take the JSON's \"machine\" key; rename it")
     db = load_database(args.db)
     rs = runtime_settings_from_args(args, db)
     rows = quality_runs(args.db, paths, rs, args.style, args.workers, args.address, args.out)
@@ -333,11 +342,12 @@ def run_bench_quality(args) -> int:
         before = quality_runs(args.db, paths, load_settings(args.compare, list(db.features.schema.names)),
                               args.style, args.workers, args.address)
         better, lines = compare_runs(before, rows, f"{args.compare} -> {args.settings or 'defaults'}")
-        print(json.dumps({"before": before, "after": rows, "better": better}, indent=1) if args.json
-              else "\n".join(lines))
+        print(json.dumps({"before": before, "after": rows, "better": better, "machine": machine}, indent=1)
+              if args.json else "\n".join(lines))
         return 0
     if args.json:
-        print(json.dumps(rows, indent=1))
+        # Every other key is a scenario's name (a scenario named "machine" is refused above).
+        print(json.dumps({**rows, "machine": machine}, indent=1))
         return 0
     head = ["scenario", "NaN", "slide", "src", "traj mean", "traj p95", "traj max", "head p95", "resp s",
             "trans/s", "vel ok", "face ok", "twist p95", "twist max", "shoulder ok", "pops", "knee/src",
@@ -388,6 +398,7 @@ def _look_cells(m: dict) -> list[str]:
 
 def run_bench_runtime(args) -> int:
     database_files(args.db)
+    machine = machine_info()
     import numpy as np
     from ..posedb.database import load_database
     from ..offline.scenario import random_scenario
@@ -399,23 +410,28 @@ def run_bench_runtime(args) -> int:
                  controller_settings=rs.controller)   # JIT warm-up, not timed
     rec = run_scenario(db, scen, rs.character, controller_settings=rs.controller)
     t = rec["timing"]
-    out = {"frames": len(t), "db_frames": db.num_frames, "searches": len(rec["search_us"]),
+    out = {"machine": machine, "frames": len(t), "db_frames": db.num_frames, "searches": len(rec["search_us"]),
            "note": "JIT warm-up excluded (a 2 s run first); search_us counts only frames that searched"}
     for i, name in enumerate(("controller", "search", "inertialization", "pose_output")):
         col = t[:, i] if name != "search" else rec["search_us"]
         col = col if len(col) else np.zeros(1)
         out[f"{name}_us"] = {"median": round(float(np.median(col)), 2), "p99": round(float(np.percentile(col, 99)), 2),
                              "mean": round(float(np.mean(col)), 2)}
-    out["frame_us"] = {"median": round(float(np.median(rec["frame_us"])), 2),
-                       "p99": round(float(np.percentile(rec["frame_us"], 99)), 2),
-                       "mean": round(float(np.mean(rec["frame_us"])), 2)}
+    # A searching frame's search stage split: the searcher's calls (the kernel, as `bench search` times it) and
+    # the work around them (plan, prediction, query, normalization, bookkeeping, transition).
+    calls = rec["search_calls_us"] if len(rec["search_us"]) else np.zeros(1)
+    around = rec["search_us"] - rec["search_calls_us"] if len(rec["search_us"]) else np.zeros(1)
+    for name, col in (("search_calls", calls), ("search_around", around), ("frame", rec["frame_us"])):
+        out[f"{name}_us"] = {"median": round(float(np.median(col)), 2), "p99": round(float(np.percentile(col, 99)), 2),
+                             "mean": round(float(np.mean(col)), 2)}
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         print(f"one character, {out['frames']} frames of random input on {db.num_frames} database frames "
               f"({out['searches']} searches); JIT warm-up excluded")
         print(f"{'stage':18s} {'median us':>10s} {'p99 us':>10s} {'mean us':>10s}")
-        for k in ("controller_us", "search_us", "inertialization_us", "pose_output_us", "frame_us"):
+        for k in ("controller_us", "search_us", "search_calls_us", "search_around_us", "inertialization_us",
+                  "pose_output_us", "frame_us"):
             v = out[k]
             print(f"{k[:-3]:18s} {v['median']:10.1f} {v['p99']:10.1f} {v['mean']:10.1f}")
     return 0
@@ -458,6 +474,7 @@ def run_bench_fuzz(args) -> int:
         files = list_bvh_files([find_data("bandai-namco", None)])[::200]
     # Small files: a mutant of a 30 MB take costs seconds, and the reader's paths are the same.
     files = [f for f in files if f.stat().st_size < 2_000_000][:args.files]
+    machine = machine_info()
     db_path = Path(args.db) if args.db else build_default_database(progress=not args.json)
     with tempfile.TemporaryDirectory() as tmp:
         report = {
@@ -473,7 +490,7 @@ def run_bench_fuzz(args) -> int:
             print("FBX clips: not run (no Blender environment: `make blender`, docs/IMPORTING.md)")
     report["bvh"]["files"] = [f.name for f in files]
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(json.dumps({**report, "machine": machine}, indent=1))
     else:
         print(f"{'door':24s} {'inputs':>7s} {'clean':>7s} {'accepted':>8s} {'tracebacks':>10s} {'silent':>6s} "
               f"{'hangs':>5s} {'blow-ups':>8s}")

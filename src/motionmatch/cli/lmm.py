@@ -102,6 +102,8 @@ def run_bench_lmm(args) -> int:
     --scenarios, each scenario's metrics for a classic and a learned character (same settings)."""
     database_file(args.db)
     existing_file(args.model, "--model", "learned model file")
+    from ..devtools.machine import machine_info
+    machine = machine_info()
     from ..posedb.database import load_database
     from ..offline.quality import scenario_files, scenario_metrics
     from ..offline.scenario import load_scenario
@@ -119,7 +121,7 @@ def run_bench_lmm(args) -> int:
         out["scenarios"][path.stem] = {"classic": scenario_metrics(db, scen, classic),
                                        "lmm": scenario_metrics(db, scen, learned)}
     if args.json:
-        print(json.dumps(out, indent=1))
+        print(json.dumps({**out, "machine": machine}, indent=1))
         return 0
     ratio = 100.0 * out["model_bytes"] / out["database_bytes"]
     print(f"database: {db.num_frames} frames, poses + contacts + features {out['database_bytes'] / 1e6:.2f} MB")

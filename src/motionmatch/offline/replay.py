@@ -32,12 +32,11 @@ class ScenarioDriver:
     def __init__(self, scenario: dict, t0: float):
         self.scenario, self.t0 = scenario, float(t0)
         self.driver = parse_scenario(scenario).make_driver()
+        # The scenario's own prediction (a path's), or None: the controller's (Crowd.set_driver).
+        self.predict = getattr(self.driver, "predict", None)
 
     def step(self, controller, t, dt):
         self.driver.step(controller, t - self.t0, dt)
-
-    def predict(self, *args, **kwargs):
-        return self.driver.predict(*args, **kwargs)
 
     def replay_spec(self) -> dict:
         return {"scenario": self.scenario, "t0": self.t0}

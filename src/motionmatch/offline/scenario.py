@@ -109,8 +109,8 @@ class Scenario:
         return tuple(out)
 
     def make_driver(self):
-        """An object with step(controller, t, dt) and predict(controller, frame_offsets, fps) that plays
-        this scenario: a PathFollower for path scenarios, an InputDriver otherwise."""
+        """A driver (Crowd.set_driver) that plays this scenario: a PathFollower for path scenarios (it predicts
+        along its path), an InputDriver otherwise."""
         return self.path.follower() if self.path is not None else InputDriver(self)
 
     def to_dict(self) -> dict:
@@ -138,16 +138,14 @@ class Scenario:
 
 
 class InputDriver:
-    """Plays a scenario's piecewise-constant inputs into a Controller."""
+    """Plays a scenario's piecewise-constant inputs into a Controller. It has no predict: the trajectory
+    ahead is the controller's own constant-goal prediction (Crowd.set_driver), as for a gamepad."""
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
 
     def step(self, controller: Controller, t: float, dt: float) -> None:
         controller.update(self.scenario.input_at(t), dt)
-
-    def predict(self, controller: Controller, frame_offsets=(20, 40, 60), fps: float = 60.0):
-        return controller.predict(frame_offsets, fps)
 
 
 def _is_number(x) -> bool:

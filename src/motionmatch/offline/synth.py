@@ -81,7 +81,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         lp_out, lr_out, base = rec["local_pos"], rec["local_rot"], 0
     else:
         lp_out, lr_out = np.zeros((min(F, POSE_CHUNK), J, 3)), np.zeros((min(F, POSE_CHUNK), J, 4))
-    searches, transitions_at = [], []
+    searches, search_calls, transitions_at = [], [], []
     issue = request_player(ch, scenario)
     for k in tqdm(range(F), desc="synthesizing", unit="frame", disable=not progress, file=sys.stderr):
         issue(k * dt)
@@ -93,6 +93,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
             lp, lr, gp = touch_up(ch, k, lp, lr)
         if ch.t_search_us > 0:
             searches.append(ch.t_search_us)
+            search_calls.append(ch.t_search_calls_us)
         if ch.transitions != before:
             transitions_at.append(k)
         rec["root_pos"][k] = ch.root_pos
@@ -120,6 +121,7 @@ def run_scenario(db, scenario: Scenario, settings: CharacterSettings | None = No
         rec["locked"][k] = ch.locked
     rec["requests"] = list(ch.request_log)
     rec["search_us"] = np.array(searches)
+    rec["search_calls_us"] = np.array(search_calls)     # of search_us: the searcher's calls (the kernel)
     rec["transitions"] = ch.transitions
     rec["transition_frames"] = np.array(transitions_at, dtype=np.int64)
     rec["toe_joints"] = toe_joints

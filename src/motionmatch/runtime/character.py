@@ -9,8 +9,8 @@ import time
 import numpy as np
 
 from ..maths.kinematics import forward_kinematics
-from .controller import PX, PY, PZ, YAW, ControllerSettings, GamepadInput
-from .crowd import Crowd, Sticks
+from .controller import PX, PY, PZ, YAW, ControllerSettings, GamepadInput, Sticks
+from .crowd import Crowd
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .playback import animation_pose
 from . import settings as S
@@ -46,6 +46,10 @@ _STATE = {
 }
 
 
+# The stick at rest (step(None)), read only.
+_NO_INPUT = GamepadInput()
+
+
 class Character:
     """One motion-matched character over a Database: a Crowd of one agent."""
 
@@ -71,7 +75,8 @@ class Character:
         self.last_transition = None
         self.last_search_us = self.last_frame_us = 0.0
         self.t_controller_us = self.t_search_us = self.t_inertialize_us = self.t_output_us = 0.0
-        self.channel_costs = {}
+        self.t_search_calls_us = 0.0
+        self._matched = None        # (best frame, normalized query, SearchSet) of the last search that found a frame
         self.desired_trajectory = None
 
     # ------------------------------------------------------------------------------------------
@@ -131,8 +136,9 @@ class Character:
             self.start_input_log(log.seed, start_frame, position, yaw)
 
     def set_driver(self, driver) -> None:
-        """Drive the controller from an object with step(controller, t, dt) and
-        predict(controller, offsets, fps) (a scenario's driver or a PathFollower); None = gamepad.
+        """Drive the controller from an object with step(controller, t, dt) and, if it knows the trajectory
+        ahead, predict(controller, offsets, fps) (a scenario's driver or a PathFollower: Crowd.set_driver);
+        None = gamepad.
         An input log holds drivers with a replay_spec() method (replay.ScenarioDriver)."""
         self.driver = driver
         self.crowd.set_driver(0, driver)
@@ -211,7 +217,7 @@ class Character:
         playback, inertialization, root, touch-ups."""
         t0 = time.perf_counter()
         crowd = self.crowd
-        g = inp or GamepadInput()
+        g = inp or _NO_INPUT
         if self.input_log is not None:
             self.input_log.tick({"move": [float(g.move[0]), float(g.move[1])],
                                  "look": None if g.look is None else [float(g.look[0]), float(g.look[1])],
@@ -226,15 +232,14 @@ class Character:
         us = crowd.stage_us
         self.t_controller_us = us["controller"]
         self.t_search_us = us["search"] if crowd.searches_last_tick else 0.0
+        self.t_search_calls_us = us["search_calls"]
         self.t_inertialize_us, self.t_output_us = us["playback"], us["output"]
         if crowd.searches_last_tick:
             self.last_search_us = self.t_search_us
             self.desired_trajectory = crowd.traj_pos[0].copy()
             b = int(crowd.last_best[0])
             if b >= 0:
-                d = crowd.last_query[0] - self.features_norm[b]
-                d *= d
-                self.channel_costs = {n: float(d[sl].sum()) for n, sl in self.slices.items()}
+                self._matched = (b, crowd.last_query[0].copy(), crowd.search_sets[0])
             if crowd.jumped[0]:
                 self.last_transition = {"time": round(float(crowd.last_search_time[0]), 4),
                                         "from": int(crowd.last_current[0]), "to": b}
@@ -246,6 +251,17 @@ class Character:
     @property
     def time(self) -> float:
         return self.crowd.time
+
+    @property
+    def channel_costs(self) -> dict:
+        """{channel: its share of the last search's cost (squared normalized distance)} of the last search that
+        found a frame ({} before one); computed when asked (the app's HUD), not by every search."""
+        if self._matched is None:
+            return {}
+        b, q, search_set = self._matched
+        d = q - search_set.features[b]
+        d *= d
+        return {n: float(d[sl].sum()) for n, sl in self.slices.items()}
 
     @property
     def facing_yaw(self) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -67,6 +68,15 @@ class GamepadInput:
     strafe: bool = False
 
 
+class Sticks(NamedTuple):
+    """One tick's stick input of n agents (gamepad_step)."""
+
+    move: np.ndarray       # (n, 2) float64 x right, z forward (world frame), magnitude 0..1
+    run: np.ndarray        # (n,) bool
+    strafe: np.ndarray     # (n,) bool
+    look: np.ndarray       # (n, 2) float64 facing stick; NaN rows: no look input
+
+
 @dataclass
 class ControllerSettings:
     """Speeds in m/s, halflives in s (spring convention of springs.py), angles in radians
@@ -92,11 +102,20 @@ class ControllerSettings:
             return self.run_forward_speed, self.run_side_speed, self.run_backward_speed
         return self.walk_forward_speed, self.walk_side_speed, self.walk_backward_speed
 
+    def __setattr__(self, name, value):
+        # Any change drops the row packed() keeps.
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "_packed_row", None)
+
     def packed(self) -> np.ndarray:
-        """The settings as the float64 vector the compiled kernels read (see _gamepad_goals)."""
-        row = np.array([getattr(self, k) for k in _PACKED_KEYS], dtype=np.float64)
-        if self.stop_halflife is None:
-            row[C_STOP_HALFLIFE] = -1.0
+        """The settings as the float64 vector the compiled kernels read (see _gamepad_goals). Read every tick,
+        so it is packed once and kept until a setting changes: the same array, to read and not to write."""
+        row = self._packed_row
+        if row is None:
+            row = np.array([getattr(self, k) for k in _PACKED_KEYS], dtype=np.float64)
+            if self.stop_halflife is None:
+                row[C_STOP_HALFLIFE] = -1.0
+            object.__setattr__(self, "_packed_row", row)
         return row
 
 

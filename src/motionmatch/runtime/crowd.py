@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import time
 from operator import attrgetter
-from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -31,9 +30,9 @@ import numpy as np
 from ..search.common import searchable_frames
 from . import learned
 from . import settings as S
-from .crowd_state import SearchGroup, new_crowd_state, record_search, reset_row
-from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, Controller, ControllerSettings, gamepad_serial,
-                         gamepad_step)
+from .crowd_state import PUBLIC_ARRAYS, SearchGroup, new_crowd_state, record_search, reset_row
+from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, Controller, ControllerSettings, Sticks,
+                         gamepad_serial, gamepad_step)
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_NO_REWIND_S, plan_serial, plan_stage, predict_stage, query_serial, query_stage,
                        resting)
@@ -59,15 +58,6 @@ NO_AGENTS = np.empty(0, dtype=np.int64)
 # Below this many characters a stage runs on the calling thread: handing a loop to the thread pool
 # costs more than a few characters' work.
 PARALLEL_FROM = 32
-
-
-class Sticks(NamedTuple):
-    """One tick's stick input of n agents (controller.gamepad_step)."""
-
-    move: np.ndarray       # (n, 2) float64 x right, z forward (world frame), magnitude 0..1
-    run: np.ndarray        # (n,) bool
-    strafe: np.ndarray     # (n,) bool
-    look: np.ndarray       # (n, 2) float64 facing stick; NaN rows: no look input
 
 
 def crowd_mode(settings) -> tuple[str, str | None]:
@@ -113,6 +103,14 @@ class Crowd:
         self.controller_settings = controller_settings or ControllerSettings()
         self.num_joints = db.num_joints
         self.state = new_crowd_state(db, n, self.controller_settings)
+        # Made once, not at every search: the trajectory offsets as predict_stage (float64) and drivers (ints) take
+        # them; the idle searches' skip (frames); the rows of raw queries, best frames and costs of a tick when
+        # every agent searches (a Character's every search), so the stages given them are typed once, not again.
+        self.traj_frames = self.state.db.traj_offsets.astype(np.float64)
+        self.traj_frame_list = [int(o) for o in self.state.db.traj_offsets]
+        self.idle_skip = int(round(IDLE_NO_REWIND_S * db.fps))
+        self.raw_rows = np.empty((n, self.state.db.raw_features.shape[1]))
+        self.best_rows, self.cost_rows, self.jump_rows = np.empty(n, dtype=np.int64), np.empty(n), np.empty(n, bool)
         # The compiled stages are called through `calls`: the records below are typed once, not every tick.
         self.calls = StageCalls()
         self.set_terrain(None)
@@ -125,12 +123,13 @@ class Crowd:
         # Static obstacles the controllers steer around (set_obstacles), but not `routed` agents
         # (world/obstacle_routes.py)
         self.obstacles = None
-        # Agents whose controller a driver moves instead of the stick (set_driver), and the Controller views
-        # drivers are handed (controller()).
-        self.drivers, self.controllers = {}, {}
+        # Agents whose controller a driver moves instead of the stick (set_driver), those of them whose driver
+        # predicts their trajectory itself, and the Controller views drivers are handed (controller()).
+        self.drivers, self.predictors, self.controllers = {}, {}, {}
         # The collision term of the search (runtime/collision_term.py): with obstacles, and against the other
         # agents when they avoid each other (set_collision_agents); `settled_last_tick` searches paid for it.
         self.collide_agents, self.settled_last_tick = False, 0
+        self.kernel_s = 0.0         # this tick's time in the searcher's calls (stage_us["search_calls"]), s
         self.mode, self.model_path = crowd_mode(settings)
         self.requests = Requests(db, n)
         # Learned agents (mode "lmm"): the model replaces the database as the pose source (runtime/learned.py).
@@ -168,6 +167,7 @@ class Crowd:
         # Nothing changes before every check passed: a refused change (the app puts the old settings back)
         # leaves the state as it was, so an input log, which holds only applied settings, replays it.
         self.packed, self.search_sets, self.tag_filters, self.masks = packed, search_sets, tag_filters, masks
+        self.timescaled = bool(packed[:, S.W_TIMESCALE].any())      # else the timescale stage is skipped
         for i in range(self.n):
             if old_filters is not None and old_filters[i] != self.tag_filters[i]:
                 self.state.search.timers[i, FORCE] = 1.0
@@ -345,13 +345,17 @@ class Crowd:
                          s.db.traj_times, others)
 
     def set_driver(self, i: int, driver) -> None:
-        """Agent i's controller follows `driver` instead of its stick: an object with step(controller, t, dt)
-        and predict(controller, offsets, fps) (a scenario's driver, controller.PathFollower), handed
-        controller(i); None: the stick again. An input log cannot hold a driver: it stops being replayable."""
+        """Agent i's controller follows `driver` (handed controller(i)) instead of its stick: an object with
+        step(controller, t, dt) and, if it knows the trajectory ahead (a path does), predict(controller, offsets,
+        fps) (without: the controller's own prediction); None: the stick again. An input log cannot hold a
+        driver: it stops being replayable."""
+        self.predictors.pop(i, None)
         if driver is None:
             self.drivers.pop(i, None)
             return
         self.drivers[i] = driver
+        if getattr(driver, "predict", None) is not None:
+            self.predictors[i] = driver
         if self.input_log is not None:
             self.input_log.refuse(f"a crowd's agent {i} follows a {type(driver).__name__} driver")
 
@@ -406,14 +410,19 @@ class Crowd:
     def tick(self, dt: float = 1.0 / 60.0, sticks: Sticks | None = None) -> None:
         """Advance every agent dt seconds, stage by stage, on the threads the chooser picks (timed for it).
         sticks: every agent's stick (step); None when each agent has a driver (set_driver). stage_us: each
-        stage's time, microseconds."""
+        stage's time, microseconds; "search_calls": the part of "search" in the searcher's calls (the kernel)."""
         dt = float(dt)
         self.ticks += 1
-        k, threads_before = self.thread_chooser.pick(), numba.get_num_threads()
+        k = self.thread_chooser.pick()
+        # A crowd of one runs nothing in parallel: numba's thread count (a process-wide lock per get or set) is
+        # left alone.
+        threads_before = k if self.n == 1 else numba.get_num_threads()
         self.parallel = k > 1
         t0 = time.perf_counter()
+        self.kernel_s = 0.0
         try:
-            numba.set_num_threads(k)
+            if k != threads_before:
+                numba.set_num_threads(k)
             predicted = self._control(dt, sticks)
             t1 = time.perf_counter()
             agents = self._plan(dt)
@@ -425,11 +434,12 @@ class Crowd:
             t3 = time.perf_counter()
             self._output(dt, self.everyone)
             self.stage_us = {"controller": (t1 - t0) * 1e6, "search": (t2 - t1) * 1e6, "playback": (t3 - t2) * 1e6,
-                             "output": (time.perf_counter() - t3) * 1e6}
+                             "output": (time.perf_counter() - t3) * 1e6, "search_calls": self.kernel_s * 1e6}
             self.time += dt
             self._follow_requests(dt)
         finally:
-            numba.set_num_threads(threads_before)
+            if k != threads_before:
+                numba.set_num_threads(threads_before)
         self.thread_chooser.record(k, time.perf_counter() - t0)
         self.threads_last_tick = k
 
@@ -451,6 +461,7 @@ class Crowd:
         drivers = self.drivers if not len(driven) else {i: d for i, d in self.drivers.items() if i not in driven}
         for i, driver in drivers.items():
             driver.step(self.controller(i), self.time, dt)
+        drivers = self.predictors if not len(driven) else {i: d for i, d in self.predictors.items() if i not in driven}
         if before is not None:
             routed = self.state.controller.routed
             agents = self.everyone if not (len(driven) or routed.any()) else np.setdiff1d(np.flatnonzero(~routed),
@@ -477,15 +488,16 @@ class Crowd:
             if len(looping):      # a loop range's end continues at its start: an inertialized jump
                 s.search.transitions[looping] += 1
                 self._transition(transition_stage, looping, start)
-        (plan_stage if self.parallel else plan_serial)(dt, s.controller.table, s.playback.warp, s.search.timers,
-                                                       self.packed, frame, stop, s.search.clip_hold, still, searching)
+        count = self.calls(plan_stage if self.parallel else plan_serial, dt, s.controller.table, s.playback.warp,
+                           s.search.timers, self.packed, frame, stop, s.search.clip_hold, still, searching)
         if rules.blocked is not None and L is None:
             hold_blocked(rules.blocked, play.frame, stop, searching)
+            count = np.count_nonzero(searching)
         if self.requests.busy and L is None:
             s.playback.warp[self.requests.timed(), FIXED_RATE] = 1.0      # plan_stage cleared it: set after
-        agents = np.flatnonzero(searching)
-        self.searches_last_tick = len(agents)
-        return agents
+        self.searches_last_tick = int(count)
+        # Nobody or everybody searching (a Character's every tick) makes no new array.
+        return NO_AGENTS if not count else self.everyone if count == self.n else np.flatnonzero(searching)
 
     def _advance_source(self, dt: float) -> None:
         """The pose source's stage: each agent's play rate and stride from the error its database frames
@@ -493,8 +505,9 @@ class Crowd:
         s, L = self.state, self.learned
         play = s.playback.play
         if L is None:
-            timescale_stage(dt, s.controller.table, s.playback.warp, self.packed, play.frame, *s.db.future_speeds,
-                            play.rate, play.stride)
+            if self.timescaled:
+                timescale_stage(dt, s.controller.table, s.playback.warp, self.packed, play.frame,
+                                *s.db.future_speeds, play.rate, play.stride)
         else:
             learned.advance(L, play.rate, dt)
 
@@ -607,17 +620,17 @@ class Crowd:
         transitions it decides. predicted: {agent: driver} whose driver predicts its trajectory."""
         s, cs, fps = self.state, self.controller_settings, self.db.fps
         desired = s.search.desired
-        predict_stage(agents, s.controller.table, s.db.traj_offsets.astype(np.float64), float(fps),
-                      cs.rotation_halflife, desired.pos, desired.rot)
+        predict_stage(agents, s.controller.table, self.traj_frames, float(fps), cs.rotation_halflife, desired.pos,
+                      desired.rot)
         if predicted:
-            offsets = [int(o) for o in s.db.traj_offsets]
+            offsets = self.traj_frame_list
             for i in agents:
                 if i in predicted:
                     desired.pos[i], desired.rot[i] = predicted[i].predict(self.controller(int(i)), offsets, fps)
         if self.requests.busy:
             for i, (p, r) in self.requests.predict(agents, s.controller.table, cs, s.db.traj_offsets, fps).items():
                 desired.pos[i], desired.rot[i] = p, r
-        raw = np.empty((len(agents), s.db.raw_features.shape[1]))
+        raw = self.raw_rows if agents is self.everyone else np.empty((len(agents), s.db.raw_features.shape[1]))
         L = self.learned
         features, frame = (s.db.raw_features, s.playback.play.frame) if L is None else (L.raw, L.frame)
         self.calls(query_stage if self.parallel and len(agents) >= PARALLEL_FROM else query_serial, agents, features,
@@ -634,53 +647,69 @@ class Crowd:
         idle agents alone, requests' own searches, the collision term; then the transitions."""
         s = self.state
         frame = s.playback.play.frame
-        best = np.empty(len(agents), dtype=np.int64)
-        cost = np.empty(len(agents))
-        groups = self.group_of[agents]
+        everyone = agents is self.everyone
+        if everyone:
+            best, cost = self.best_rows, self.cost_rows
+        else:
+            best, cost = np.empty(len(agents), dtype=np.int64), np.empty(len(agents))
+        own = None
         if self.requests.busy:
             own = self.requests.shapes_search(agents)
             if own.any():
                 best[own], cost[own], s.search.query[agents[own]] = self.requests.search(
                     self, agents[own], raw[own], self.controller_settings)
-                groups = np.where(own, -1, groups)
+            else:
+                own = None
         world = self.collision_world()
         self.settled_last_tick = 0
-        for g in np.unique(groups[groups >= 0]):
-            sel = np.flatnonzero(groups == g)
+        for g, sel in self._group_rows(agents, own):
             group = self.groups[g]
             ss, mask, bias, skip = group
-            q = ss.normalize(raw[sel])
-            s.search.query[agents[sel]] = q
+            whole = len(sel) == len(agents)     # then sel is every row, in order
+            ids = agents if whole else agents[sel]
+            q = ss.normalize(raw if whole else raw[sel])
+            s.search.query[ids] = q
             # The frames just around the playing one are excluded inside the search: a small jump back
             # replays what was just shown (a stutter loop on slow walks), and throwing such a result
             # away afterwards left a character frozen on a short clip's last frame.
             # Idle characters search alone: on frames with a still stretch ahead to hold, off the one they
             # just played (no pose loop).
-            idle = resting(s.controller.table, agents[sel])
-            wide = max(skip, int(round(IDLE_NO_REWIND_S * self.db.fps)))
+            idle = resting(s.controller.table, ids)
+            any_idle = idle.any()
+            wide = max(skip, self.idle_skip)
             idle_mask = None
-            if idle.any():
-                held = ss.idle_mask(self.db, self.tag_filters[agents[sel[0]]], s.db.holdable)
+            if any_idle:
+                held = ss.idle_mask(self.db, self.tag_filters[ids[0]], s.db.holdable)
                 idle_mask = None if held is None else held[1]
-            if len(sel) == 1 or idle.any():
+            t0 = time.perf_counter()
+            if len(sel) == 1 or any_idle:
                 for k in range(len(sel)) if len(sel) == 1 else np.flatnonzero(idle):
-                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(frame[agents[sel[k]]]),
+                    best[sel[k]], cost[sel[k]] = ss.searcher.search(q[k], current=int(frame[ids[k]]),
                                                                     skip=wide if idle[k] else skip, bias=bias,
                                                                     mask=idle_mask if idle[k] else mask)
             if len(sel) > 1 and not idle.all():
                 busy = np.flatnonzero(~idle)
                 best[sel[busy]], cost[sel[busy]] = ss.searcher.search_batch(
-                    q[busy], current=frame[agents[sel[busy]]], skip=skip, bias=bias, mask=mask)
+                    q[busy], current=frame[ids[busy]], skip=skip, bias=bias, mask=mask)
+            self.kernel_s += time.perf_counter() - t0
             if world is not None:
                 b, c = best[sel], cost[sel]
-                self._collide(world, group, agents[sel], q, idle, idle_mask, wide, b, c)
+                self._collide(world, group, ids, q, idle, idle_mask, wide, b, c)
                 best[sel], cost[sel] = b, c
-        jump = (best >= 0) & (best != frame[agents])
-        self._searched(agents, best, cost, jump)
-        if jump.any():
-            movers = agents[jump]
+        jump = np.logical_and(best >= 0, best != frame[agents], out=self.jump_rows if everyone else None)
+        jumps = self._searched(agents, best, cost, jump)
+        if jumps:
+            # Every agent jumping (a Character's jumps): the crowd's own rows, typed once.
+            movers, to = (agents, best) if everyone and jumps == len(agents) else (agents[jump], best[jump])
             self._transition(transition_parallel if self.parallel and len(movers) >= PARALLEL_FROM
-                             else transition_stage, movers, best[jump])
+                             else transition_stage, movers, to)
+
+    def _group_rows(self, agents: np.ndarray, own) -> list:
+        """[(search group, rows of `agents` in it)], less the rows `own` (bool; None: none) a request searches."""
+        if own is None and len(self.groups) == 1:
+            return [(0, self.everyone[:len(agents)])]
+        groups = self.group_of[agents] if own is None else np.where(own, -1, self.group_of[agents])
+        return [(g, np.flatnonzero(groups == g)) for g in np.unique(groups[groups >= 0])]
 
     def _collide(self, world, group: SearchGroup, ids: np.ndarray, q: np.ndarray, idle: np.ndarray, idle_mask,
                  wide: int, best: np.ndarray, cost: np.ndarray) -> None:
@@ -714,10 +743,12 @@ class Crowd:
                        self.packed, inert.scratch)
             L.frame[movers] = movers
 
-    def _searched(self, agents, best, cost, jump) -> None:
-        """Bookkeeping after a search (crowd_state.record_search)."""
-        record_search(self.state.search, self.state.playback.play.frame, self.packed[agents, S.SEARCH_INTERVAL],
-                      agents, best, cost, jump, self.time)
+    def _searched(self, agents, best, cost, jump) -> int:
+        """Bookkeeping after a search (crowd_state.record_search), and when it was; returns how many jumped."""
+        s = self.state
+        jumps = self.calls(record_search, s.search, s.playback.play.frame, self.packed, agents, best, cost, jump)
+        s.search.time[agents] = self.time
+        return jumps
 
     # ------------------------------------------------------------------------------------------
     # outputs
@@ -762,25 +793,5 @@ class Crowd:
         return self.state.touchups.out.local_pos[i].copy(), self.state.touchups.out.local_rot[i].copy()
 
 
-# The state's arrays other modules read (character.py, requests.py, the app, offline tools, devtools), by
-# their names from before the state had groups: name -> its place in Crowd.state. Views: the next tick
-# writes them.
-PUBLIC_ARRAYS = {
-    "db_arrays": "db.frames", "velocities": "db.velocities", "range_of": "db.range_of", "stop_of": "db.clips.stop",
-    "still_to": "db.still_to", "holdable": "db.holdable", "future_speeds": "db.future_speeds",
-    "raw_features": "db.raw_features", "contacts_db": "db.clips.contacts", "traj_offsets": "db.traj_offsets",
-    "rig": "db.rig",
-    "ctrl": "controller.table", "routed": "controller.routed",
-    "search_state": "search.timers", "clip_hold": "search.clip_hold", "searched": "search.searching",
-    "traj_pos": "search.desired.pos", "last_query": "search.query", "last_best": "search.best",
-    "last_cost": "search.cost", "last_current": "search.current", "last_search_time": "search.time",
-    "jumped": "search.jumped", "transitions": "search.transitions",
-    "frame": "playback.play.frame", "frame_frac": "playback.play.frac", "rate": "playback.play.rate",
-    "stride": "playback.play.stride", "warp_angle": "playback.play.warp_angle", "contacts": "playback.play.contacts",
-    "root_pos": "playback.root.pos", "root_yaw": "playback.root.yaw", "root_vel": "playback.root.vel",
-    "inert": "inertialization.offsets", "local": "inertialization.shown",
-    "locked": "touchups.feet.locked", "out": "touchups.out",
-    "global_positions": "touchups.out.positions", "global_rotations": "touchups.out.rotations",
-}
 for _name, _path in PUBLIC_ARRAYS.items():
     setattr(Crowd, _name, property(attrgetter("state." + _path), doc=f"Crowd.state.{_path} (a view)."))

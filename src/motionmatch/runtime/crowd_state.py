@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
+from . import settings as S
 from .annotation_play import AnnotationRules
 from .controller import ControllerSettings, new_state, reset_state
 from .frame_velocities import database_velocities
@@ -178,20 +180,30 @@ def new_crowd_state(db, n: int, controller_settings: ControllerSettings) -> Crow
     return CrowdState(arrays, controller, search, playback, inertialization, touchups)
 
 
-def record_search(search: SearchState, frame: np.ndarray, interval: np.ndarray, agents: np.ndarray, best, cost,
-                  jump, time: float) -> None:
-    """Bookkeeping after the search of `agents`: their next search `interval` (s) ahead, less their
-    phase the first time, the debugging record, transition counts. frame: the frames playing."""
-    # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
-    # not search all at once every interval.
-    search.timers[agents, TIMER] = interval - interval * search.phase[agents]
-    search.phase[agents] = 0.0
-    search.timers[agents, FORCE] = 0.0
-    search.current[agents] = frame[agents]
-    search.best[agents], search.cost[agents] = best, cost
-    search.time[agents] = time
-    search.jumped[agents] = jump
-    search.transitions[agents[jump]] += 1
+@numba.njit(cache=True)
+def record_search(search, frame, settings, agents, best, cost, jump):
+    """Bookkeeping after the search of `agents` (int64 rows; best, cost, jump (bool) one per agent), but for its
+    time (search.time, the caller's clock): their next search their settings' search interval (s) ahead, less
+    their phase the first time, the debugging record, transition counts. search: SearchState; frame: the frames
+    playing; settings: the packed settings rows. Returns how many jumped. A compiled loop: a Character's search
+    made a dozen numpy calls."""
+    jumps = 0
+    for a in range(agents.shape[0]):
+        i = agents[a]
+        # Each agent's first search after a reset starts its own phase, so a crowd reset at once does
+        # not search all at once every interval.
+        interval = settings[i, S.SEARCH_INTERVAL]
+        search.timers[i, TIMER] = interval - interval * search.phase[i]
+        search.phase[i] = 0.0
+        search.timers[i, FORCE] = 0.0
+        search.current[i] = frame[i]
+        search.best[i] = best[a]
+        search.cost[i] = cost[a]
+        search.jumped[i] = jump[a]
+        if jump[a]:
+            search.transitions[i] += 1
+            jumps += 1
+    return jumps
 
 
 def reset_row(state: CrowdState, i: int, frame: int, position, yaw: float, controller_settings: ControllerSettings,
@@ -223,3 +235,25 @@ def reset_row(state: CrowdState, i: int, frame: int, position, yaw: float, contr
     state.touchups.feet.heights[i] = 0.0
     search.best[i], search.current[i] = -1, -1
     search.time[i] = np.nan
+
+
+# The state's arrays other modules read (character.py, requests.py, the app, offline tools, devtools), by
+# their names from before the state had groups: name -> its place in Crowd.state; runtime/crowd.py makes them
+# read-only properties of Crowd. Views: the next tick writes them.
+PUBLIC_ARRAYS = {
+    "db_arrays": "db.frames", "velocities": "db.velocities", "range_of": "db.range_of", "stop_of": "db.clips.stop",
+    "still_to": "db.still_to", "holdable": "db.holdable", "future_speeds": "db.future_speeds",
+    "raw_features": "db.raw_features", "contacts_db": "db.clips.contacts", "traj_offsets": "db.traj_offsets",
+    "rig": "db.rig",
+    "ctrl": "controller.table", "routed": "controller.routed",
+    "search_state": "search.timers", "clip_hold": "search.clip_hold", "searched": "search.searching",
+    "traj_pos": "search.desired.pos", "last_query": "search.query", "last_best": "search.best",
+    "last_cost": "search.cost", "last_current": "search.current", "last_search_time": "search.time",
+    "jumped": "search.jumped", "transitions": "search.transitions",
+    "frame": "playback.play.frame", "frame_frac": "playback.play.frac", "rate": "playback.play.rate",
+    "stride": "playback.play.stride", "warp_angle": "playback.play.warp_angle", "contacts": "playback.play.contacts",
+    "root_pos": "playback.root.pos", "root_yaw": "playback.root.yaw", "root_vel": "playback.root.vel",
+    "inert": "inertialization.offsets", "local": "inertialization.shown",
+    "locked": "touchups.feet.locked", "out": "touchups.out",
+    "global_positions": "touchups.out.positions", "global_rotations": "touchups.out.rotations",
+}

@@ -115,11 +115,16 @@ def idle_hold_rate(search, i, ahead_frames, dt):
     return rate
 
 
-def resting(ctrl: np.ndarray, agents: np.ndarray) -> np.ndarray:
+@numba.njit(cache=True)
+def resting(ctrl, agents):
     """(len(agents),) bool: the stick rests (no velocity goal) and the simulation stands (plan_agent's
-    idle hold condition)."""
-    c = ctrl[agents]
-    return (np.hypot(c[:, GOAL_VX], c[:, GOAL_VZ]) < 1e-3) & (np.hypot(c[:, VX], c[:, VZ]) < STILL_SPEED)
+    idle hold condition). ctrl: the controller table; agents: int64 rows."""
+    out = np.empty(agents.shape[0], dtype=np.bool_)
+    for a in range(agents.shape[0]):
+        i = agents[a]
+        out[a] = (math.hypot(ctrl[i, GOAL_VX], ctrl[i, GOAL_VZ]) < 1e-3
+                  and math.hypot(ctrl[i, VX], ctrl[i, VZ]) < STILL_SPEED)
+    return out
 
 
 @numba.njit(cache=True)
@@ -172,16 +177,21 @@ def plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, sti
 
 @numba.njit(cache=True, parallel=True)
 def plan_stage(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search):
-    """plan_agent for every character, in parallel."""
+    """plan_agent for every character, in parallel; returns how many search."""
     for i in numba.prange(frame.shape[0]):
         plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search)
+    return np.count_nonzero(out_search)
 
 
 @numba.njit(cache=True)
 def plan_serial(dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search):
-    """plan_agent for every character on the calling thread (small crowds: no thread hand-off)."""
+    """plan_agent for every character on the calling thread (small crowds: no thread hand-off); returns how
+    many search."""
+    searching = 0
     for i in range(frame.shape[0]):
         plan_agent(i, dt, ctrl, wt, search, settings, frame, stop_of, clip_hold, still_to, out_search)
+        searching += out_search[i] != 0
+    return searching
 
 
 @numba.njit(cache=True)

@@ -3,6 +3,7 @@ crowd on a database (through the per-database cache `shared`), with the prepared
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ..search import Searcher, frame_mask
@@ -40,14 +41,17 @@ class SearchSet:
         self.scale = fs.std / np.where(w > 0.0, w, 1.0)
         self.features = ((fs.raw - fs.offset) / self.scale).astype(np.float32)
         self.features[:, self.inactive] = 0.0
+        self.active = w > 0.0
         self.searcher = Searcher(self.features, db.range_starts, db.range_stops, backend=backend,
                                  end_exclude=end_exclude, rules=annotation_rules(db).search)
         self.prepared = {}
 
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         """Normalized float32 queries from raw ones (..., F)."""
-        q = ((raw - self.offset) / self.scale).astype(np.float32)
-        q[..., self.inactive] = 0.0
+        raw = np.ascontiguousarray(raw, dtype=np.float64)
+        q = np.empty(raw.shape, dtype=np.float32)
+        f = raw.shape[-1]
+        normalized_rows(raw.reshape(-1, f), self.offset, self.scale, self.active, q.reshape(-1, f))
         return q
 
     def mask(self, db, tag_filter: str | None):
@@ -68,6 +72,16 @@ class SearchSet:
             m = holdable if base is None else base[0] & holdable
             self.prepared[key] = base if not m.any() else (m, self.searcher.prepare(m))
         return self.prepared[key]
+
+
+@numba.njit(cache=True)
+def normalized_rows(raw, offset, scale, active, out):
+    """out (B, F) float32 = (raw - offset) / scale of raw (B, F), each difference and quotient in float64 and
+    rounded once to float32 (as numpy's arithmetic then astype), 0 in the columns not `active` (weight 0).
+    A compiled loop: a tick's one or few queries cost four numpy calls' overhead otherwise."""
+    for a in range(raw.shape[0]):
+        for c in range(raw.shape[1]):
+            out[a, c] = np.float32((raw[a, c] - offset[c]) / scale[c]) if active[c] else np.float32(0.0)
 
 
 def search_set(db, s: CharacterSettings, events=()) -> SearchSet:
