@@ -17,6 +17,7 @@ import pytest
 from motionmatch.cli import main
 from motionmatch.offline.batch_synth import SUMMARY, without_timings
 from motionmatch.offline.cluster import WORKER_ENV
+from cluster_fixtures import kill_a_worker_once_it_runs_a_task
 
 DASK = Path(sys.executable).with_name("dask")
 
@@ -53,19 +54,6 @@ def real_cluster(tmp_path_factory):
                 p.kill()
 
 
-def _kill_a_busy_worker(client, killed: list, timeout_s: float = 300.0) -> None:
-    """SIGKILL the first worker process seen running a task (its nanny starts another)."""
-    pids = client.run(os.getpid)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        busy = [w for w, n in client.run(lambda dask_worker: len(dask_worker.state.executing)).items() if n]
-        if busy:
-            os.kill(pids[busy[0]], signal.SIGKILL)
-            killed.append(busy[0])
-            return
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_a_batch_on_a_real_cluster_survives_a_killed_worker(real_cluster, jlpm_db_path, tmp_path):
     address, client = real_cluster
@@ -79,7 +67,7 @@ def test_a_batch_on_a_real_cluster_survives_a_killed_worker(real_cluster, jlpm_d
     assert main(["synth", "--db", str(jlpm_db_path), "--scenarios", str(scen), "-o", str(serial), "--quiet"]) == 0
     out = tmp_path / "cluster"
     killed: list = []
-    killer = threading.Thread(target=_kill_a_busy_worker, args=(client, killed))
+    killer = threading.Thread(target=kill_a_worker_once_it_runs_a_task, args=(client, killed))
     killer.start()
     code = main(["synth", "--db", str(jlpm_db_path), "--scenarios", str(scen), "-o", str(out), "--quiet",
                  "--address", address])

@@ -3,16 +3,14 @@ identical reruns, resuming, a killed worker, and bad specs refused before any wo
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from motionmatch.cli import main
 from motionmatch.offline.dataset import LABEL_COLUMNS, SEQUENCES, folder_name
+from cluster_fixtures import kill_a_worker_once_it_runs_a_task
 
 # Two tag sets of the jlpm22 database (it has one actor and no named styles): mirrored clips and the rest.
 SPEC = """sequences = 3
@@ -126,25 +124,13 @@ def test_an_output_folder_of_another_spec_is_refused(dataset, jlpm_db_path, tmp_
     assert "holds a dataset of another spec" in capsys.readouterr().err and _files(dataset) == before
 
 
-def _kill_a_worker_once_it_runs_a_task(client, killed: list, timeout_s: float = 300.0) -> None:
-    pids = client.run(os.getpid)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        busy = [w for w, n in client.run(lambda dask_worker: len(dask_worker.state.executing)).items() if n]
-        if busy:
-            os.kill(pids[busy[0]], signal.SIGKILL)
-            killed.append(busy[0])
-            return
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_a_worker_killed_mid_dataset_loses_and_duplicates_nothing(dataset, spec_file, jlpm_db_path, tmp_path):
     from motionmatch.offline.cluster import open_client
     out = tmp_path / "cluster"
     with open_client(workers=2) as client:
         killed: list = []
-        killer = threading.Thread(target=_kill_a_worker_once_it_runs_a_task, args=(client, killed))
+        killer = threading.Thread(target=kill_a_worker_once_it_runs_a_task, args=(client, killed))
         killer.start()
         code = main(["generate", str(spec_file), "-o", str(out), "--db", str(jlpm_db_path), "--quiet",
                      "--address", client.scheduler.address])

@@ -14,6 +14,7 @@ import pytest
 from motionmatch.files.atomic_file import replacing
 from motionmatch.cli import main as cli_main
 from motionmatch.posedb.database import load_database
+from cluster_fixtures import kill_a_worker_once_it_runs_a_task
 
 # Runs the CLI with numpy's savez replaced by one that writes a few bytes and then kills its own process
 # (SIGKILL: no finally block, no atexit), i.e. a kill at the worst moment, every time.
@@ -90,21 +91,6 @@ def test_replacing_keeps_the_old_file_on_any_error_and_writes_whole_files(tmp_pa
     assert target.read_text() == "new" and not stale.exists() and live.exists()
 
 
-def _kill_a_worker_once_it_runs_a_task(client, killed: list, timeout_s: float = 600.0) -> None:
-    """SIGKILL the worker process that first executes a task (its nanny starts a new one)."""
-    import time
-    pids = client.run(os.getpid)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        running = client.run(lambda dask_worker: len(dask_worker.state.executing))
-        busy = [w for w, n in running.items() if n]
-        if busy:
-            os.kill(pids[busy[0]], signal.SIGKILL)
-            killed.append(busy[0])
-            return
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_a_worker_killed_mid_study_costs_at_most_its_trial(jlpm_db_path, tmp_path, capsys):
     """`tune` on a one-worker cluster whose worker is killed while it runs the first trial (the defaults,
@@ -128,7 +114,7 @@ def test_a_worker_killed_mid_study_costs_at_most_its_trial(jlpm_db_path, tmp_pat
         args = ["tune", "--db", str(jlpm_db_path), "--scenarios", str(scen), "-o", str(out), "--only", "bias",
                 "--address", client.scheduler.address]
         killed = []
-        killer = threading.Thread(target=_kill_a_worker_once_it_runs_a_task, args=(client, killed))
+        killer = threading.Thread(target=kill_a_worker_once_it_runs_a_task, args=(client, killed))
         killer.start()
         code = cli_main(args + ["--trials", "2"])
         killer.join()
