@@ -12,12 +12,14 @@ made: after a warm-up share of them its slope (kB per visit) is what a day of tr
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import math
 import random
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +97,9 @@ def start_server(db: str | None, max_sessions: int, extra: list[str] | None = No
     for line in proc.stdout:
         m = re.search(r"serving on (http://127\.0\.0\.1:\d+)/", line)
         if m:
+            # Keep reading what it prints (its warnings): a full pipe would stop the server at its next line
+            # (a 5,000-visit soak stood still after a few thousand visits).
+            threading.Thread(target=collections.deque, args=(proc.stdout, 0), daemon=True).start()   # read, dropped
             return proc, m.group(1)
         if time.monotonic() > deadline:
             break
