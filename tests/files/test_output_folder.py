@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from motionmatch.files.output_folder import (INCOMPLETE_MARKER, STALE_UNLOCKED_S, STAGING_PREFIX,
                                              remove_dead_staging, staged_output)
 
@@ -100,6 +102,7 @@ def _visible(folder) -> dict:
             for p in folder.iterdir() if not p.name.startswith(".")}
 
 
+@pytest.mark.slow       # 20 synth processes: 167 s with numba's cache compiled by its first run
 def test_runs_killed_at_random_moments_leave_old_or_new_outputs_and_no_staging(jlpm_db_path, tmp_path):
     """20 `motionmatch synth` processes killed (SIGKILL) at seeded random moments of their run, two
     scenarios taking turns so the old and the new outputs differ: after each kill the folder's outputs are

@@ -3,7 +3,7 @@ test: run it by hand; each run starts a server).
 
     PYTHONPATH=src python tests/spreads/soak_slope.py [runs=20] [database=the jlpm22 default]
 
-Runs the test's soak (200 visits, 10 pages, 1 s visits) once per seed and prints the slope of the
+Runs the test's soak (200 visits, 10 pages, 1 s visits, 60 of warm-up) once per seed and prints the slope of the
 server's RSS after the warm-up (kB a visit) and the end / start ratio: min / median / max."""
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def main(runs: int = 20, db: str | None = None) -> None:
     db = db or str(build_default_database(progress=False))
     slopes, ratios = [], []
     for seed in range(runs):
-        d = soak_visits(db, visits=200, pages=10, visit_s=1.0, progress=None, seed=seed).to_dict()
+        d = soak_visits(db, visits=200, pages=10, visit_s=1.0, warmup=60, progress=None,
+                        seed=seed).to_dict()
         slopes.append(d["slope_kb_per_visit"])
         ratios.append(d["rss_mb"]["end_over_start"])
         print(f"seed {seed}: slope {slopes[-1]:.2f} kB a visit, end/start {ratios[-1]:.3f}, "
