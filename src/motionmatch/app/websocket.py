@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 from aiohttp import WSMsgType, web
 
 from .hosts import origin_ok
+from .memory import release_free_memory
 from .messages import MessageError, parse_message, session_schemas
 from .session import RATE_PER_S, Session
 from .limits import DT, MAX_CATCHUP
@@ -23,6 +24,7 @@ log = logging.getLogger("motionmatch.app")
 MAX_FRAME_BYTES = 64 * 1024     # beyond this aiohttp closes the connection (code 1009)
 SERVER_FULL_CLOSE_CODE = 1013   # WebSocket "try again later": max_sessions pages are connected
 WEIGHTS_INTERVAL_S = 0.25       # a session's weight changes apply at most this often (latest values win)
+RELEASE_DELAY_S = 1.0           # a closed session's memory goes back to the system this long after it closed
 
 Handler = Callable[[Session, dict], "dict | None | Awaitable[dict | None]"]
 
@@ -148,10 +150,25 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         session.close()
         if not ws.closed:
             await ws.close()
+        _release_soon(state)
         secs = max(1e-6, time.monotonic() - session.started)
         log.info("session %s closed after %.1f s: %d frames, %.1f kB/s, step %.0f us (%d active)", sid, secs,
                  session.frames_sent, session.bytes_sent / secs / 1e3, session.step_us, len(state.sessions))
     return ws
+
+
+def _release_soon(state) -> None:
+    """Hand the memory of closed sessions back to the system (app/memory.py) RELEASE_DELAY_S from now,
+    off the event loop, once this handler and the requests still holding the session are gone; the
+    sessions closing meanwhile share that one call."""
+    if state.release is not None:
+        return
+    loop = asyncio.get_running_loop()
+
+    def release():
+        state.release = None
+        loop.run_in_executor(None, release_free_memory)
+    state.release = loop.call_later(RELEASE_DELAY_S, release)
 
 
 def _off_loop(handler: Callable[[Session, dict], dict | None]) -> Handler:

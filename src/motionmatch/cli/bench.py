@@ -65,11 +65,19 @@ def register(sub) -> None:
     pv = bsub.add_parser("serve", help="server soak: simulated pages come and go; memory over time, pages' fps")
     pv.add_argument("--db", default=None, help="database file (default: the cached default database)")
     pv.add_argument("--pages", type=int, default=20, help="simulated pages connected at once (default 20)")
-    pv.add_argument("--minutes", type=float, default=5.0, help="length of the soak after a warm-up round")
-    pv.add_argument("--visit", type=float, default=20.0, help="seconds a page stays, 0.5-1.5x (default 20)")
+    pv.add_argument("--minutes", type=float, default=None,
+                    help="length of the soak after a warm-up round (default 5)")
+    pv.add_argument("--visit", type=float, default=None,
+                    help="seconds a page stays, 0.5-1.5x (default 20; 2 with --soak)")
+    pv.add_argument("--soak", action="store_true",
+                    help="count visits instead of minutes: --visits page visits (connect, drive, record, "
+                         "download, leave), the server's memory against visits and its slope after a warm-up "
+                         "tenth (kB a visit)")
+    pv.add_argument("--visits", type=int, default=5000, help="with --soak: visits in all (default 5000)")
     pv.add_argument("--no-record", action="store_true", help="pages do not record (they do by default)")
     pv.add_argument("--max-sessions", type=int, default=None,
-                    help="the server's cap (default: --pages, so no page is refused)")
+                    help="the server's cap (default: --pages, so no page is refused; with --soak twice that, so "
+                         "a page arriving while the server closes the session of the one it replaces is served)")
     pv.add_argument("--crowd", type=int, default=None, metavar="N",
                     help="instead of the soak: `serve --crowd N` with one page and two crowd viewers for "
                          "--minutes (0.5 is enough); the crowd's tick, ticks a second, bytes a second, fps")
@@ -211,19 +219,31 @@ def run_bench_interop(args) -> int:
 
 
 def run_bench_serve(args) -> int:
-    from ..devtools.soak import soak, table
+    from ..devtools.soak import soak, soak_visits, table
     machine = machine_info()
     if args.crowd is not None:
         return _bench_serve_crowd(args, machine)
     if not 1 <= args.pages <= 1000:
         raise ValueError(f"--pages: expected 1..1000, got {args.pages}")
-    if not 0 < args.minutes <= 24 * 60:
-        raise ValueError(f"--minutes: expected more than 0 and at most 1440, got {args.minutes}")
-    if not 1.0 <= args.visit <= 3600:
-        raise ValueError(f"--visit: expected 1..3600 seconds, got {args.visit}")
-    result = soak(args.db, pages=args.pages, seconds=60.0 * args.minutes, visit_s=args.visit,
-                  record=not args.no_record, max_sessions=args.max_sessions,
-                  progress=None if args.json else print, seed=args.seed)
+    visit = args.visit if args.visit is not None else 2.0 if args.soak else 20.0
+    if not (0.5 if args.soak else 1.0) <= visit <= 3600:
+        raise ValueError(f"--visit: expected {0.5 if args.soak else 1}..3600 seconds, got {visit}")
+    progress = None if args.json else print
+    if args.soak:
+        if args.minutes is not None:
+            raise ValueError("--minutes: a --soak is as long as its --visits")
+        if not 2 * args.pages <= args.visits <= 10_000_000:
+            raise ValueError(f"--visits: expected {2 * args.pages}..10000000 (at least two rounds of --pages), "
+                             f"got {args.visits}")
+        result = soak_visits(args.db, visits=args.visits, pages=args.pages, visit_s=visit,
+                             record=not args.no_record, max_sessions=args.max_sessions, progress=progress,
+                             seed=args.seed)
+    else:
+        minutes = 5.0 if args.minutes is None else args.minutes
+        if not 0 < minutes <= 24 * 60:
+            raise ValueError(f"--minutes: expected more than 0 and at most 1440, got {minutes}")
+        result = soak(args.db, pages=args.pages, seconds=60.0 * minutes, visit_s=visit,
+                      record=not args.no_record, max_sessions=args.max_sessions, progress=progress, seed=args.seed)
     print(json.dumps({**result.to_dict(), "machine": machine}) if args.json else table(result))
     return 0
 
@@ -233,9 +253,10 @@ def _bench_serve_crowd(args, machine: dict) -> int:
     from ..app.crowd.world import MAX_AGENTS
     if not 1 <= args.crowd <= MAX_AGENTS:
         raise ValueError(f"--crowd: expected 1..{MAX_AGENTS} agents, got {args.crowd}")
-    if not 0 < args.minutes <= 60:
-        raise ValueError(f"--minutes: expected more than 0 and at most 60 with --crowd, got {args.minutes}")
-    d = crowd_soak(args.db, args.crowd, seconds=60.0 * args.minutes, seed=args.seed)
+    minutes = 5.0 if args.minutes is None else args.minutes
+    if not 0 < minutes <= 60:
+        raise ValueError(f"--minutes: expected more than 0 and at most 60 with --crowd, got {minutes}")
+    d = crowd_soak(args.db, args.crowd, seconds=60.0 * minutes, seed=args.seed)
     print(json.dumps({**d, "machine": machine}) if args.json else crowd_table(d))
     return 0
 

@@ -35,7 +35,10 @@ def register(sub) -> None:
     p.add_argument("--alpha", type=_root_radius, default=0.3,
                    help="VR root clamp radius in metres (0.1 or 0.3; 0.01 to 2)")
     add_crouch_args(p)
-    p.add_argument("-o", "--out", required=True, help="output folder")
+    p.add_argument("-o", "--out", required=True,
+                   help="output folder; a run writes into a hidden OUT/.partial-* staging folder (a batch: one "
+                        "in each OUT/NAME) and moves the files in when all are written; the staging folders "
+                        "of killed runs are removed by the next run into OUT (docs/ROBUSTNESS.md)")
     p.add_argument("--retarget-to", help="BVH of a target skeleton (first frame = bind pose)")
     p.add_argument("--map", dest="mapping", help="joint mapping TOML for retargeting")
     out = p.add_mutually_exclusive_group()
