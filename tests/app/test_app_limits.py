@@ -274,13 +274,15 @@ def test_closed_sessions_hand_their_memory_back(small_server, monkeypatch):
 
 
 # Slope of the server's RSS after the warm-up (60 visits) of a 200-visit soak (10 pages, 1 s visits, jlpm22
-# database), kB a visit. Measured twice so far (2026-12-02, the shared 2-core machine at a load of 2-5): 43
-# (warm-up 20) and 75: over so few visits the RSS moves in steps of malloc's heaps (+6 MB at once at visit
-# 140), so this bound catches a session's recording or character kept (MBs a visit), not the 27.5 kB a visit of
-# issue 43: that one is test_closed_sessions_hand_their_memory_back's, and the 5,000-visit bench's
-# (docs/ROBUSTNESS.md: 0.35 kB a visit). The spread over 20 runs is still to be measured with
-# `PYTHONPATH=src .venv/bin/python tests/spreads/soak_slope.py`.
-SOAK_SLOPE_BOUND_KB = 250.0
+# database), kB a visit, and its end / start ratio. Spread over 20 runs (seeds 0-19, 2026-12-02, the shared
+# 2-core machine beside a fresh-clone `make test`, `PYTHONPATH=src .venv/bin/python tests/spreads/soak_slope.py
+# 20`): slope min 9.9 / median 73.9 / max 239.5 kB, end/start 1.004 / 1.030 / 1.090. Over so few visits the RSS
+# moves in steps of malloc's heaps (+6 MB at once), so these bounds (about twice the worst run) catch a
+# session's recording or character kept (MBs a visit), not the 27.5 kB a visit of issue 43: that one is
+# test_closed_sessions_hand_their_memory_back's, and the 5,000-visit bench's (docs/ROBUSTNESS.md: 0.35 kB a
+# visit).
+SOAK_SLOPE_BOUND_KB = 500.0
+SOAK_END_OVER_START = 1.2
 
 
 @pytest.mark.slow
@@ -291,4 +293,4 @@ def test_a_short_soak_keeps_the_servers_memory_flat(jlpm_db_path):
     assert d["visits"] >= 200 and d["failed_downloads"] == 0 and d["warmup_visits"] == 60
     assert [v for v, _ in d["memory_by_visits"]] == list(range(2, 201, 2))
     assert d["slope_kb_per_visit"] < SOAK_SLOPE_BOUND_KB, table(result)
-    assert d["rss_mb"]["end_over_start"] < 1.1
+    assert d["rss_mb"]["end_over_start"] < SOAK_END_OVER_START
