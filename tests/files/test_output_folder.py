@@ -127,11 +127,19 @@ def test_runs_killed_at_random_moments_leave_old_or_new_outputs_and_no_staging(j
     shutil.copytree(tmp_path / "ref0", out)
     rng = random.Random(43)
     now, staged_kills, leftovers = 0, 0, []
-    for _ in range(KILLS):
+    for i in range(KILLS):
         new = 1 - now
         proc = subprocess.Popen(command(new, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # Anywhere from the start (imports, the database) to a little past a whole run's time.
-        time.sleep(rng.uniform(0.0, 1.1 * run_s))
+        if i % 2:
+            # Every other kill comes while the run stages (its simulation runs inside the staging folder):
+            # the case the cleanup is for, however fast the machine is at the moment.
+            deadline = time.monotonic() + 120.0
+            while proc.poll() is None and not set(_staging(out)) - set(leftovers) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 0.2 * run_s))
+        else:
+            # Anywhere from the start (imports, the database) to a little past a whole run's time.
+            time.sleep(rng.uniform(0.0, 1.1 * run_s))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         got = _visible(out)
