@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-import subprocess
 
 import aiohttp
 
-from .soak import SoakResult, _visit, start_server
+from .soak import SoakResult, _visit, running_server
 
 WARM_UP_S = 5.0
 
@@ -72,15 +71,8 @@ def crowd_soak(db: str | None, n: int, seconds: float = 20.0, seed: int = 0) -> 
     """Measure `serve --crowd n` for `seconds` (after WARM_UP_S): the crowd process's tick median and p99
     (ms, last 10 s), ticks stepped and skipped per second (60 and 0 keep real time), bytes per frame and
     per second sent to the two viewers, the viewers' and the user's page's frames per second."""
-    proc, url = start_server(db, 2, ["--crowd", str(n)])
-    try:
+    with running_server(db, 2, ["--crowd", str(n)]) as (_, url):
         return asyncio.run(_measure(url, seconds, seed))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def crowd_table(d: dict) -> str:

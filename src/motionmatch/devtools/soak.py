@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,6 +106,21 @@ def start_server(db: str | None, max_sessions: int, extra: list[str] | None = No
             break
     proc.kill()
     raise RuntimeError("the server did not start (run `motionmatch serve` to see why)")
+
+
+@contextmanager
+def running_server(db: str | None, max_sessions: int, extra: list[str] | None = None):
+    """start_server's (process, URL) for a `with` block; the server is stopped on leaving it (terminated,
+    killed if it has not ended 10 s later)."""
+    proc, url = start_server(db, max_sessions, extra)
+    try:
+        yield proc, url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 async def _visit(http: aiohttp.ClientSession, url: str, seconds: float, record: bool, out: SoakResult,
@@ -214,15 +230,8 @@ def soak(db: str | None, pages: int = 20, seconds: float = 300.0, visit_s: float
          max_sessions: int | None = None, progress=print, seed: int = 0) -> SoakResult:
     """Run the soak against a fresh server: `pages` simulated pages at once for `seconds`, each visit
     lasting about `visit_s` seconds (0.5-1.5x), recording when `record`."""
-    proc, url = start_server(db, max_sessions or max(pages, 1))
-    try:
+    with running_server(db, max_sessions or max(pages, 1)) as (proc, url):
         return asyncio.run(_soak(url, proc.pid, pages, seconds, visit_s, record, progress, seed))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 async def _soak_visits(url: str, pid: int, visits: int, pages: int, visit_s: float, warmup: int, record: bool,
@@ -280,15 +289,8 @@ def soak_visits(db: str | None, visits: int = 5000, pages: int = 20, visit_s: fl
         raise ValueError(f"warm-up: expected 1..{visits - 1} visits, got {warmup}")
     # Twice the pages: a page arriving while the server still closes the session of the one it replaces
     # is served, as on a server whose cap is not reached.
-    proc, url = start_server(db, max_sessions or 2 * pages)
-    try:
+    with running_server(db, max_sessions or 2 * pages) as (proc, url):
         return asyncio.run(_soak_visits(url, proc.pid, visits, pages, visit_s, warmup, record, progress, seed))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def table(result: SoakResult) -> str:
