@@ -36,7 +36,7 @@ from .controller import (GOAL_VX, GOAL_VZ, PX, PY, PZ, VX, VZ, Controller, Contr
 from .input_log import InputLog, obstacles_dict, settings_dict, terrain_dict
 from .matching import (FORCE, IDLE_NO_REWIND_S, plan_serial, plan_stage, predict_stage, query_serial, query_stage,
                        resting)
-from .playback import (Clips, Frames, Playhead, playback_serial, playback_stage, transition_parallel,
+from .playback import (Clips, Frames, Playhead, playback_serial, playback_stage, read_only, transition_parallel,
                        transition_stage)
 from .requests import Requests, follow_root
 from .annotation_play import hold_blocked, loop_wraps
@@ -256,14 +256,15 @@ class Crowd:
         records are made once (the stages then find their compiled code without typing them again)."""
         self.learned = src
         if src is not None:
-            self.learned_clips = Clips(src.speeds, src.stop, src.contacts)
+            self.learned_clips = read_only(Clips(src.speeds, src.stop, src.contacts))
+            self.learned_pose = read_only(src.pose)
             # Each learned agent plays its own pose row (rate, stride and warp are the crowd's).
             self.learned_play = self.state.playback.play._replace(frame=src.frame, frac=src.frac)
 
     def _cross_transition(self, i: int, src_frames: Frames, src_row: int, dst_frames: Frames, dst_row: int) -> None:
         """Agent i moves from row src_row of one pose source to row dst_row of another, an inertialized
         transition like a search jump (the stages' transition on a two-row source)."""
-        pair = Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_frames, dst_frames)))
+        pair = read_only(Frames(*(np.stack([a[src_row], b[dst_row]]) for a, b in zip(src_frames, dst_frames))))
         shown = self.state.playback.play
         play = Playhead(np.zeros(self.n, dtype=np.int64), np.zeros(self.n), shown.rate, shown.stride, shown.warp_angle,
                         shown.contacts)
@@ -314,11 +315,11 @@ class Crowd:
         if self.input_log is not None:
             self._logged("terrain", terrain_dict(terrain, halflife))
         if terrain is None:
-            self.terrain = Terrain(False, np.zeros((2, 2)), 0.0, 0.0, 1.0, float(halflife))
+            terrain = Terrain(False, np.zeros((2, 2)), 0.0, 0.0, 1.0, float(halflife))
         else:
-            self.terrain = Terrain(True, np.ascontiguousarray(terrain.heights, dtype=np.float64),
-                                   float(terrain.origin[0]), float(terrain.origin[1]), float(terrain.cell),
-                                   float(halflife))
+            terrain = Terrain(True, np.ascontiguousarray(terrain.heights, dtype=np.float64),
+                              float(terrain.origin[0]), float(terrain.origin[1]), float(terrain.cell), float(halflife))
+        self.terrain = read_only(terrain)
         self.state.touchups.feet.heights[:, HAS_GROUND] = 0.0     # the ground smoothing restarts from the new ground
 
     def set_obstacles(self, obstacles) -> None:
@@ -381,7 +382,7 @@ class Crowd:
         frames, row = self.state.db.frames, f
         if self.learned is not None:
             learned.start(self.learned, i, self.state.db.raw_features[f])
-            frames, row = self.learned.pose, i     # its own pose row
+            frames, row = self.learned_pose, i     # its own pose row
         reset_row(self.state, i, f, position, yaw, self.controller_settings, frames, row)
         self.requests.reset(i)
         self._output(0.0, np.array([i]))
@@ -739,8 +740,8 @@ class Crowd:
         if jump.any():
             movers = agents[jump]
             inert = self.state.inertialization
-            self.calls(transition_stage, movers, self.n + movers, L.pose, L.stop, inert.offsets, self.learned_play,
-                       self.packed, inert.scratch)
+            self.calls(transition_stage, movers, self.n + movers, self.learned_pose, L.stop, inert.offsets,
+                       self.learned_play, self.packed, inert.scratch)
             L.frame[movers] = movers
 
     def _searched(self, agents, best, cost, jump) -> int:
@@ -786,7 +787,7 @@ class Crowd:
         """What playback samples: the database's frames, or the learned agents' own pose rows."""
         if self.learned is None:
             return self.state.db.frames, self.state.db.clips, self.state.playback.play
-        return self.learned.pose, self.learned_clips, self.learned_play
+        return self.learned_pose, self.learned_clips, self.learned_play
 
     def local_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Agent i's output local pose (J, 3) / (J, 4), joint 0 the character root in the world (for BVH)."""

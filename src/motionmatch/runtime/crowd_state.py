@@ -19,7 +19,8 @@ from .frame_velocities import database_velocities
 from .inertialization import Offsets, new_offsets
 from .matching import (FORCE, IDLE_MIN_HOLD_S, SEARCH_COLUMNS, TIMER, Desired, lively_holds, still_stretch_ends,
                        trajectory_layout)
-from .playback import Clips, Frames, Playhead, Pose, Root, new_pose, new_shown_pose
+from .playback import (Clips, Frames, Playhead, Pose, Root, new_pose, new_shown_pose, read_only,
+                       read_only_view)
 from .search_sets import annotation_rules, shared
 from .timescale import future_speeds, horizon_frames
 from .trajectory_heights import height_layout
@@ -128,12 +129,12 @@ def database_arrays(db) -> DatabaseArrays:
     clip_speed = shared(db, "clip_speed", lambda: clip_speeds(rvel, db.range_starts, db.range_stops, db.fps))
     speeds = shared(db, "future_speeds", lambda: future_speeds(rvel, db.range_stops,
                                                                horizon_frames(db.features.schema), db.fps))
-    raw_features = np.ascontiguousarray(db.features.raw)
+    raw_features = read_only_view(np.ascontiguousarray(db.features.raw))
     traj_offsets, traj_layout = trajectory_layout(db.features.schema, db.features.channel_slices)
     return DatabaseArrays(
-        frames=Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang),
+        frames=read_only(Frames(np.asarray(db.positions), np.asarray(db.rotations), vel, ang, rvel, rang)),
         velocities=velocities,
-        clips=Clips(clip_speed, stop_of, np.ascontiguousarray(db.contacts)),
+        clips=read_only(Clips(clip_speed, stop_of, np.ascontiguousarray(db.contacts))),
         range_of=range_of, still_to=still_to, holdable=holdable, future_speeds=speeds, raw_features=raw_features,
         annotations=annotation_rules(db),
         traj_offsets=traj_offsets, traj_times=traj_offsets / float(db.fps), traj_layout=traj_layout,
@@ -153,7 +154,7 @@ def leg_rig(db) -> Rig:
     reach = np.array([(1.0 - LEG_BUFFER) * float(np.linalg.norm(db.positions[0, lo])
                                                   + np.linalg.norm(db.positions[0, ft]))
                       for _, lo, ft, _ in legs])
-    return Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach)
+    return read_only(Rig(parents, rig.pelvis, rig.upper_legs, rig.chain, legs, reach))
 
 
 def new_crowd_state(db, n: int, controller_settings: ControllerSettings) -> CrowdState:

@@ -37,6 +37,23 @@ class Frames(NamedTuple):
     root_angvel: np.ndarray    # (N, 3) its angular velocity in its own frame, rad/s
 
 
+def read_only_view(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a` (the same memory; its owner can still write it)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def read_only(record):
+    """`record` (a named tuple of arrays and scalars) with every array a read-only view.
+
+    numba types a read-only array apart from a writable one and compiles a stage once per type: a
+    database loaded from a file is read-only, one built in memory is writable, learned agents' rows are
+    written by their own kernels. The stages only read these records, so they always get read-only views
+    and each stage compiles once whatever the records' source."""
+    return type(record)(*(read_only_view(a) if isinstance(a, np.ndarray) else a for a in record))
+
+
 class Clips(NamedTuple):
     """What playback reads per frame besides its pose (rows as in Frames). Stages running in parallel
     take flat records only (numba's parallel loops cannot take a record inside a record)."""
